@@ -1,0 +1,52 @@
+"""preflight: gate a training corpus before it reaches a GPU.
+
+>>> from preflight import run_preflight
+>>> report = run_preflight("data.jsonl", rules="rules.yaml", out="preflight-report")
+>>> report.raise_for_status()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from preflight.config import RuleSet, load_rules
+from preflight.errors import ConfigError, InputError, PreflightError, PreflightFailed
+from preflight.pipeline import Progress, run
+from preflight.report.model import Report
+
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "PreflightError",
+    "PreflightFailed",
+    "Report",
+    "RuleSet",
+    "load_rules",
+    "run_preflight",
+]
+
+
+def run_preflight(
+    source: Any,
+    rules: str | Path | dict[str, Any] | RuleSet | None = None,
+    out: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    limit: int | None = None,
+    strict: bool = False,
+    show_text: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
+
+    ``rules`` is a rules file, a dict of the same shape, a loaded ``RuleSet``, or None for
+    the ``default`` preset (or ``preset``). With ``out``, ``report.json`` and
+    ``findings.parquet`` are written there. Returns the ``Report``; call
+    ``report.raise_for_status()`` to turn a failed gate into ``PreflightFailed``.
+    """
+    ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be at least 1, got {limit}")
+    return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
+               progress=progress)

@@ -1,0 +1,5 @@
+"""``python -m preflight`` runs the CLI."""
+
+from preflight.cli import main
+
+main()

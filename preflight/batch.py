@@ -1,0 +1,255 @@
+"""A batch of records as the checks see it: typed columns plus each record's row number.
+
+Sources produce batches; checks read them. Records are held column-wise in a polars frame.
+A field whose values have mixed JSON types in a batch (a number here, a string there) cannot
+be one typed column: the frame then holds its string values only, and ``raw`` keeps every
+record's Python value so type-aware checks still see what was written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+# Code points Arrow strings cannot carry; the reader replaces them and notes where.
+_SURROGATES = range(0xD800, 0xE000)
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A line or element that is not a readable record."""
+
+    row: int
+    code: str
+    detail: str
+
+
+@dataclass
+class Batch:
+    """Records read from one file, in order, with everything the checks need."""
+
+    frame: pl.DataFrame
+    rows: np.ndarray
+    file: str | None = None
+    file_index: int = 0
+    raw: dict[str, list[Any]] = field(default_factory=dict)
+    malformed: list[Malformed] = field(default_factory=list)
+    lone_surrogates: dict[int, int] = field(default_factory=dict)
+    progress: int = 0
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def head(self, n: int) -> Batch:
+        """The first ``n`` records (and the malformed lines before the last of them)."""
+        if n >= len(self):
+            return self
+        last = int(self.rows[n - 1]) if n else -1
+        return Batch(
+            frame=self.frame.head(n),
+            rows=self.rows[:n],
+            file=self.file,
+            file_index=self.file_index,
+            raw={k: v[:n] for k, v in self.raw.items()},
+            malformed=[m for m in self.malformed if m.row <= last],
+            lone_surrogates={i: c for i, c in self.lone_surrogates.items() if i < n},
+            progress=self.progress,
+        )
+
+    def has(self, name: str) -> bool:
+        """True when the field appears in this batch (in any record)."""
+        return name in self.frame.columns
+
+    def values(self, name: str) -> list[Any]:
+        """The field's Python values per record (``None`` where absent)."""
+        if name in self.raw:
+            return self.raw[name]
+        if name not in self.frame.columns:
+            return [None] * len(self)
+        return self.frame.get_column(name).to_list()
+
+    def json_types(self, name: str) -> pl.Series:
+        """Each record's JSON type for a field: string, integer, number, boolean, array,
+        object or null (absent counts as null)."""
+        key = ("json_types", name)
+        if key not in self._cache:
+            if name in self.raw:
+                types = [_json_type(v) for v in self.raw[name]]
+                self._cache[key] = pl.Series(name, types, dtype=pl.String)
+            elif name not in self.frame.columns:
+                self._cache[key] = pl.repeat("null", len(self), eager=True, dtype=pl.String)
+            else:
+                col = self.frame.get_column(name)
+                kind = _dtype_kind(col.dtype)
+                self._cache[key] = (
+                    pl.select(
+                        pl.when(col.is_null()).then(pl.lit("null")).otherwise(pl.lit(kind))
+                    )
+                    .to_series()
+                    .alias(name)
+                )
+        return self._cache[key]
+
+    def texts(self, text_fields: tuple[str, ...], messages: str | None) -> pl.DataFrame:
+        """All text of each record in long form: columns ``i`` (record index in the batch),
+        ``field`` (``text`` or ``messages[2].content``) and ``text`` (null if not a string)."""
+        key = ("texts", text_fields, messages)
+        if key not in self._cache:
+            parts = [self._text_column(name) for name in text_fields]
+            if messages:
+                parts.append(self._message_contents(messages))
+            empty = pl.DataFrame(schema={"i": pl.UInt32, "field": pl.String, "text": pl.String})
+            self._cache[key] = pl.concat([empty, *parts]).sort("i", maintain_order=True)
+        return self._cache[key]
+
+    def _text_column(self, name: str) -> pl.DataFrame:
+        if name in self.frame.columns and self.frame.schema[name] == pl.String:
+            col = self.frame.get_column(name)
+        else:
+            col = pl.Series(name, [None] * len(self), dtype=pl.String)
+        return pl.DataFrame(
+            {
+                "i": pl.int_range(len(self), dtype=pl.UInt32, eager=True),
+                "field": pl.repeat(name, len(self), eager=True, dtype=pl.String),
+                "text": col,
+            }
+        )
+
+    def _message_contents(self, name: str) -> pl.DataFrame:
+        schema = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
+        dtype = self.frame.schema.get(name)
+        typed = (
+            name not in self.raw
+            and isinstance(dtype, pl.List)
+            and isinstance(dtype.inner, pl.Struct)
+            and dict(dtype.inner.to_schema()).get("content") == pl.String
+        )
+        if typed:
+            return (
+                self.frame.select(pl.col(name))
+                .with_row_index("i")
+                .explode(name)
+                .with_columns(pl.int_range(pl.len()).over("i").alias("turn"))
+                .filter(pl.col(name).is_not_null())
+                .select(
+                    pl.col("i").cast(pl.UInt32),
+                    pl.format(f"{name}[{{}}].content", pl.col("turn")).alias("field"),
+                    pl.col(name).struct.field("content").alias("text"),
+                )
+            )
+        out: dict[str, list[Any]] = {"i": [], "field": [], "text": []}
+        for i, turns in enumerate(self.values(name)):
+            if not isinstance(turns, list):
+                continue
+            for t, turn in enumerate(turns):
+                content = turn.get("content") if isinstance(turn, dict) else None
+                out["i"].append(i)
+                out["field"].append(f"{name}[{t}].content")
+                out["text"].append(content if isinstance(content, str) else None)
+        return pl.DataFrame(out, schema=schema)
+
+    def documents(self, text_fields: tuple[str, ...], messages: str | None) -> pl.Series:
+        """One string per record: its text pieces joined by newlines (null when it has none)."""
+        key = ("documents", text_fields, messages)
+        if key not in self._cache:
+            if len(text_fields) == 1 and not messages:
+                doc = self.texts(text_fields, messages).get_column("text")
+            else:
+                joined = (
+                    self.texts(text_fields, messages)
+                    .group_by("i", maintain_order=True)
+                    .agg(pl.col("text").drop_nulls().str.join("\n"))
+                )
+                doc = (
+                    pl.DataFrame({"i": pl.int_range(len(self), dtype=pl.UInt32, eager=True)})
+                    .join(joined, on="i", how="left", maintain_order="left")
+                    .get_column("text")
+                )
+            self._cache[key] = doc.alias("document")
+        return self._cache[key]
+
+
+def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: Any) -> Batch:
+    """Build a batch from parsed JSON objects, typing each column where its values agree."""
+    names: dict[str, None] = {}
+    for rec in records:
+        names.update(dict.fromkeys(rec))
+    columns: dict[str, pa.Array] = {}
+    raw: dict[str, list[Any]] = {}
+    for name in names:
+        values = [rec.get(name) for rec in records]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raw[name] = values
+            columns[name] = pa.array([v if isinstance(v, str) else None for v in values],
+                                     type=pa.string())
+    table = pa.table(columns) if columns else pa.table({})
+    frame = pl.from_arrow(table) if columns else pl.DataFrame()
+    if not columns:
+        frame = pl.DataFrame()
+    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
+
+
+def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """Replace lone surrogates (which Arrow cannot hold) with U+FFFD; return the count."""
+    if isinstance(value, str):
+        n = sum(1 for ch in value if ord(ch) in _SURROGATES)
+        if not n:
+            return value, 0
+        return "".join("\ufffd" if ord(ch) in _SURROGATES else ch for ch in value), n
+    if isinstance(value, list):
+        out, total = [], 0
+        for v in value:
+            v, n = replace_lone_surrogates(v)
+            out.append(v)
+            total += n
+        return out, total
+    if isinstance(value, dict):
+        fixed, total = {}, 0
+        for k, v in value.items():
+            v, n = replace_lone_surrogates(v)
+            fixed[k] = v
+            total += n
+        return fixed, total
+    return value, 0
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if math.isfinite(value) and value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _dtype_kind(dtype: pl.DataType) -> str:
+    if dtype == pl.String:
+        return "string"
+    if dtype == pl.Boolean:
+        return "boolean"
+    if dtype.is_integer():
+        return "integer"
+    if dtype.is_float():
+        return "number"
+    if isinstance(dtype, pl.List | pl.Array):
+        return "array"
+    if isinstance(dtype, pl.Struct):
+        return "object"
+    if dtype == pl.Null:
+        return "null"
+    return "string"

@@ -1,0 +1,8 @@
+"""Checks, one module per family; importing this package registers them all."""
+
+from preflight.checks import (  # noqa: F401 - imported to register
+    duplicates,
+    encoding,
+    invisible,
+    records,
+)

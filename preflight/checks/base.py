@@ -1,0 +1,108 @@
+"""The seam every check plugs into.
+
+A check is a class registered by name with a pydantic ``Params`` model (its rules-file
+parameters, with defaults and descriptions). The pipeline calls ``scan`` once per batch and
+``finish`` once at the end; both return findings as a polars frame, built with ``findings``:
+
+- ``scan`` findings point at records of the batch by ``i`` (index in the batch);
+- ``finish`` findings point at records by ``file_index`` and ``row`` (corpus-wide checks).
+
+Each finding has a stable snake_case ``code`` that tests and counters key on, a ``detail``
+for people, and optionally ``cluster`` (the row of a kept duplicate) and ``snippet`` (raw
+text around the problem, redacted by the pipeline unless ``--show-text``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from preflight.batch import Batch
+    from preflight.config import Fields, ModelFacts
+
+FINDING_SCHEMA: dict[str, pl.DataType] = {
+    "code": pl.String(),
+    "detail": pl.String(),
+    "cluster": pl.Int64(),
+    "snippet": pl.String(),
+}
+
+
+class Params(BaseModel):
+    """Base for check parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check knows besides its parameters: the resolved fields and model facts."""
+
+    fields: Fields
+    model: ModelFacts
+
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        return tuple(self.fields.text_fields())
+
+    @property
+    def messages(self) -> str | None:
+        return self.fields.messages
+
+
+class Check:
+    """Base class: override ``scan`` (and ``finish`` for corpus-wide checks)."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[Params]] = Params
+    # Fix actions this check accepts in a rule's ``fix:``; the first is the default.
+    fixes: ClassVar[tuple[str, ...]] = ("none", "quarantine", "drop")
+    # True when the check reads text fields (it then needs at least one declared).
+    needs_text: ClassVar[bool] = False
+
+    def __init__(self, params: BaseModel, ctx: Context) -> None:
+        self.params = params
+        self.ctx = ctx
+
+    def required_fields(self) -> list[str]:
+        """Fields that must appear in the data for this check to run at all."""
+        if self.needs_text:
+            return [*self.ctx.text_fields, *([self.ctx.messages] if self.ctx.messages else [])]
+        return []
+
+    def scan(self, batch: Batch) -> pl.DataFrame | None:
+        """Findings for one batch (``i``-indexed), or None when there are none."""
+        return None
+
+    def finish(self) -> pl.DataFrame | None:
+        """Corpus-wide findings (``file_index``/``row``-indexed), or None."""
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Extra numbers for the report (e.g. per-code-point counts)."""
+        return {}
+
+    def texts(self, batch: Batch) -> pl.DataFrame:
+        """This check's view of the batch's text: ``i``, ``field``, ``text``."""
+        return batch.texts(self.ctx.text_fields, self.ctx.messages)
+
+
+def findings(
+    index: dict[str, Any], code: Any, detail: Any, *, cluster: Any = None, snippet: Any = None
+) -> pl.DataFrame:
+    """Build a findings frame. ``index`` is ``{"i": ...}`` or ``{"file_index": ..., "row": ...}``;
+    the other arguments are columns or scalars broadcast to the index's length."""
+    cols: dict[str, Any] = dict(index)
+    n = len(next(iter(index.values())))
+    for name, value in (("code", code), ("detail", detail), ("cluster", cluster),
+                        ("snippet", snippet)):
+        if isinstance(value, pl.Series | list):
+            cols[name] = pl.Series(name, value, dtype=FINDING_SCHEMA[name])
+        else:
+            cols[name] = pl.repeat(value, n, eager=True, dtype=FINDING_SCHEMA[name])
+    return pl.DataFrame(cols)

@@ -1,0 +1,121 @@
+"""``encoding``: text damaged on its way in — U+FFFD, lone surrogates, mojibake, not NFC.
+
+Mojibake is UTF-8 that was decoded as cp1252/Latin-1 ("cafÃ©", "donâ€™t"). A vectorised
+regex finds candidate sequences (a UTF-8 lead byte's Latin-1 character followed by
+continuation-byte characters); each candidate is confirmed by re-encoding it and decoding as
+UTF-8, so Persian, Greek or German text is never flagged by accident.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from preflight.batch import Batch
+from preflight.checks.base import Check, Params, findings
+from preflight.checks.registry import register
+from preflight.text import snippet
+
+# Characters cp1252 maps the bytes 0x80-0xBF to, plus the Latin-1 C1 controls and U+00A0-BF.
+_CONTINUATION = (
+    "\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
+    "\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122"
+)
+_MOJIBAKE_PY = re.compile(f"[\u00c2-\u00f4][{_CONTINUATION}]{{1,3}}")
+_MOJIBAKE_RUST = "[\\x{C2}-\\x{F4}][" + "".join(
+    f"\\x{{{ord(c):04X}}}" if c != "-" else "-" for c in _CONTINUATION
+) + "]"
+
+
+def unmojibake(seq: str) -> str | None:
+    """The character a mojibake sequence stood for, or None when it is not mojibake."""
+    try:
+        raw = b"".join(
+            c.encode("cp1252") if c.encode("cp1252", "ignore") else c.encode("latin-1")
+            for c in seq
+        )
+    except UnicodeEncodeError:
+        return None
+    need = {0xC: 2, 0xD: 2, 0xE: 3, 0xF: 4}.get(raw[0] >> 4)
+    if need is None or len(raw) < need:
+        return None
+    try:
+        return raw[:need].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class EncodingParams(Params):
+    replacement_character: bool = Field(True, description="Flag U+FFFD.")
+    lone_surrogate: bool = Field(True, description="Flag lone surrogates (\\ud800 escapes).")
+    mojibake: bool = Field(True, description="Flag UTF-8 decoded as cp1252/Latin-1.")
+    nfc: bool = Field(True, description="Flag text that is not in Unicode NFC.")
+
+
+@register("encoding")
+class Encoding(Check):
+    """U+FFFD, lone surrogates, mojibake and text not in NFC."""
+
+    description = "U+FFFD, lone surrogates, mojibake (UTF-8 read as cp1252), text not in NFC."
+    Params = EncodingParams
+    fixes = ("repair", "normalize", "quarantine", "drop", "none")
+    needs_text = True
+
+    def scan(self, batch: Batch) -> pl.DataFrame | None:
+        p = self.params
+        texts = self.texts(batch)
+        text = pl.col("text")
+        flagged = texts.with_columns(
+            fffd=text.str.contains("\ufffd", literal=True).fill_null(False) if p.replacement_character else pl.lit(False),
+            moji=text.str.contains(_MOJIBAKE_RUST).fill_null(False) if p.mojibake else pl.lit(False),
+            nfc=(text.str.normalize("NFC") != text).fill_null(False) if p.nfc else pl.lit(False),
+        ).filter(pl.col("fffd") | pl.col("moji") | pl.col("nfc"))
+        out: dict[str, list[Any]] = {"i": [], "code": [], "detail": [], "snippet": []}
+
+        def add(i: int, code: str, detail: str, snip: str | None) -> None:
+            out["i"].append(i)
+            out["code"].append(code)
+            out["detail"].append(detail)
+            out["snippet"].append(snip)
+
+        if p.lone_surrogate:
+            for i, count in batch.lone_surrogates.items():
+                add(i, "lone_surrogate", f"{count} lone surrogate(s) (read as U+FFFD)", None)
+        for i, field, value, fffd, moji, nfc in flagged.iter_rows():
+            if fffd and i not in batch.lone_surrogates:
+                at = value.index("\ufffd")
+                add(i, "replacement_character",
+                    f"{field}: {value.count(chr(0xFFFD))}× U+FFFD, first at char {at}",
+                    snippet(value, at))
+            if moji:
+                repaired = [(m, unmojibake(m.group())) for m in _MOJIBAKE_PY.finditer(value)]
+                repaired = [(m, r) for m, r in repaired if r]
+                if repaired:
+                    m, r = repaired[0]
+                    seq = " ".join(f"U+{ord(c):04X}" for c in m.group()[: len(r.encode())])
+                    add(i, "mojibake",
+                        f"{field}: {len(repaired)} sequence(s) like {seq} → U+{ord(r):04X}",
+                        snippet(value, m.start()))
+            if nfc:
+                at = _first_difference(value, unicodedata.normalize("NFC", value))
+                add(i, "not_nfc", f"{field}: not NFC from char {at}", snippet(value, at))
+        if not out["i"]:
+            return None
+        frame = findings(
+            {"i": pl.Series(out["i"], dtype=pl.UInt32)},
+            out["code"],
+            out["detail"],
+            snippet=out["snippet"],
+        )
+        return frame.sort("i", maintain_order=True)
+
+
+def _first_difference(a: str, b: str) -> int:
+    for at, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return at
+    return min(len(a), len(b))

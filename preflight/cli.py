@@ -1,0 +1,198 @@
+"""The command line: a thin layer over the Python API, and the only module that prints or
+exits. ``PreflightError`` subclasses map to their exit codes: 0 pass, 1 gate failed,
+2 usage or configuration error, 3 input unreadable."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from preflight import run_preflight
+from preflight.checks import registry
+from preflight.config import RULE_KEYS, load_rules, preset_names
+from preflight.errors import PreflightError
+from preflight.report.console import render_console
+
+_err = Console(stderr=True)
+
+
+def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Map preflight's errors to exit codes; no traceback unless --debug."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = kwargs.get("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except PreflightError as e:
+            if debug:
+                traceback.print_exc()
+            _err.print(f"[bold red]error:[/] {e}", highlight=False)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            _err.print("interrupted")
+            sys.exit(130)
+        except Exception as e:  # a bug in preflight, not a user mistake
+            if debug:
+                raise
+            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}\n"
+                       "This is a bug in preflight; rerun with --debug for the traceback.",
+                       highlight=False)
+            sys.exit(2)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dataset-preflight", prog_name="preflight")
+def main() -> None:
+    """Gate a training corpus before it reaches a GPU."""
+
+
+@main.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--preset", help="A shipped rule set instead of a file (see `preflight rules list`).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
+              show_default=True, help="Folder for report.json and findings.parquet.")
+@click.option("--limit", type=click.IntRange(min=1), help="Check only the first N records.")
+@click.option("--strict", is_flag=True, help="Fail the gate on failed warn rules too.")
+@click.option("--show-text", is_flag=True, help="Put raw text in examples (redacted by default).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
+          limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
+          no_progress: bool, debug: bool) -> None:
+    """Check DATA (a file, a folder of shards, or a datasets folder) against the rules."""
+    rules = load_rules(rules_file, preset=preset)
+    show_bar = not (quiet or no_progress) and _err.is_terminal
+    with _progress(show_bar) as update:
+        report = run_preflight(data, rules, out, limit=limit, strict=strict,
+                               show_text=show_text, progress=update)
+    if as_json:
+        click.echo(report.model_dump_json(indent=2))
+    if not quiet:
+        render_console(report, _err if as_json else _stdout())
+    sys.exit(0 if report.passed else 1)
+
+
+def _stdout() -> Console:
+    """A console for the summary; 120 columns when stdout is not a terminal (logs, pipes)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
+
+
+class _progress:
+    """A rich progress bar fed by the pipeline's ``(done, total, unit)`` callback."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._bar: Progress | None = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[int, int, str], None] | None:
+        if not self._enabled:
+            return None
+        return self.update
+
+    def update(self, done: int, total: int, unit: str) -> None:
+        if self._bar is None:
+            columns: list[Any] = [TextColumn("reading"), BarColumn()]
+            if unit == "bytes":
+                columns += [DownloadColumn(), TransferSpeedColumn()]
+            else:
+                columns += [MofNCompleteColumn()]
+            self._bar = Progress(*columns, TimeRemainingColumn(), console=_err,
+                                 transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("read", total=total or None)
+        self._bar.update(self._task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@main.group()
+def rules() -> None:
+    """List checks and presets, validate rules files."""
+
+
+@rules.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def rules_list(as_json: bool) -> None:
+    """Show every check with its parameters and defaults, and the shipped presets."""
+    checks = [_describe(c) for c in registry.all_checks()]
+    if as_json:
+        click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
+                               "presets": preset_names()}, indent=2))
+        return
+    console = Console()
+    console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
+                  "max_count (default 0 unless max_fraction is set), max_fraction, fix.\n")
+    for c in checks:
+        console.print(f"[bold]{c['check']}[/] — {c['description']}")
+        console.print(f"  fix: {', '.join(c['fixes'])}", style="dim")
+        if c["params"]:
+            table = Table(show_edge=False, box=None, padding=(0, 2))
+            for col in ("param", "type", "default", "description"):
+                table.add_column(col, style="dim" if col == "type" else None)
+            for p in c["params"]:
+                table.add_row(p["name"], p["type"], json.dumps(p["default"]), p["description"])
+            console.print(table)
+        console.print()
+    console.print(f"presets: {', '.join(preset_names())} (use --preset NAME)")
+
+
+@rules.command("validate")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def rules_validate(file: Path, debug: bool) -> None:
+    """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
+    ruleset = load_rules(file)
+    Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+
+
+def _describe(cls: Any) -> dict[str, Any]:
+    params = []
+    for name, f in cls.Params.model_fields.items():
+        default = f.get_default(call_default_factory=True)
+        params.append({
+            "name": name,
+            "type": _type_name(f.annotation),
+            "default": default,
+            "description": f.description or "",
+        })
+    return {"check": cls.name, "description": cls.description, "fixes": list(cls.fixes),
+            "params": params}
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) or str(annotation)
+    return text.replace("typing.", "")
+
+
+if __name__ == "__main__":
+    main()

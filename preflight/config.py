@@ -1,0 +1,272 @@
+"""Rules files: YAML loaded into pydantic models, with errors that name the file and key path.
+
+A rules file has this shape::
+
+    version: 1
+    fields: {text: text, id: id}
+    model: {context_window: 4096}
+    rules:
+      - {id: hidden-chars, check: invisible_unicode, severity: error, fix: strip}
+
+Each rule takes the common keys below plus the parameters of its check (validated against
+that check's ``Params`` model from the registry), so a typo anywhere is a ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from preflight.checks import registry
+from preflight.errors import ConfigError
+
+Severity = Literal["error", "warn", "info"]
+Task = Literal["lm", "chat", "classification", "regression"]
+FixAction = Literal[
+    "repair", "normalize", "strip", "truncate", "drop", "keep_first", "quarantine", "none"
+]
+RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix")
+DEFAULT_PRESET = "default"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fields(_Strict):
+    """Which record fields hold what; ``None`` means "infer from the data"."""
+
+    text: str | list[str] | None = Field(None, description="Field(s) holding text.")
+    messages: str | None = Field(None, description="Field holding a chat: [{role, content}].")
+    id: str | None = Field(None, description="Field holding the record's id.")
+    label: str | None = Field(None, description="Class label field.")
+    target: str | None = Field(None, description="Regression target field.")
+    features: str | list[str] | None = Field(None, description="Feature column(s).")
+    numeric: str | list[str] | None = Field(None, description="Numeric fields to check.")
+
+    def text_fields(self) -> list[str]:
+        """The declared text fields as a list (empty when none)."""
+        return _as_list(self.text)
+
+    def declared(self) -> dict[str, list[str]]:
+        """Every declared role with its field names, e.g. ``{"text": ["text"], "id": ["id"]}``."""
+        return {
+            role: _as_list(value)
+            for role, value in self.model_dump().items()
+            if value is not None
+        }
+
+    def is_empty(self) -> bool:
+        """True when no field is declared (the pipeline then infers them)."""
+        return not self.declared()
+
+
+class ModelFacts(_Strict):
+    """Facts about the model the corpus is for."""
+
+    context_window: int | None = Field(None, gt=0, description="Context length in tokens.")
+    tokenizer: str | None = Field(None, description="tokenizer.json path or tokenizer folder.")
+    num_classes: int | None = Field(None, gt=0, description="Number of classes.")
+    labels: list[str | int] | None = Field(None, description="The declared label set.")
+    vocab_size: int | None = Field(None, gt=0, description="Vocabulary size for token ids.")
+
+
+class Rule(_Strict):
+    """One rule: a check, how bad a violation is, and how many violations are allowed."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Unique rule id.")
+    check: str = Field(description="The check this rule runs (see `preflight rules list`).")
+    severity: Severity = "error"
+    max_count: int | None = Field(None, ge=0, description="Violations allowed (default 0).")
+    max_fraction: float | None = Field(None, ge=0, le=1, description="Fraction allowed.")
+    fix: FixAction | None = Field(None, description="What `preflight fix` does with violations.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The check's parameters.")
+
+    def allowed(self) -> tuple[int | None, float | None]:
+        """The effective thresholds: ``max_count`` defaults to 0 unless a fraction is given."""
+        if self.max_count is None and self.max_fraction is None:
+            return 0, None
+        return self.max_count, self.max_fraction
+
+
+class RuleSet(_Strict):
+    """A validated rules file."""
+
+    version: Literal[1] = 1
+    task: Task | None = None
+    fields: Fields = Fields()
+    model: ModelFacts = ModelFacts()
+    rules: list[Rule]
+    path: str | None = Field(None, exclude=True)
+    sha256: str | None = Field(None, exclude=True)
+    preset: str | None = Field(None, exclude=True)
+
+
+def presets_dir() -> Path:
+    """Where the shipped presets live: inside the wheel, or ``rules/`` in a source checkout."""
+    packaged = Path(str(resources.files("preflight"))) / "rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets, sorted."""
+    return sorted(p.stem for p in presets_dir().glob("*.yaml"))
+
+
+def load_rules(
+    source: str | Path | dict[str, Any] | None = None, *, preset: str | None = None
+) -> RuleSet:
+    """Load and validate a rules file, a dict of the same shape, or a shipped preset.
+
+    With neither ``source`` nor ``preset``, the ``default`` preset is used.
+    """
+    if source is not None and preset is not None:
+        raise ConfigError("give either a rules file or --preset, not both")
+    if isinstance(source, dict):
+        return _validate(source, where="<dict>", sha256=None, preset=None)
+    if source is None:
+        name = preset or DEFAULT_PRESET
+        path = presets_dir() / f"{name}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"unknown preset {name!r}: choose one of {', '.join(preset_names())}"
+            )
+        return _load_file(path, preset=name)
+    return _load_file(Path(source), preset=None)
+
+
+def _load_file(path: Path, *, preset: str | None) -> RuleSet:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as e:
+        raise ConfigError(f"rules file not found: {path}") from e
+    except OSError as e:
+        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from e
+    if data is None:
+        raise ConfigError(f"{path}: the rules file is empty; it needs at least `rules:`")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {_kind(data)}")
+    return _validate(data, where=str(path), sha256=hashlib.sha256(raw).hexdigest(), preset=preset)
+
+
+def _validate(
+    data: dict[str, Any], *, where: str, sha256: str | None, preset: str | None
+) -> RuleSet:
+    data = dict(data)
+    raw_rules = data.pop("rules", None)
+    if raw_rules is None:
+        raise ConfigError(f"{where}: missing key `rules` (a list of rules)")
+    if not isinstance(raw_rules, list):
+        raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
+    errors: list[str] = []
+    rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    seen: set[str] = set()
+    for i, rule in enumerate(rules):
+        if rule.id in seen:
+            errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
+        seen.add(rule.id)
+    try:
+        ruleset = RuleSet(**data, rules=rules, path=None if where == "<dict>" else where,
+                          sha256=sha256, preset=preset)
+    except ValidationError as e:
+        errors = _messages(e, prefix="", model=RuleSet) + errors
+        ruleset = None
+    if errors:
+        raise ConfigError(f"{where}: invalid rules file:\n  " + "\n  ".join(errors))
+    assert ruleset is not None
+    return ruleset
+
+
+def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
+    at = f"rules[{i}]"
+    if not isinstance(spec, dict):
+        errors.append(f"{at}: expected a mapping like {{id: ..., check: ...}}, got {_kind(spec)}")
+        return None
+    check_name = spec.get("check")
+    if check_name is None:
+        errors.append(f"{at}.check: missing; choose one of {', '.join(registry.names())}")
+        return None
+    check = registry.get(check_name)
+    if check is None:
+        hint = _did_you_mean(str(check_name), registry.names())
+        errors.append(f"{at}.check: unknown check {check_name!r}{hint}")
+        return None
+    common = {k: v for k, v in spec.items() if k in RULE_KEYS}
+    common.setdefault("id", check_name)
+    params = {k: v for k, v in spec.items() if k not in RULE_KEYS}
+    before = len(errors)
+    try:
+        validated = check.Params(**params)
+    except ValidationError as e:
+        errors.extend(
+            _messages(e, prefix=at, model=check.Params, extra_keys=RULE_KEYS, check=check_name)
+        )
+        validated = None
+    fix = common.get("fix")
+    if fix is not None and fix not in check.fixes:
+        errors.append(
+            f"{at}.fix: {check_name} cannot {fix!r}; allowed: {', '.join(check.fixes)}"
+        )
+    try:
+        rule = Rule(**common, params=validated.model_dump() if validated else {})
+    except ValidationError as e:
+        errors.extend(_messages(e, prefix=at, model=Rule))
+        return None
+    return rule if len(errors) == before else None
+
+
+def _messages(
+    e: ValidationError,
+    *,
+    prefix: str,
+    model: type[BaseModel],
+    extra_keys: tuple[str, ...] = (),
+    check: str | None = None,
+) -> list[str]:
+    out = []
+    for err in e.errors():
+        loc = prefix
+        for part in err["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        if err["type"] == "extra_forbidden":
+            key = str(err["loc"][-1])
+            known = [*extra_keys, *model.model_fields]
+            known = [k for k in known if k not in ("params", "path", "sha256", "preset")]
+            owner = f"check {check!r}" if check else "this section"
+            hint = _did_you_mean(key, known)
+            out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
+        else:
+            got = err.get("input")
+            out.append(f"{loc}: {err['msg']} (got {got!r})")
+    return out
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" — did you mean {close[0]!r}?" if close else ""
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _as_list(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)

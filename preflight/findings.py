@@ -1,0 +1,185 @@
+"""Where findings go: counted per rule, a few kept as examples, all spilled to Parquet.
+
+Memory stays bounded whatever the number of findings: counts and up to ``MAX_EXAMPLES``
+examples per rule live in memory, the rest is streamed to ``findings.parquet`` (written under
+a temporary name and renamed when complete).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from preflight.batch import Batch
+from preflight.config import Rule
+from preflight.report.model import Example
+from preflight.text import redact, visible
+
+MAX_EXAMPLES = 20
+_FLUSH_ROWS = 65_536
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("row", pa.int64()),
+        ("file", pa.string()),
+        ("rule", pa.string()),
+        ("check", pa.string()),
+        ("code", pa.string()),
+        ("detail", pa.string()),
+        ("id", pa.string()),
+        ("cluster", pa.int64()),
+    ]
+)
+_POLARS_SCHEMA = dict(pl.from_arrow(PARQUET_SCHEMA.empty_table()).schema)  # type: ignore[union-attr]
+
+
+class Tally:
+    """Counts and examples collected for one rule."""
+
+    def __init__(self) -> None:
+        self.violations = 0
+        self.findings = 0
+        self.codes: dict[str, int] = {}
+        self.examples: list[Example] = []
+
+
+class FindingsSink:
+    """Collects the findings of every rule for one run."""
+
+    def __init__(self, out_dir: Path | None, *, show_text: bool) -> None:
+        self._out_dir = out_dir
+        self._show_text = show_text
+        self._tallies: dict[str, Tally] = {}
+        self._pending: list[pl.DataFrame] = []
+        self._pending_rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: Path | None = None
+        self._labels: dict[int, str | None] = {}
+        self._ids: list[pl.DataFrame] = []
+        self._batch_ids: pl.Series | None = None
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = out_dir / f".findings.parquet.{os.getpid()}.tmp"
+
+    def open_batch(self, batch: Batch, id_field: str | None, *, keep_ids: bool) -> None:
+        """Start a batch: remember its file label and the records' ids (kept for the whole
+        run only when corpus-wide findings will need them)."""
+        self._labels[batch.file_index] = batch.file
+        self._batch_ids = batch_ids(batch, id_field)
+        if keep_ids and self._batch_ids is not None:
+            self._ids.append(
+                pl.DataFrame(
+                    {
+                        "file_index": np.full(len(batch), batch.file_index, np.int32),
+                        "row": batch.rows,
+                        "id": self._batch_ids,
+                    }
+                )
+            )
+
+    def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None) -> None:
+        """Add one rule's findings from ``scan`` (with ``batch``) or ``finish``."""
+        tally = self._tallies.setdefault(rule.id, Tally())
+        if frame is None or frame.height == 0:
+            return
+        frame = self._locate(frame, batch)
+        tally.findings += frame.height
+        tally.violations += frame.select(pl.struct("file_index", "row").n_unique()).item()
+        for code, n in frame.group_by("code", maintain_order=True).len().iter_rows():
+            tally.codes[code] = tally.codes.get(code, 0) + n
+        room = MAX_EXAMPLES - len(tally.examples)
+        if room > 0:
+            for f in frame.head(room).iter_rows(named=True):
+                snip = f["snippet"]
+                if snip is not None:
+                    snip = visible(snip) if self._show_text else redact(snip)
+                tally.examples.append(
+                    Example(row=f["row"], file=self._labels.get(f["file_index"]), id=f["id"],
+                            code=f["code"], detail=f["detail"], snippet=snip)
+                )
+        if self._tmp is not None:
+            self._spill(frame, rule)
+
+    def _locate(self, frame: pl.DataFrame, batch: Batch | None) -> pl.DataFrame:
+        """Give scan findings their row, file index and id; finish findings their id."""
+        if "i" in frame.columns:
+            assert batch is not None
+            i = frame.get_column("i").cast(pl.Int64).to_numpy()
+            frame = frame.with_columns(
+                row=pl.Series(batch.rows[i]),
+                file_index=pl.lit(batch.file_index, dtype=pl.Int32),
+                id=(self._batch_ids.gather(i) if self._batch_ids is not None
+                    else pl.lit(None, dtype=pl.String)),
+            ).drop("i")
+        elif "file_index" not in frame.columns:  # reader findings: rows of this batch's file
+            assert batch is not None
+            frame = frame.with_columns(file_index=pl.lit(batch.file_index, dtype=pl.Int32),
+                                       id=pl.lit(None, dtype=pl.String))
+        else:
+            frame = frame.with_columns(pl.col("file_index").cast(pl.Int32))
+            if self._ids:
+                ids = pl.concat(self._ids)
+                frame = frame.join(ids, on=["file_index", "row"], how="left",
+                                   maintain_order="left")
+            else:
+                frame = frame.with_columns(id=pl.lit(None, dtype=pl.String))
+        return frame
+
+    def _spill(self, frame: pl.DataFrame, rule: Rule) -> None:
+        labels = pl.DataFrame(
+            {"file_index": list(self._labels), "file": list(self._labels.values())},
+            schema={"file_index": pl.Int32, "file": pl.String},
+        )
+        rows = frame.join(labels, on="file_index", how="left", maintain_order="left").select(
+            pl.col("row").cast(pl.Int64),
+            pl.col("file"),
+            pl.lit(rule.id).alias("rule"),
+            pl.lit(rule.check).alias("check"),
+            "code",
+            "detail",
+            pl.col("id").cast(pl.String),
+            pl.col("cluster").cast(pl.Int64),
+        )
+        self._pending.append(rows)
+        self._pending_rows += rows.height
+        if self._pending_rows >= _FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending or self._tmp is None:
+            return
+        table = pl.concat(self._pending).to_arrow().cast(PARQUET_SCHEMA)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
+        self._writer.write_table(table)
+        self._pending, self._pending_rows = [], 0
+
+    def close(self) -> dict[str, str]:
+        """Finish ``findings.parquet`` (renamed into place) and return the files written."""
+        if self._out_dir is None or self._tmp is None:
+            return {}
+        self._flush()
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
+        self._writer.close()
+        final = self._out_dir / "findings.parquet"
+        os.replace(self._tmp, final)
+        return {"findings": str(final)}
+
+    def tally(self, rule_id: str) -> Tally:
+        """What was collected for one rule."""
+        return self._tallies.get(rule_id, Tally())
+
+
+def batch_ids(batch: Batch, id_field: str | None) -> pl.Series | None:
+    """The records' ids as strings, or None when no id field is known."""
+    if not id_field or not batch.has(id_field):
+        return None
+    if id_field in batch.raw:
+        return pl.Series([None if v is None else str(v) for v in batch.raw[id_field]],
+                         dtype=pl.String)
+    col = batch.frame.get_column(id_field)
+    return col if col.dtype == pl.String else col.cast(pl.String, strict=False)

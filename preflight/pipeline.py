@@ -1,0 +1,219 @@
+"""The gate: read batches, run each rule's check, collect findings, decide, write outputs.
+
+``run`` is the one place the flow lives; ``judge`` and ``decide`` are pure functions of the
+findings' counts and the rules, so the verdict can be tested without any data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from preflight.checks import registry
+from preflight.checks.base import Check, Context
+from preflight.config import Rule, RuleSet
+from preflight.environment import environment
+from preflight.findings import FindingsSink, Tally
+from preflight.infer import infer_fields
+from preflight.report.model import Report, RuleResult, RulesInfo, SourceInfo
+from preflight.report.writer import write_report
+from preflight.source import Source, open_source
+
+Progress = Callable[[int, int, str], None]
+IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
+
+
+@dataclass
+class _Running:
+    """A rule and its live check while the run goes on."""
+
+    rule: Rule
+    check: Check
+    seconds: float = 0.0
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def run(
+    source: Any,
+    rules: RuleSet,
+    *,
+    out: str | Path | None = None,
+    limit: int | None = None,
+    strict: bool = False,
+    show_text: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given."""
+    started = time.perf_counter()
+    src = source if isinstance(source, Source) else open_source(source)
+    out_dir = Path(out) if out is not None else None
+    sink = FindingsSink(out_dir, show_text=show_text)
+    timings: dict[str, float] = {"read": 0.0}
+    notes: list[str] = []
+    rule_list = list(rules.rules)
+    if not any(r.check == "malformed" for r in rule_list):
+        rule_list.insert(0, IMPLICIT_MALFORMED)
+        notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
+
+    running: list[_Running] | None = None
+    keep_ids = False
+    fields, inferred = rules.fields, {}
+    seen: set[str] = set()
+    records = malformed = done = 0
+    batches = src.batches()
+    try:
+        while True:
+            t0 = time.perf_counter()
+            batch = next(batches, None)
+            timings["read"] += time.perf_counter() - t0
+            if batch is None:
+                break
+            if limit is not None and records + len(batch) >= limit:
+                batch = batch.head(limit - records)
+            if running is None:
+                if fields.is_empty():
+                    fields, inferred = infer_fields(batch.frame)
+                ctx = Context(fields=fields, model=rules.model)
+                running = [_start(rule, ctx) for rule in rule_list]
+                keep_ids = any(type(r.check).finish is not Check.finish for r in running)
+            seen.update(batch.frame.columns)
+            records += len(batch)
+            malformed += len(batch.malformed)
+            sink.open_batch(batch, fields.id, keep_ids=keep_ids)
+            for r in running:
+                if r.error is None:
+                    t0 = time.perf_counter()
+                    sink.add(r.rule, batch=batch, frame=r.check.scan(batch))
+                    r.seconds += time.perf_counter() - t0
+            done += batch.progress
+            if progress is not None:
+                progress(done, src.total, src.unit)
+            if limit is not None and records >= limit:
+                break
+    finally:
+        batches.close()
+    if running is None:  # no batch at all: still judge every rule
+        ctx = Context(fields=fields, model=rules.model)
+        running = [_start(rule, ctx) for rule in rule_list]
+    for r in running:
+        if r.error is None:
+            t0 = time.perf_counter()
+            sink.add(r.rule, frame=r.check.finish())
+            r.stats = r.check.summary()
+            r.seconds += time.perf_counter() - t0
+        timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
+
+    total = records + malformed
+    results = []
+    for r in running:
+        error = r.error or _could_not_run(r.check, seen, records)
+        results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
+                               stats=r.stats, strict=strict))
+    verdict, reasons = decide(results, records=records)
+    timings["read"] = round(timings["read"], 4)
+    report = Report(
+        verdict=verdict,
+        strict=strict,
+        reasons=reasons,
+        source=SourceInfo(
+            path=src.path,
+            format=src.format,
+            files=len(src.files) or 1,
+            records=records,
+            malformed=malformed,
+            total=total,
+            limit=limit,
+            fingerprint=src.fingerprint(),
+        ),
+        rules_file=RulesInfo(
+            path=rules.path,
+            preset=rules.preset,
+            sha256=rules.sha256,
+            fields=fields.model_dump(exclude_none=True),
+            inferred=inferred,
+            notes=notes,
+        ),
+        rules=results,
+        timings=timings,
+        environment=environment(),
+    )
+    t0 = time.perf_counter()
+    if out_dir is not None:
+        report.outputs = sink.close()
+        report.timings["report"] = round(time.perf_counter() - t0, 4)
+        report.timings["total"] = round(time.perf_counter() - started, 4)
+        write_report(report, out_dir)
+    else:
+        report.timings["total"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def _start(rule: Rule, ctx: Context) -> _Running:
+    cls = registry.get(rule.check)
+    assert cls is not None  # the rules loader checked the name
+    check = cls(cls.Params(**rule.params), ctx)
+    error = None
+    if cls.needs_text and not ctx.text_fields and not ctx.messages:
+        error = "no text field declared or inferred; set fields.text in the rules file"
+    return _Running(rule=rule, check=check, error=error)
+
+
+def _could_not_run(check: Check, seen: set[str], records: int) -> str | None:
+    if records == 0:
+        return None
+    missing = [f for f in check.required_fields() if f not in seen]
+    if missing:
+        have = ", ".join(sorted(seen)) or "none"
+        return f"field(s) {', '.join(missing)} not found in the data (fields seen: {have})"
+    return None
+
+
+def _result(rule: Rule, tally: Tally, *, total: int, error: str | None,
+            stats: dict[str, Any], strict: bool) -> RuleResult:
+    max_count, max_fraction = rule.allowed()
+    status = "error" if error else judge(tally.violations, total, rule)
+    blocking = status == "error" or rule.severity == "error" or (
+        strict and rule.severity == "warn"
+    )
+    return RuleResult(
+        id=rule.id,
+        check=rule.check,
+        severity=rule.severity,
+        status=status,
+        blocking=blocking,
+        violations=tally.violations,
+        findings=tally.findings,
+        fraction=round(tally.violations / total, 6) if total else 0.0,
+        threshold={"max_count": max_count, "max_fraction": max_fraction},
+        codes=dict(sorted(tally.codes.items())),
+        examples=tally.examples,
+        message=error,
+        stats=stats,
+        fix=rule.fix,
+    )
+
+
+def judge(violations: int, total: int, rule: Rule) -> str:
+    """A rule's status from its violation count: ``pass`` or ``fail``."""
+    max_count, max_fraction = rule.allowed()
+    fraction = violations / total if total else 0.0
+    over_count = max_count is not None and violations > max_count
+    over_fraction = max_fraction is not None and fraction > max_fraction
+    return "fail" if over_count or over_fraction else "pass"
+
+
+def decide(results: list[RuleResult], *, records: int) -> tuple[str, list[str]]:
+    """The gate's verdict and its reasons, from the rule results."""
+    reasons = []
+    if records == 0:
+        reasons.append("no readable records in the input")
+    for r in results:
+        if r.blocking and r.status == "error":
+            reasons.append(f"rule {r.id!r} could not run: {r.message}")
+        elif r.blocking and r.status == "fail":
+            reasons.append(f"rule {r.id!r} ({r.severity}) failed: {r.violations} violation(s)")
+    return ("fail" if reasons else "pass"), reasons

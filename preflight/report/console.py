@@ -1,0 +1,76 @@
+"""The console summary (rich): what was read, a table of rules, the verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from preflight.report.model import Report, RuleResult
+
+_STATUS_STYLE = {"pass": "green", "fail": "red", "error": "bold red"}
+_MAX_EXAMPLES = 3
+
+
+def render_console(report: Report, console: Console, *, examples: int = _MAX_EXAMPLES) -> None:
+    """Print the summary of ``report`` to ``console``."""
+    src = report.source
+    limited = f" (first {src.limit})" if src.limit is not None else ""
+    console.print(
+        f"[bold]{src.path}[/] · {src.format} · {src.records:,} records{limited}"
+        f" · {src.malformed:,} malformed"
+    )
+    for role, why in report.rules_file.inferred.items():
+        console.print(f"  inferred {role}: {why}", style="dim")
+    for note in report.rules_file.notes:
+        console.print(f"  note: {note}", style="dim")
+    table = Table(show_edge=False, header_style="bold", padding=(0, 1))
+    for col, justify in (("status", "left"), ("rule", "left"), ("check", "left"),
+                         ("severity", "left"), ("violations", "right"), ("share", "right"),
+                         ("allowed", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for r in report.rules:
+        style = _STATUS_STYLE[r.status] if r.blocking or r.status == "pass" else "yellow"
+        table.add_row(
+            f"[{style}]{r.status.upper()}[/]",
+            r.id,
+            r.check,
+            r.severity,
+            f"{r.violations:,}",
+            _share(r.fraction),
+            _allowed(r),
+        )
+    console.print(table)
+    for r in report.rules:
+        if r.status == "error":
+            console.print(f"[bold]{r.id}[/] could not run: {r.message}", highlight=False)
+        if r.status != "pass" and r.codes:
+            codes = ", ".join(f"{c}={n:,}" for c, n in r.codes.items())
+            console.print(f"[bold]{r.id}[/]: {codes}", highlight=False)
+        if r.status != "pass" and r.examples and examples:
+            for ex in r.examples[:examples]:
+                where = f"{ex.file}:" if ex.file else ""
+                ident = f" id={ex.id}" if ex.id else ""
+                snip = f"  «{ex.snippet}»" if ex.snippet else ""
+                console.print(f"  row {where}{ex.row}{ident} {ex.code}: {ex.detail}{snip}",
+                              markup=False, highlight=False)
+    if report.passed:
+        console.print("[bold green]PASS[/] the gate passed")
+    else:
+        console.print("[bold red]FAIL[/] " + "; ".join(report.reasons), highlight=False)
+    for name, path in report.outputs.items():
+        console.print(f"  {name}: {path}", style="dim")
+
+
+def _share(fraction: float) -> str:
+    if 0 < fraction < 0.0001:
+        return "<0.01%"
+    return f"{fraction:.2%}"
+
+
+def _allowed(r: RuleResult) -> str:
+    parts = []
+    if r.threshold.get("max_count") is not None:
+        parts.append(f"≤{r.threshold['max_count']:,}")
+    if r.threshold.get("max_fraction") is not None:
+        parts.append(f"≤{r.threshold['max_fraction']:.2%}")
+    return " & ".join(parts)

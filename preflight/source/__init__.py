@@ -1,0 +1,185 @@
+"""Sources: every input format becomes a stream of bounded ``Batch``es with row numbers.
+
+``open_source(obj)`` picks the reader: a file by its suffix (``.jsonl``/``.ndjson`` — also
+``.gz``/``.zst`` —, ``.json``, ``.csv``, ``.parquet``, ``.arrow``/``.feather``), a folder of
+shards of one format, a folder written by ``datasets``' ``save_to_disk``, or a
+``datasets.Dataset`` object. A new format is one function ``(path, file_index, label) ->
+Iterator[Batch]`` added to ``READERS``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from preflight.batch import Batch
+from preflight.errors import InputError
+from preflight.source import arrow, csv, jsonl
+from preflight.source.tracked import file_fingerprint
+
+Reader = Callable[[Path, int, "str | None", dict[str, Any]], Iterator[Batch]]
+READERS: dict[str, Reader] = {
+    "jsonl": jsonl.read_jsonl,
+    "json": jsonl.read_json,
+    "csv": csv.read_csv,
+    "parquet": arrow.read_parquet,
+    "arrow": arrow.read_ipc,
+}
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+}
+_COMPRESSED = {".gz", ".zst", ".zstd"}
+
+
+def format_of(path: Path) -> str | None:
+    """The format a file name says (``data.jsonl.gz`` -> ``jsonl``), or None."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes = suffixes[:-1]
+        if suffixes and _SUFFIXES.get(suffixes[-1]) in ("parquet", "arrow"):
+            return None
+    return _SUFFIXES.get(suffixes[-1]) if suffixes else None
+
+
+@dataclass
+class Source:
+    """A readable input: its format, files, and how to read them in batches."""
+
+    format: str
+    path: str
+    files: list[Path] = field(default_factory=list)
+    total: int = 0
+    unit: str = "bytes"
+    global_rows: bool = False
+    _batches: Callable[[], Iterator[Batch]] | None = None
+    _fingerprint: dict[str, Any] = field(default_factory=dict)
+
+    def batches(self) -> Iterator[Batch]:
+        """Yield the source's batches in order; records carry their row numbers."""
+        assert self._batches is not None
+        yield from self._batches()
+
+    def file_label(self, index: int) -> str | None:
+        """The ``file`` value findings carry for file ``index`` (None for a single file)."""
+        if self.global_rows or len(self.files) <= 1:
+            return None
+        return str(self.files[index].relative_to(self.path))
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A hash of the bytes read (xxh3-128 over each file in order) and their size."""
+        return dict(self._fingerprint)
+
+
+def open_source(obj: Any) -> Source:
+    """Open a path (file or folder) or a ``datasets.Dataset`` as a Source."""
+    if not isinstance(obj, str | Path):
+        return _dataset_object(obj)
+    path = Path(obj)
+    if not path.exists():
+        raise InputError(f"input not found: {path}")
+    if path.is_dir():
+        if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
+            return _saved_dataset(path)
+        if (path / "dataset_dict.json").is_file():
+            splits = sorted(p.name for p in path.iterdir() if p.is_dir())
+            raise InputError(
+                f"{path} holds a DatasetDict; point preflight at one split, e.g. "
+                f"{path / (splits[0] if splits else 'train')}"
+            )
+        return _folder(path)
+    fmt = format_of(path)
+    if fmt is None:
+        raise InputError(
+            f"cannot tell the format of {path.name} from its name; supported: "
+            ".jsonl/.ndjson (also .gz/.zst), .json, .csv, .parquet, .arrow/.feather, "
+            "a folder of shards, or a datasets save_to_disk folder"
+        )
+    return _files(fmt, path, [path])
+
+
+def _folder(path: Path) -> Source:
+    data = [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))]
+    by_format: dict[str, list[Path]] = {}
+    for p in data:
+        if (fmt := format_of(p)) is not None:
+            by_format.setdefault(fmt, []).append(p)
+    if not by_format:
+        raise InputError(f"{path} holds no data files (.jsonl, .json, .csv, .parquet, .arrow)")
+    if len(by_format) > 1:
+        kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_format.items()))
+        raise InputError(f"{path} mixes formats ({kinds}); point preflight at one format")
+    ((fmt, files),) = by_format.items()
+    return _files(fmt, path, files)
+
+
+def _files(fmt: str, root: Path, files: list[Path]) -> Source:
+    reader = READERS[fmt]
+    source = Source(format=fmt, path=str(root), files=files)
+    source.total = sum(p.stat().st_size for p in files)
+
+    def batches() -> Iterator[Batch]:
+        state: dict[str, Any] = {"hashes": [], "bytes": 0}
+        for index, p in enumerate(files):
+            label = source.file_label(index)
+            try:
+                yield from reader(p, index, label, state)
+            except InputError:
+                raise
+            except (OSError, EOFError, ValueError) as e:
+                raise InputError(f"cannot read {p}: {e}") from e
+        source._fingerprint = file_fingerprint(state)
+
+    source._batches = batches
+    return source
+
+
+def _saved_dataset(path: Path) -> Source:
+    state = json.loads((path / "state.json").read_text())
+    files = [path / f["filename"] for f in state.get("_data_files", [])]
+    if not files:
+        raise InputError(f"{path}/state.json lists no data files")
+    source = Source(format="datasets", path=str(path), files=files, global_rows=True)
+    source.total = sum(p.stat().st_size for p in files)
+
+    def batches() -> Iterator[Batch]:
+        st: dict[str, Any] = {"hashes": [], "bytes": 0, "row": 0}
+        for index, p in enumerate(files):
+            yield from arrow.read_ipc(p, index, None, st)
+        source._fingerprint = file_fingerprint(st)
+
+    source._batches = batches
+    return source
+
+
+def _dataset_object(ds: Any) -> Source:
+    if not hasattr(ds, "with_format") or not hasattr(ds, "num_rows"):
+        raise InputError(
+            f"cannot read a {type(ds).__name__}: pass a path, or a datasets.Dataset "
+            "(for a DatasetDict, pick a split: ds['train'])"
+        )
+    source = Source(format="datasets.Dataset", path=f"<Dataset {getattr(ds, '_fingerprint', '')}>",
+                    total=ds.num_rows, unit="records", global_rows=True)
+
+    def batches() -> Iterator[Batch]:
+        row = 0
+        for table in ds.with_format("arrow").iter(batch_size=arrow.BATCH_ROWS):
+            batch = arrow.table_to_batch(table, row, 0, None)
+            batch.progress = table.num_rows
+            row += table.num_rows
+            yield batch
+        source._fingerprint = {"datasets_fingerprint": getattr(ds, "_fingerprint", None),
+                               "records": row}
+
+    source._batches = batches
+    return source

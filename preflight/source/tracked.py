@@ -1,0 +1,81 @@
+"""Opening input files: decompression, and hashing the bytes as they are read."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import xxhash
+import zstandard
+
+from preflight.errors import InputError
+
+
+class Tracked(io.RawIOBase):
+    """A raw file that hashes what is read from it and knows how far it has got."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.hash = xxhash.xxh3_128()
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            self.hash.update(memoryview(buffer)[:n])
+            self.pos += n
+        return n or 0
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_stream(path: Path) -> tuple[BinaryIO, Tracked]:
+    """Open ``path`` for reading, decompressing .gz/.zst; also return the tracked raw file
+    (its ``pos`` is the progress in file bytes, its ``hash`` the fingerprint)."""
+    try:
+        raw = Tracked(open(path, "rb"))  # noqa: SIM115 - closed by the caller
+    except OSError as e:
+        raise InputError(f"cannot open {path}: {e.strerror}") from e
+    buffered = io.BufferedReader(raw, buffer_size=1 << 20)
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.GzipFile(fileobj=buffered), raw  # type: ignore[return-value]
+    if suffix in (".zst", ".zstd"):
+        reader = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
+        return io.BufferedReader(reader, buffer_size=1 << 20), raw  # type: ignore[arg-type]
+    return buffered, raw
+
+
+def hash_file(path: Path) -> str:
+    """xxh3-128 of a whole file, streamed."""
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def note_file(state: dict[str, Any], path: Path, digest: str, size: int) -> None:
+    """Record one file's hash in the shared reading state."""
+    state.setdefault("hashes", []).append((path.name, digest, size))
+    state["bytes"] = state.get("bytes", 0) + size
+
+
+def file_fingerprint(state: dict[str, Any]) -> dict[str, Any]:
+    """Combine the per-file hashes into the source's fingerprint."""
+    hashes = state.get("hashes", [])
+    combined = xxhash.xxh3_128()
+    for name, digest, size in hashes:
+        combined.update(f"{name}\0{digest}\0{size}\n".encode())
+    return {
+        "xxh3_128": combined.hexdigest(),
+        "bytes": state.get("bytes", 0),
+        "files": [{"name": n, "xxh3_128": d, "bytes": s} for n, d, s in hashes],
+    }
