@@ -16,6 +16,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+# Joins a record's text fields into one document; a private-use character, so folding
+# (whitespace, case, format characters) can never merge two fields' words.
+FIELD_SEPARATOR = "\ue000"
 # Code points Arrow strings cannot carry; the reader replaces them and notes where.
 _SURROGATES = range(0xD800, 0xE000)
 
@@ -86,11 +89,12 @@ class Batch:
                 self._cache[key] = pl.repeat("null", len(self), eager=True, dtype=pl.String)
             else:
                 col = self.frame.get_column(name)
-                kind = _dtype_kind(col.dtype)
+                kind = pl.lit(_dtype_kind(col.dtype))
+                if col.dtype.is_float():  # a whole float is an integer, as on the slow path
+                    whole = col.is_finite() & (col == col.floor())
+                    kind = pl.when(whole).then(pl.lit("integer")).otherwise(kind)
                 self._cache[key] = (
-                    pl.select(
-                        pl.when(col.is_null()).then(pl.lit("null")).otherwise(pl.lit(kind))
-                    )
+                    pl.select(pl.when(col.is_null()).then(pl.lit("null")).otherwise(kind))
                     .to_series()
                     .alias(name)
                 )
@@ -155,7 +159,7 @@ class Batch:
         return pl.DataFrame(out, schema=schema)
 
     def documents(self, text_fields: tuple[str, ...], messages: str | None) -> pl.Series:
-        """One string per record: its text pieces joined by newlines (null when it has none)."""
+        """One string per record: its text pieces joined by FIELD_SEPARATOR (null if none)."""
         key = ("documents", text_fields, messages)
         if key not in self._cache:
             if len(text_fields) == 1 and not messages:
@@ -164,7 +168,7 @@ class Batch:
                 joined = (
                     self.texts(text_fields, messages)
                     .group_by("i", maintain_order=True)
-                    .agg(pl.col("text").drop_nulls().str.join("\n"))
+                    .agg(pl.col("text").drop_nulls().str.join(FIELD_SEPARATOR))
                 )
                 doc = (
                     pl.DataFrame({"i": pl.int_range(len(self), dtype=pl.UInt32, eager=True)})

@@ -31,7 +31,7 @@ from preflight.config import RULE_KEYS, load_rules, preset_names
 from preflight.errors import PreflightError
 from preflight.report.console import render_console
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:

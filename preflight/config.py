@@ -173,10 +173,13 @@ def _validate(
         raise ConfigError(f"{where}: missing key `rules` (a list of rules)")
     if not isinstance(raw_rules, list):
         raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
+    if not raw_rules:
+        raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
     errors: list[str] = []
-    rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    placed = [(i, r) for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    rules = [r for _, r in placed]
     seen: set[str] = set()
-    for i, rule in enumerate(rules):
+    for i, rule in placed:
         if rule.id in seen:
             errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
         seen.add(rule.id)
@@ -245,15 +248,28 @@ def _messages(
             loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
         if err["type"] == "extra_forbidden":
             key = str(err["loc"][-1])
-            known = [*extra_keys, *model.model_fields]
+            section = _section(model, err["loc"][:-1])
+            known = [*(extra_keys if section is model else ()), *section.model_fields]
             known = [k for k in known if k not in ("params", "path", "sha256", "preset")]
-            owner = f"check {check!r}" if check else "this section"
+            owner = f"check {check!r}" if check and section is model else "this section"
             hint = _did_you_mean(key, known)
             out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
         else:
             got = err.get("input")
             out.append(f"{loc}: {err['msg']} (got {got!r})")
     return out
+
+
+def _section(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The nested model a validation error's location points into."""
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        else:
+            break
+    return model
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pyarrow as pa

@@ -18,7 +18,7 @@ from pydantic import Field
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
-from preflight.text import snippet
+from preflight.text import non_ascii, snippet
 
 # Characters cp1252 maps the bytes 0x80-0xBF to, plus the Latin-1 C1 controls and U+00A0-BF.
 _CONTINUATION = (
@@ -49,6 +49,39 @@ def unmojibake(seq: str) -> str | None:
         return None
 
 
+def _strong(ch: str) -> bool:
+    """Characters whose mojibake form almost never occurs in real text on its own: Latin-1
+    and Latin Extended-A letters, general punctuation, currency and letterlike symbols, and
+    anything beyond the BMP (four mojibake characters in a row: emoji and the like)."""
+    cp = ord(ch)
+    return (
+        0x80 <= cp <= 0x17F
+        or 0x2000 <= cp <= 0x206F
+        or 0x20A0 <= cp <= 0x214F
+        or cp > 0xFFFF
+    )
+
+
+def confirmed_mojibake(text: str) -> list[tuple[re.Match[str], str]]:
+    """The mojibake sequences of ``text`` with what each stood for.
+
+    A sequence that decodes to a Latin letter or punctuation counts alone ("cafÃ©",
+    "donâ€™t"). One that decodes to anything else counts only next to another such sequence
+    (mojibaked Cyrillic or CJK comes in runs), because a single one is usually real
+    typography: German „groß“ or French « café » with a no-break space."""
+    found = [(m, r) for m in _MOJIBAKE_PY.finditer(text) if (r := unmojibake(m.group()))]
+    out = []
+    for k, (m, r) in enumerate(found):
+        if _strong(r):
+            out.append((m, r))
+            continue
+        before = k > 0 and found[k - 1][0].end() == m.start()
+        after = k + 1 < len(found) and found[k + 1][0].start() == m.end()
+        if before or after:
+            out.append((m, r))
+    return out
+
+
 class EncodingParams(Params):
     replacement_character: bool = Field(True, description="Flag U+FFFD.")
     lone_surrogate: bool = Field(True, description="Flag lone surrogates (\\ud800 escapes).")
@@ -67,12 +100,17 @@ class Encoding(Check):
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         p = self.params
-        texts = self.texts(batch)
+        # Every problem here needs a non-ASCII character, and NFC can only differ where a
+        # character at or above U+0300 appears: narrow the rows before the costly steps.
+        wide = self.texts(batch).filter(non_ascii(pl.col("text")))
         text = pl.col("text")
-        flagged = texts.with_columns(
-            fffd=text.str.contains("\ufffd", literal=True).fill_null(False) if p.replacement_character else pl.lit(False),
-            moji=text.str.contains(_MOJIBAKE_RUST).fill_null(False) if p.mojibake else pl.lit(False),
-            nfc=(text.str.normalize("NFC") != text).fill_null(False) if p.nfc else pl.lit(False),
+        flagged = wide.with_columns(
+            fffd=text.str.contains("\ufffd", literal=True) & p.replacement_character,
+            moji=text.str.contains(_MOJIBAKE_RUST) & p.mojibake,
+            nfc=text.str.contains(r"[^\x00-\x{2FF}]") & p.nfc,
+        )
+        flagged = flagged.with_columns(
+            nfc=pl.when(pl.col("nfc")).then(text.str.normalize("NFC") != text).otherwise(False)
         ).filter(pl.col("fffd") | pl.col("moji") | pl.col("nfc"))
         out: dict[str, list[Any]] = {"i": [], "code": [], "detail": [], "snippet": []}
 
@@ -92,8 +130,7 @@ class Encoding(Check):
                     f"{field}: {value.count(chr(0xFFFD))}× U+FFFD, first at char {at}",
                     snippet(value, at))
             if moji:
-                repaired = [(m, unmojibake(m.group())) for m in _MOJIBAKE_PY.finditer(value)]
-                repaired = [(m, r) for m, r in repaired if r]
+                repaired = confirmed_mojibake(value)
                 if repaired:
                     m, r = repaired[0]
                     seq = " ".join(f"U+{ord(c):04X}" for c in m.group()[: len(r.encode())])

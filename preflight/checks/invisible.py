@@ -11,12 +11,13 @@ character, to apply the allow-list and count per code point.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import Counter
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
@@ -61,13 +62,19 @@ def code_for(cp: int) -> str:
     return "format_character"
 
 
+def _code_point_spec(spec: str) -> str:
+    if not re.fullmatch(r"[Uu]\+[0-9A-Fa-f]{4,6}", spec):
+        raise ValueError("write a code point as U+XXXX, e.g. U+200E")
+    return spec
+
+
 class InvisibleParams(Params):
     allow_emoji_zwj: bool = Field(True, description="Allow ZWJ between emoji (👨‍👩‍👧).")
     allow_script_joiners: bool = Field(
         True, description="Allow ZWNJ/ZWJ between letters of Arabic, Persian, Indic scripts."
     )
     allow_emoji_tags: bool = Field(True, description="Allow tag characters in emoji flags.")
-    allow: list[str] = Field(
+    allow: list[Annotated[str, AfterValidator(_code_point_spec)]] = Field(
         default_factory=list,
         description="Extra code points always allowed, written U+XXXX (e.g. U+200E).",
     )

@@ -14,7 +14,7 @@ _CHECKS: dict[str, type[Check]] = {}
 C = TypeVar("C", bound="type[Check]")
 
 
-def register(name: str):  # noqa: ANN201 - decorator keeps the class type
+def register(name: str):
     """Class decorator: register a check under ``name`` (the rules file's ``check:``)."""
 
     def wrap(cls: C) -> C:

@@ -10,10 +10,13 @@ Iterator[Batch]`` added to ``READERS``.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import zstandard
 
 from preflight.batch import Batch
 from preflight.errors import InputError
@@ -136,7 +139,7 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
                 yield from reader(p, index, label, state)
             except InputError:
                 raise
-            except (OSError, EOFError, ValueError) as e:
+            except (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError) as e:
                 raise InputError(f"cannot read {p}: {e}") from e
         source._fingerprint = file_fingerprint(state)
 
@@ -163,7 +166,7 @@ def _saved_dataset(path: Path) -> Source:
 
 
 def _dataset_object(ds: Any) -> Source:
-    if not hasattr(ds, "with_format") or not hasattr(ds, "num_rows"):
+    if not hasattr(ds, "with_format") or not hasattr(ds, "iter"):
         raise InputError(
             f"cannot read a {type(ds).__name__}: pass a path, or a datasets.Dataset "
             "(for a DatasetDict, pick a split: ds['train'])"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import polars as pl
 import pyarrow as pa
 import pyarrow.json as pj
 
@@ -27,6 +28,7 @@ from preflight.source.arrow import table_to_batch
 from preflight.source.tracked import note_file, open_stream
 
 BLOCK_BYTES = 8 << 20
+_SLOW_LINES = 64  # below this many lines, parse line by line
 ARRAY_BATCH = 20_000
 _BOM = b"\xef\xbb\xbf"
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
@@ -66,16 +68,81 @@ def read_jsonl(path: Path, file_index: int, label: str | None, state: dict[str, 
 def _block(block: bytes, row0: int, file_index: int, label: str | None, progress: int) -> Batch:
     lines = block.split(b"\n")
     lines.pop()  # the block ends with a newline
-    try:
-        batch = _fast(block, lines, row0)
-    except (pa.ArrowInvalid, UnicodeDecodeError, _Fallback):
-        batch = _slow(lines, row0)
+    batch = _merge(list(_parse(lines, row0, valid_utf8=_is_utf8(block))))
     batch.file, batch.file_index, batch.progress = label, file_index, progress
     return batch
 
 
+def _is_utf8(data: bytes) -> bool:
+    """Fast UTF-8 validation (Arrow's JSON reader does not always check)."""
+    if data.isascii():
+        return True
+    try:
+        pl.Series([data], dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.InvalidOperationError:
+        return False
+    except pl.exceptions.ComputeError:
+        return False
+    return True
+
+
+def _parse(lines: list[bytes], row0: int, *, valid_utf8: bool) -> Iterator[Batch]:
+    """Parse lines with the fast reader; where it refuses, halve and retry, so one bad line
+    costs a few re-reads of its neighbourhood, not a slow pass over the whole block."""
+    if len(lines) <= _SLOW_LINES:
+        yield _slow(lines, row0)
+        return
+    try:
+        if not (valid_utf8 or _is_utf8(b"".join(lines))):
+            raise _Fallback
+        yield _fast(b"\n".join(lines) + b"\n", lines, row0)
+        return
+    except (pa.ArrowInvalid, _Fallback):
+        pass
+    half = len(lines) // 2
+    yield from _parse(lines[:half], row0, valid_utf8=valid_utf8)
+    yield from _parse(lines[half:], row0 + half, valid_utf8=valid_utf8)
+
+
+def _merge(parts: list[Batch]) -> Batch:
+    if len(parts) == 1:
+        return parts[0]
+    offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    raw_names = {name for p in parts for name in p.raw}
+    frames = [p.frame for p in parts]
+    if raw_names or not _same_schema(frames) or any(p.frame.height != len(p) for p in parts):
+        # Types differ between parts: rebuild from Python values so each field is typed once.
+        records = []
+        for p in parts:
+            columns = {name: p.values(name) for name in p.frame.columns}
+            records += [
+                {name: v[i] for name, v in columns.items() if v[i] is not None}
+                for i in range(len(p))
+            ]
+        merged = records_to_batch(records, np.concatenate([p.rows for p in parts]).tolist())
+    else:
+        merged = Batch(frame=pl.concat(frames, how="diagonal_relaxed"),
+                       rows=np.concatenate([p.rows for p in parts]))
+    merged.malformed = [m for p in parts for m in p.malformed]
+    merged.lone_surrogates = {
+        int(off) + i: n for p, off in zip(parts, offsets, strict=True)
+        for i, n in p.lone_surrogates.items()
+    }
+    return merged
+
+
+def _same_schema(frames: list[pl.DataFrame]) -> bool:
+    types: dict[str, pl.DataType] = {}
+    for frame in frames:
+        for name, dtype in frame.schema.items():
+            if dtype == pl.Null:
+                continue
+            if types.setdefault(name, dtype) != dtype:
+                return False
+    return True
+
+
 def _fast(block: bytes, lines: list[bytes], row0: int) -> Batch:
-    block.decode("utf-8")  # Arrow does not validate UTF-8; a bad byte means the slow path
     longest = max(map(len, lines), default=0)
     options = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
@@ -125,7 +192,7 @@ def parse_line(line: bytes) -> tuple[Any, tuple[str, str] | None]:
         try:
             obj = json.loads(text)  # accepts NaN/Infinity and lone surrogate escapes
         except json.JSONDecodeError as e:
-            return None, ("invalid_json", f"{e.msg} at column {e.colno}")
+            return None, ("invalid_json", f"{e.msg} (column {e.colno})")
         except RecursionError:
             return None, ("invalid_json", "nested too deeply")
     if not isinstance(obj, dict):
@@ -183,14 +250,16 @@ def _array(stream: Any, raw: Any, file_index: int, label: str | None) -> Iterato
     records: list[dict[str, Any]] = []
     rows: list[int] = []
     malformed: list[Malformed] = []
+    surrogates: dict[int, int] = {}
     done = 0
 
     def flush() -> Batch:
-        nonlocal records, rows, malformed, done
+        nonlocal records, rows, malformed, surrogates, done
         batch = records_to_batch(records, rows, file=label, file_index=file_index)
         batch.malformed, batch.progress = malformed, raw.pos - done
+        batch.lone_surrogates = surrogates
         done = raw.pos
-        records, rows, malformed = [], [], []
+        records, rows, malformed, surrogates = [], [], [], {}
         return batch
 
     while True:
@@ -227,7 +296,9 @@ def _array(stream: Any, raw: Any, file_index: int, label: str | None) -> Iterato
             malformed.append(Malformed(index, "not_an_object",
                                        f"a JSON {_json_kind(obj)}, not an object"))
         else:
-            obj, _ = replace_lone_surrogates(obj)
+            obj, n = replace_lone_surrogates(obj)
+            if n:
+                surrogates[len(records)] = n
             records.append(obj)
             rows.append(index)
         index, pos = index + 1, end

@@ -36,6 +36,41 @@ class Tracked(io.RawIOBase):
         super().close()
 
 
+class _Zstd(io.RawIOBase):
+    """Zstandard frames, one after another; a file cut off inside a frame is an error
+    (the stock stream reader just stops early, which would lose records silently)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._obj = self._dctx.decompressobj()
+        self._pending = b""
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._in_frame:
+                    raise ValueError("the zstd stream ends inside a frame (truncated file?)")
+                return 0
+            while chunk:
+                self._in_frame = True
+                self._pending += self._obj.decompress(chunk)
+                if not self._obj.eof:
+                    break
+                chunk = self._obj.unused_data
+                self._obj = self._dctx.decompressobj()
+                self._in_frame = False
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
 def open_stream(path: Path) -> tuple[BinaryIO, Tracked]:
     """Open ``path`` for reading, decompressing .gz/.zst; also return the tracked raw file
     (its ``pos`` is the progress in file bytes, its ``hash`` the fingerprint)."""
@@ -48,8 +83,7 @@ def open_stream(path: Path) -> tuple[BinaryIO, Tracked]:
     if suffix == ".gz":
         return gzip.GzipFile(fileobj=buffered), raw  # type: ignore[return-value]
     if suffix in (".zst", ".zstd"):
-        reader = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20), raw  # type: ignore[arg-type]
+        return io.BufferedReader(_Zstd(buffered), buffer_size=1 << 20), raw
     return buffered, raw
 
 

@@ -1,0 +1,151 @@
+"""JSON arrays (.json) and CSV: row numbers, malformed elements and rows, typing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from preflight.batch import Batch
+from preflight.source import open_source
+
+
+def read(path: Path) -> list[Batch]:
+    return list(open_source(path).batches())
+
+
+def rows(batches: list[Batch]) -> list[int]:
+    return [int(r) for b in batches for r in b.rows]
+
+
+def values(batches: list[Batch], name: str) -> list[Any]:
+    return [v for b in batches for v in b.values(name)]
+
+
+def malformed(batches: list[Batch]) -> list[tuple[int, str]]:
+    return [(m.row, m.code) for b in batches for m in b.malformed]
+
+
+def write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_json_array_rows_are_element_indexes(tmp_path: Path) -> None:
+    data = b'[\n  {"a": 0},\n\n  {"a": 1, "b": "x"},\n  {"a": 2}\n]\n'
+    batches = read(write(tmp_path, "d.json", data))
+    assert rows(batches) == [0, 1, 2]
+    assert values(batches, "a") == [0, 1, 2]
+    assert values(batches, "b") == [None, "x", None]
+    assert malformed(batches) == []
+
+
+def test_json_array_nan_literals_read_as_floats(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.json", b'[{"x": NaN}, {"x": Infinity}, {"x": -Infinity}]'))
+    x = values(batches, "x")
+    assert math.isnan(x[0]) and x[1] == math.inf and x[2] == -math.inf
+    assert rows(batches) == [0, 1, 2]
+    assert malformed(batches) == []
+
+
+def test_json_array_non_object_elements_are_malformed(tmp_path: Path) -> None:
+    data = b'[{"a": 0}, [1, 2], {"a": 2}, 3, "s", null, {"a": 6}]'
+    batches = read(write(tmp_path, "d.json", data))
+    assert rows(batches) == [0, 2, 6]
+    assert values(batches, "a") == [0, 2, 6]
+    assert malformed(batches) == [(1, "not_an_object"), (3, "not_an_object"),
+                                  (4, "not_an_object"), (5, "not_an_object")]
+
+
+def test_json_array_invalid_utf8_element_is_malformed(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.json", b'[{"a": 0}, {"a": "\xff"}, {"a": 2}]'))
+    assert rows(batches) == [0, 2]
+    assert malformed(batches) == [(1, "invalid_utf8")]
+
+
+def test_truncated_json_array_keeps_earlier_records(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.json", b'[{"a": 0}, {"a": 1}, {"a": "tw'))
+    assert rows(batches) == [0, 1]
+    assert values(batches, "a") == [0, 1]
+    assert [(r, c) for r, c in malformed(batches)] == [(2, "invalid_json")]
+
+
+def test_json_file_holding_json_lines_is_read_as_lines(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.json", b'{"a": 0}\n\n{"a": 2}\nbroken\n{"a": 4}\n'))
+    assert rows(batches) == [0, 2, 4]
+    assert values(batches, "a") == [0, 2, 4]
+    assert malformed(batches) == [(3, "invalid_json")]
+
+
+def test_csv_rows_count_data_records_from_zero(tmp_path: Path) -> None:
+    data = b'id,text,score\n1,plain,0.5\n2,"two\nlines",1.5\n3,"say ""hi""",2\n'
+    batches = read(write(tmp_path, "d.csv", data))
+    assert rows(batches) == [0, 1, 2]
+    assert values(batches, "text") == ["plain", "two\nlines", 'say "hi"']
+    assert malformed(batches) == []
+
+
+def test_csv_embedded_newline_does_not_shift_later_rows(tmp_path: Path) -> None:
+    data = b'a,b\n"x\ny\nz",1\n"p",2\n"q",3\n'
+    batches = read(write(tmp_path, "d.csv", data))
+    assert rows(batches) == [0, 1, 2]
+    assert values(batches, "a") == ["x\ny\nz", "p", "q"]
+    assert values(batches, "b") == [1, 2, 3]
+
+
+def test_csv_wrong_field_count_is_malformed(tmp_path: Path) -> None:
+    data = b"a,b,c\n1,2,3\n4,5\n6,7,8\n9,10,11,12\n13,14,15\n"
+    batches = read(write(tmp_path, "d.csv", data))
+    assert rows(batches) == [0, 2, 4]
+    assert values(batches, "a") == [1, 6, 13]
+    assert malformed(batches) == [(1, "wrong_field_count"), (3, "wrong_field_count")]
+
+
+def test_csv_numeric_columns_are_typed(tmp_path: Path) -> None:
+    data = b"n,x,s,gap\n1,1.5,a,\n2,-2,b,7\n3,3e2,c,\n"
+    batches = read(write(tmp_path, "d.csv", data))
+    (batch,) = batches
+    assert batch.frame.schema["n"] == pl.Int64
+    assert batch.frame.schema["x"] == pl.Float64
+    assert batch.frame.schema["s"] == pl.String
+    assert batch.values("n") == [1, 2, 3]
+    assert batch.values("x") == [1.5, -2.0, 300.0]
+    assert batch.values("gap") == [None, 7, None]
+    assert batch.json_types("n").to_list() == ["integer"] * 3
+    # A whole float reads as an integer, the same on every reading path.
+    assert batch.json_types("x").to_list() == ["number", "integer", "integer"]
+
+
+def test_empty_csv_has_zero_records(tmp_path: Path) -> None:
+    assert sum(len(b) for b in read(write(tmp_path, "empty.csv", b""))) == 0
+
+
+def test_header_only_csv_has_zero_records(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "head.csv", b"a,b\n"))
+    assert sum(len(b) for b in batches) == 0
+    assert malformed(batches) == []
+
+
+def test_csv_with_bom_and_crlf(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.csv", b"\xef\xbb\xbfa,b\r\n1,x\r\n2,y\r\n"))
+    assert rows(batches) == [0, 1]
+    assert values(batches, "a") == [1, 2]
+    assert values(batches, "b") == ["x", "y"]
+
+
+def test_csv_invalid_utf8_row_is_malformed(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.csv", b"a,b\n1,ok\n2,\xff\xfe\n3,fine\n"))
+    assert rows(batches) == [0, 2]
+    assert values(batches, "b") == ["ok", "fine"]
+    assert malformed(batches) == [(1, "invalid_utf8")]
+
+
+def test_json_array_lone_surrogate_keeps_the_record_and_is_noted(tmp_path: Path) -> None:
+    batches = read(write(tmp_path, "d.json", b'[{"t": "ok"}, {"t": "a\\ud800b"}]'))
+    assert rows(batches) == [0, 1]
+    assert malformed(batches) == []
+    noted = [(int(b.rows[i]), n) for b in batches for i, n in b.lone_surrogates.items()]
+    assert noted == [(1, 1)]
