@@ -179,26 +179,39 @@ class Batch:
         return self._cache[key]
 
 
+def records_table(records: list[dict[str, Any]]) -> pa.Table | None:
+    """Parsed JSON objects as an Arrow table, or None when a field's types disagree."""
+    columns = _columns(records)
+    if not columns:  # only empty objects: no columns, but still len(records) rows
+        return pa.table({"_": pa.nulls(len(records))}).drop(["_"])
+    try:
+        return pa.table({name: pa.array(values) for name, values in columns.items()})
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+
+
 def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: Any) -> Batch:
-    """Build a batch from parsed JSON objects, typing each column where its values agree."""
+    """Build a batch from parsed JSON objects, typing each column where its values agree
+    and keeping the Python values of those where they do not."""
+    arrays: dict[str, pa.Array] = {}
+    raw: dict[str, list[Any]] = {}
+    for name, values in _columns(records).items():
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            raw[name] = values
+            arrays[name] = pa.array([v if isinstance(v, str) else None for v in values],
+                                    type=pa.string())
+    frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
+    assert isinstance(frame, pl.DataFrame)
+    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
+
+
+def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
     names: dict[str, None] = {}
     for rec in records:
         names.update(dict.fromkeys(rec))
-    columns: dict[str, pa.Array] = {}
-    raw: dict[str, list[Any]] = {}
-    for name in names:
-        values = [rec.get(name) for rec in records]
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            raw[name] = values
-            columns[name] = pa.array([v if isinstance(v, str) else None for v in values],
-                                     type=pa.string())
-    table = pa.table(columns) if columns else pa.table({})
-    frame = pl.from_arrow(table) if columns else pl.DataFrame()
-    if not columns:
-        frame = pl.DataFrame()
-    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
+    return {name: [rec.get(name) for rec in records] for name in names}
 
 
 def replace_lone_surrogates(value: Any) -> tuple[Any, int]:

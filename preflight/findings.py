@@ -59,7 +59,10 @@ class FindingsSink:
         self._writer: pq.ParquetWriter | None = None
         self._tmp: Path | None = None
         self._labels: dict[int, str | None] = {}
-        self._ids: list[pl.DataFrame] = []
+        # Ids of every record, kept only when corpus-wide findings will need them: a sorted
+        # int64 key per record (file index and row) and the ids as Arrow string chunks.
+        self._id_keys: list[np.ndarray] = []
+        self._ids: list[pa.Array] = []
         self._batch_ids: pl.Series | None = None
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,15 +74,8 @@ class FindingsSink:
         self._labels[batch.file_index] = batch.file
         self._batch_ids = batch_ids(batch, id_field)
         if keep_ids and self._batch_ids is not None:
-            self._ids.append(
-                pl.DataFrame(
-                    {
-                        "file_index": np.full(len(batch), batch.file_index, np.int32),
-                        "row": batch.rows,
-                        "id": self._batch_ids,
-                    }
-                )
-            )
+            self._id_keys.append(_key(np.full(len(batch), batch.file_index), batch.rows))
+            self._ids.append(self._batch_ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
     def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None) -> None:
         """Add one rule's findings from ``scan`` (with ``batch``) or ``finish``."""
@@ -121,13 +117,19 @@ class FindingsSink:
                                        id=pl.lit(None, dtype=pl.String))
         else:
             frame = frame.with_columns(pl.col("file_index").cast(pl.Int32))
-            if self._ids:
-                ids = pl.concat(self._ids)
-                frame = frame.join(ids, on=["file_index", "row"], how="left",
-                                   maintain_order="left")
-            else:
-                frame = frame.with_columns(id=pl.lit(None, dtype=pl.String))
+            frame = frame.with_columns(id=self._lookup_ids(frame))
         return frame
+
+    def _lookup_ids(self, frame: pl.DataFrame) -> pl.Series:
+        """The ids of records found by file index and row (null where unknown)."""
+        if not self._ids:
+            return pl.repeat(None, frame.height, eager=True, dtype=pl.String)
+        keys = np.concatenate(self._id_keys)
+        wanted = _key(frame.get_column("file_index").to_numpy(), frame.get_column("row").to_numpy())
+        pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+        found = keys[pos] == wanted
+        ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string()).take(pos))
+        return ids.set(pl.Series(~found), None) if not found.all() else ids
 
     def _spill(self, frame: pl.DataFrame, rule: Rule) -> None:
         labels = pl.DataFrame(
@@ -173,6 +175,11 @@ class FindingsSink:
     def tally(self, rule_id: str) -> Tally:
         """What was collected for one rule."""
         return self._tallies.get(rule_id, Tally())
+
+
+def _key(file_index: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """One sortable int64 per record: file index in the high bits, row in the low 40."""
+    return (file_index.astype(np.int64) << 40) | row.astype(np.int64)
 
 
 def batch_ids(batch: Batch, id_field: str | None) -> pl.Series | None:

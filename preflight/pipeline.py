@@ -6,8 +6,11 @@ findings' counts and the rules, so the verdict can be tested without any data.
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,18 +65,26 @@ def run(
     running: list[_Running] | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
+    ctx = Context(fields=fields, model=rules.model)
     seen: set[str] = set()
     records = malformed = done = 0
     batches = src.batches()
+    # Read the next batch while the checks run on this one; run the rules' scans side by
+    # side (their work is in polars/Arrow, which release the GIL). Findings are still added
+    # in rule order, so the output does not depend on which scan finished first.
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read")
     try:
+        t0 = time.perf_counter()
+        pending = reader.submit(next, batches, None)
         while True:
-            t0 = time.perf_counter()
-            batch = next(batches, None)
+            batch = pending.result()
             timings["read"] += time.perf_counter() - t0
             if batch is None:
                 break
             if limit is not None and records + len(batch) >= limit:
                 batch = batch.head(limit - records)
+            elif limit is None or records + len(batch) < limit:
+                pending = reader.submit(next, batches, None)
             if running is None:
                 if fields.is_empty():
                     fields, inferred = infer_fields(batch.frame)
@@ -84,17 +95,23 @@ def run(
             records += len(batch)
             malformed += len(batch.malformed)
             sink.open_batch(batch, fields.id, keep_ids=keep_ids)
-            for r in running:
-                if r.error is None:
-                    t0 = time.perf_counter()
-                    sink.add(r.rule, batch=batch, frame=r.check.scan(batch))
-                    r.seconds += time.perf_counter() - t0
+            if ctx.text_fields or ctx.messages:
+                batch.texts(ctx.text_fields, ctx.messages)  # shared by the text checks
+            active = [r for r in running if r.error is None]
+            for r, (frame, seconds) in zip(
+                active, _scan_pool().map(lambda r, b=batch: _scan(r.check, b), active),
+                strict=True,
+            ):
+                r.seconds += seconds
+                sink.add(r.rule, batch=batch, frame=frame)
             done += batch.progress
             if progress is not None:
                 progress(done, src.total, src.unit)
             if limit is not None and records >= limit:
                 break
+            t0 = time.perf_counter()
     finally:
+        reader.shutdown(wait=True)
         batches.close()
     if running is None:  # no batch at all: still judge every rule
         ctx = Context(fields=fields, model=rules.model)
@@ -150,6 +167,17 @@ def run(
     else:
         report.timings["total"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _scan(check: Check, batch: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    frame = check.scan(batch)
+    return frame, time.perf_counter() - t0
+
+
+@functools.cache
+def _scan_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="scan")
 
 
 def _start(rule: Rule, ctx: Context) -> _Running:

@@ -44,7 +44,10 @@ class ExactDuplicate(Check):
 
     def __init__(self, params: ExactDuplicateParams, ctx: Any) -> None:
         super().__init__(params, ctx)
-        self._parts: list[pl.DataFrame] = []
+        self._h1: list[np.ndarray] = []
+        self._h2: list[np.ndarray] = []
+        self._file: list[np.ndarray] = []
+        self._row: list[np.ndarray] = []
         self._groups: list[tuple[int, int, int]] = []
         self._clusters = 0
 
@@ -52,48 +55,47 @@ class ExactDuplicate(Check):
         folded = fold(batch.documents(self.ctx.text_fields, self.ctx.messages))
         keep = (folded.str.len_chars() >= self.params.min_chars).fill_null(False)
         doc = folded.filter(keep)
-        self._parts.append(
-            pl.DataFrame(
-                {
-                    "h1": doc.hash(_SEEDS[0]),
-                    "h2": doc.hash(_SEEDS[1]),
-                    "file_index": pl.Series(np.full(len(doc), batch.file_index, np.int32)),
-                    "row": pl.Series(batch.rows[keep.to_numpy()]),
-                }
-            )
-        )
+        self._h1.append(doc.hash(_SEEDS[0]).to_numpy())
+        self._h2.append(doc.hash(_SEEDS[1]).to_numpy())
+        self._file.append(np.full(len(doc), batch.file_index, np.int32))
+        self._row.append(batch.rows[keep.to_numpy()])
         return None
 
     def finish(self) -> pl.DataFrame | None:
-        if not self._parts:
+        if not self._h1:
             return None
-        state = pl.concat(self._parts, rechunk=True)
-        self._parts = []
-        key = ["h1", "h2"]
-        grouped = state.with_columns(
-            kept_file=pl.col("file_index").first().over(key),
-            kept_row=pl.col("row").first().over(key),
-            size=pl.len().over(key),
-        )
-        dupes = grouped.filter(
-            (pl.col("file_index") != pl.col("kept_file")) | (pl.col("row") != pl.col("kept_row"))
-        )
-        clusters = (
-            grouped.filter(pl.col("size") > 1)
-            .group_by("kept_file", "kept_row")
-            .agg(pl.len().alias("size"))
-            .sort(["size", "kept_file", "kept_row"], descending=[True, False, False])
-        )
-        self._clusters = clusters.height
-        self._groups = [tuple(r) for r in clusters.head(_TOP_CLUSTERS).iter_rows()]
-        if not dupes.height:
+        h1, h2 = np.concatenate(self._h1), np.concatenate(self._h2)
+        files, rows = np.concatenate(self._file), np.concatenate(self._row)
+        self._h1, self._h2, self._file, self._row = [], [], [], []
+        # A stable sort by hash keeps read order inside each group: its first is the kept one.
+        order = np.lexsort((h2, h1))
+        sh1, sh2 = h1[order], h2[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = (sh1[1:] != sh1[:-1]) | (sh2[1:] != sh2[:-1])
+        first = np.flatnonzero(starts)
+        sizes = np.diff(np.append(first, len(order)))
+        group = np.cumsum(starts) - 1
+        member = order[~starts]
+        kept = order[first[group[~starts]]]
+        size = sizes[group[~starts]]
+        by_read = np.argsort(member, kind="stable")
+        member, kept, size = member[by_read], kept[by_read], size[by_read]
+
+        big = np.flatnonzero(sizes > 1)
+        self._clusters = len(big)
+        top = big[np.lexsort((order[first[big]], -sizes[big]))][:_TOP_CLUSTERS]
+        self._groups = [
+            (int(files[order[first[g]]]), int(rows[order[first[g]]]), int(sizes[g])) for g in top
+        ]
+        if not len(member):
             return None
+        dupes = pl.DataFrame({"kept_row": rows[kept], "size": size})
         detail = pl.format("duplicate of row {} ({} copies in all)", "kept_row", "size")
         return findings(
-            {"file_index": dupes.get_column("file_index"), "row": dupes.get_column("row")},
+            {"file_index": pl.Series(files[member]), "row": pl.Series(rows[member])},
             "exact_duplicate_of",
             dupes.select(detail).to_series(),
-            cluster=dupes.get_column("kept_row"),
+            cluster=pl.Series(rows[kept]),
         )
 
     def summary(self) -> dict[str, Any]:

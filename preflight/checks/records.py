@@ -120,7 +120,7 @@ class Empty(Check):
                     .then(pl.lit("missing_field"))
                     .when(pl.col("text") == "")
                     .then(pl.lit("empty_text"))
-                    .when(pl.col("text").str.strip_chars() == "")
+                    .when(pl.col("text").str.contains(r"^\s+$"))
                     .then(pl.lit("whitespace_only")),
                 )
                 .drop_nulls("code")

@@ -10,10 +10,14 @@ verdict and its physical line number (``row``), and nothing is dropped.
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +27,18 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.json as pj
 
-from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
+from preflight.batch import (
+    Batch,
+    Malformed,
+    records_table,
+    records_to_batch,
+    replace_lone_surrogates,
+)
 from preflight.source.arrow import table_to_batch
 from preflight.source.tracked import note_file, open_stream
 
 BLOCK_BYTES = 8 << 20
+PIECE_BYTES = 512 << 10
 _SLOW_LINES = 64  # below this many lines, parse line by line
 ARRAY_BATCH = 20_000
 _BOM = b"\xef\xbb\xbf"
@@ -50,7 +61,7 @@ def read_jsonl(path: Path, file_index: int, label: str | None, state: dict[str, 
                 chunk, first = chunk.removeprefix(_BOM), False
             if not chunk:
                 if carry.strip():
-                    yield _block(carry + b"\n", row, file_index, label, raw.pos - done)
+                    yield _block(carry + b"\n", row, file_index, label, raw.pos - done)[0]
                 break
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
@@ -58,19 +69,56 @@ def read_jsonl(path: Path, file_index: int, label: str | None, state: dict[str, 
                 carry = data
                 continue
             block, carry = data[:cut], data[cut:]
-            batch = _block(block, row, file_index, label, raw.pos - done)
+            batch, lines = _block(block, row, file_index, label, raw.pos - done)
             done = raw.pos
-            row += block.count(b"\n")
+            row += lines
             yield batch
     note_file(state, path, raw.hash.hexdigest(), raw.pos)
 
 
-def _block(block: bytes, row0: int, file_index: int, label: str | None, progress: int) -> Batch:
-    lines = block.split(b"\n")
-    lines.pop()  # the block ends with a newline
-    batch = _merge(list(_parse(lines, row0, valid_utf8=_is_utf8(block))))
+def _block(block: bytes, row0: int, file_index: int, label: str | None, progress: int
+           ) -> tuple[Batch, int]:
+    """Parse a block of whole lines; return its batch and its number of lines."""
+    valid = _is_utf8(block)
+    pieces = list(_pool().map(lambda piece: _piece(piece, valid), _pieces(block)))
+    parts, offset = [], row0
+    for found, n_lines in pieces:
+        for part in found:
+            part.rows += offset
+            part.malformed = [replace(m, row=m.row + offset) for m in part.malformed]
+            parts.append(part)
+        offset += n_lines
+    batch = _merge(parts)
     batch.file, batch.file_index, batch.progress = label, file_index, progress
-    return batch
+    return batch, offset - row0
+
+
+def _pieces(block: bytes) -> list[bytes]:
+    """Cut a block at line ends into pieces of about PIECE_BYTES, parsed in parallel and
+    independently, so a malformed line only sends its own piece down the slow path."""
+    pieces, start = [], 0
+    while start < len(block):
+        end = block.find(b"\n", start + PIECE_BYTES) + 1 or len(block)
+        pieces.append(block[start:end])
+        start = end
+    return pieces
+
+
+def _piece(piece: bytes, valid_utf8: bool) -> tuple[list[_Part], int]:
+    lines = piece.split(b"\n")
+    lines.pop()  # a piece ends with a newline
+    try:
+        if not valid_utf8:
+            raise _Fallback
+        return [_fast(piece, lines, 0)], len(lines)
+    except (pa.ArrowInvalid, _Fallback):
+        return list(_parse(lines, 0, valid_utf8)), len(lines)
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    # Arrow's parser releases the GIL: one thread per core parses pieces side by side.
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="jsonl")
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -79,16 +127,25 @@ def _is_utf8(data: bytes) -> bool:
         return True
     try:
         pl.Series([data], dtype=pl.Binary).cast(pl.String)
-    except pl.exceptions.InvalidOperationError:
-        return False
     except pl.exceptions.ComputeError:
         return False
     return True
 
 
-def _parse(lines: list[bytes], row0: int, *, valid_utf8: bool) -> Iterator[Batch]:
-    """Parse lines with the fast reader; where it refuses, halve and retry, so one bad line
-    costs a few re-reads of its neighbourhood, not a slow pass over the whole block."""
+@dataclass
+class _Part:
+    """Lines parsed one way or the other: an Arrow table, or records from the slow path."""
+
+    rows: np.ndarray
+    table: pa.Table | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)
+    surrogates: dict[int, int] = field(default_factory=dict)
+
+
+def _parse(lines: list[bytes], row0: int, valid_utf8: bool) -> Iterator[_Part]:
+    """Parse lines with Arrow's reader; where it refuses, halve and retry, down to a few
+    lines parsed one by one."""
     if len(lines) <= _SLOW_LINES:
         yield _slow(lines, row0)
         return
@@ -100,51 +157,13 @@ def _parse(lines: list[bytes], row0: int, *, valid_utf8: bool) -> Iterator[Batch
     except (pa.ArrowInvalid, _Fallback):
         pass
     half = len(lines) // 2
-    yield from _parse(lines[:half], row0, valid_utf8=valid_utf8)
-    yield from _parse(lines[half:], row0 + half, valid_utf8=valid_utf8)
+    yield from _parse(lines[:half], row0, valid_utf8)
+    yield from _parse(lines[half:], row0 + half, valid_utf8)
 
 
-def _merge(parts: list[Batch]) -> Batch:
-    if len(parts) == 1:
-        return parts[0]
-    offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
-    raw_names = {name for p in parts for name in p.raw}
-    frames = [p.frame for p in parts]
-    if raw_names or not _same_schema(frames) or any(p.frame.height != len(p) for p in parts):
-        # Types differ between parts: rebuild from Python values so each field is typed once.
-        records = []
-        for p in parts:
-            columns = {name: p.values(name) for name in p.frame.columns}
-            records += [
-                {name: v[i] for name, v in columns.items() if v[i] is not None}
-                for i in range(len(p))
-            ]
-        merged = records_to_batch(records, np.concatenate([p.rows for p in parts]).tolist())
-    else:
-        merged = Batch(frame=pl.concat(frames, how="diagonal_relaxed"),
-                       rows=np.concatenate([p.rows for p in parts]))
-    merged.malformed = [m for p in parts for m in p.malformed]
-    merged.lone_surrogates = {
-        int(off) + i: n for p, off in zip(parts, offsets, strict=True)
-        for i, n in p.lone_surrogates.items()
-    }
-    return merged
-
-
-def _same_schema(frames: list[pl.DataFrame]) -> bool:
-    types: dict[str, pl.DataType] = {}
-    for frame in frames:
-        for name, dtype in frame.schema.items():
-            if dtype == pl.Null:
-                continue
-            if types.setdefault(name, dtype) != dtype:
-                return False
-    return True
-
-
-def _fast(block: bytes, lines: list[bytes], row0: int) -> Batch:
+def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
     longest = max(map(len, lines), default=0)
-    options = pj.ReadOptions(use_threads=True, block_size=max(1 << 20, longest + 2))
+    options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
@@ -153,29 +172,59 @@ def _fast(block: bytes, lines: list[bytes], row0: int) -> Batch:
     nonblank = [k for k, line in enumerate(lines) if line.strip()]
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
-    return table_to_batch(table, np.asarray(nonblank, dtype=np.int64) + row0, 0, None)
+    return _Part(rows=np.asarray(nonblank, dtype=np.int64) + row0, table=table)
 
 
-def _slow(lines: list[bytes], row0: int) -> Batch:
-    records: list[dict[str, Any]] = []
+def _slow(lines: list[bytes], row0: int) -> _Part:
+    part = _Part(rows=np.empty(0, dtype=np.int64))
     rows: list[int] = []
-    malformed: list[Malformed] = []
-    surrogates: dict[int, int] = {}
     for k, line in enumerate(lines):
         if not line.strip():
             continue
         row = row0 + k
         obj, problem = parse_line(line)
         if problem is not None:
-            malformed.append(Malformed(row, *problem))
+            part.malformed.append(Malformed(row, *problem))
             continue
         obj, n = replace_lone_surrogates(obj) if _may_have_surrogates(line) else (obj, 0)
         if n:
-            surrogates[len(records)] = n
-        records.append(obj)
+            part.surrogates[len(part.records)] = n
+        part.records.append(obj)
         rows.append(row)
-    batch = records_to_batch(records, rows)
-    batch.malformed, batch.lone_surrogates = malformed, surrogates
+    part.rows = np.asarray(rows, dtype=np.int64)
+    return part
+
+
+def _merge(parts: list[_Part]) -> Batch:
+    """One batch from the parts of a block, typed once at the Arrow level; when a field's
+    types really differ between parts, the whole block is rebuilt from Python values so
+    the schema check sees every record's own type."""
+    tables = []
+    for p in parts:
+        table = p.table if p.table is not None else records_table(p.records)
+        if table is None:
+            break
+        tables.append(table)
+    merged = None
+    if len(tables) == len(parts):
+        try:
+            merged = pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            merged = None
+    rows = np.concatenate([p.rows for p in parts])
+    if merged is not None:
+        batch = table_to_batch(merged, rows, 0, None)
+    else:
+        records = [
+            r for p in parts
+            for r in (p.table.to_pylist() if p.table is not None else p.records)
+        ]
+        batch = records_to_batch(records, rows.tolist())
+    batch.malformed = [m for p in parts for m in p.malformed]
+    offset = 0
+    for p in parts:
+        batch.lone_surrogates.update({offset + i: n for i, n in p.surrogates.items()})
+        offset += len(p.rows)
     return batch
 
 
