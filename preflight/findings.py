@@ -34,7 +34,6 @@ PARQUET_SCHEMA = pa.schema(
         ("cluster", pa.int64()),
     ]
 )
-_POLARS_SCHEMA = dict(pl.from_arrow(PARQUET_SCHEMA.empty_table()).schema)  # type: ignore[union-attr]
 
 
 class Tally:
