@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -12,17 +11,8 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from preflight.batch import Batch
 from preflight.errors import InputError
-from preflight.source import open_source
-
-
-def read(path: Path) -> list[Batch]:
-    return list(open_source(path).batches())
-
-
-def values(batches: list[Batch], name: str) -> list[Any]:
-    return [v for b in batches for v in b.values(name)]
+from tests.source.helpers import read, values
 
 
 def _table() -> pa.Table:

@@ -14,6 +14,7 @@ import pytest
 from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.source import open_source
+from tests.source.helpers import values
 
 
 def read(obj: Any) -> list[Batch]:
@@ -24,8 +25,6 @@ def located(batches: list[Batch]) -> list[tuple[str | None, int]]:
     return [(b.file, int(r)) for b in batches for r in b.rows]
 
 
-def values(batches: list[Batch], name: str) -> list[Any]:
-    return [v for b in batches for v in b.values(name)]
 
 
 def test_folder_of_jsonl_shards_restarts_rows_and_names_files(tmp_path: Path) -> None:
