@@ -83,7 +83,11 @@ class FindingsSink:
             return
         frame = self._locate(frame, batch)
         tally.findings += frame.height
-        tally.violations += frame.select(pl.struct("file_index", "row").n_unique()).item()
+        # Records with a finding; a corpus-level finding (row null: "class 3 never occurs")
+        # counts as one violation of its own.
+        located = frame.filter(pl.col("row").is_not_null())
+        tally.violations += located.select(pl.struct("file_index", "row").n_unique()).item()
+        tally.violations += frame.height - located.height
         for code, n in frame.group_by("code", maintain_order=True).len().iter_rows():
             tally.codes[code] = tally.codes.get(code, 0) + n
         room = MAX_EXAMPLES - len(tally.examples)
@@ -124,7 +128,8 @@ class FindingsSink:
         if not self._ids:
             return pl.repeat(None, frame.height, eager=True, dtype=pl.String)
         keys = np.concatenate(self._id_keys)
-        wanted = _key(frame.get_column("file_index").to_numpy(), frame.get_column("row").to_numpy())
+        rows = frame.get_column("row").fill_null(-1).to_numpy()
+        wanted = _key(frame.get_column("file_index").to_numpy(), rows)
         pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
         found = keys[pos] == wanted
         ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string()).take(pos))

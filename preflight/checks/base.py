@@ -5,7 +5,9 @@ parameters, with defaults and descriptions). The pipeline calls ``scan`` once pe
 ``finish`` once at the end; both return findings as a polars frame, built with ``findings``:
 
 - ``scan`` findings point at records of the batch by ``i`` (index in the batch);
-- ``finish`` findings point at records by ``file_index`` and ``row`` (corpus-wide checks).
+- ``finish`` findings point at records by ``file_index`` and ``row`` (corpus-wide checks);
+  a finding about the corpus as a whole ("class 3 never occurs") has a null ``row`` and
+  counts as one violation.
 
 Each finding has a stable snake_case ``code`` that tests and counters key on, a ``detail``
 for people, and optionally ``cluster`` (the row of a kept duplicate) and ``snippet`` (raw

@@ -51,7 +51,8 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
                 where = f"{ex.file}:" if ex.file else ""
                 ident = f" id={ex.id}" if ex.id else ""
                 snip = f"  «{ex.snippet}»" if ex.snippet else ""
-                console.print(f"  row {where}{ex.row}{ident} {ex.code}: {ex.detail}{snip}",
+                at = f"row {where}{ex.row}" if ex.row is not None else "corpus"
+                console.print(f"  {at}{ident} {ex.code}: {ex.detail}{snip}",
                               markup=False, highlight=False)
     if report.passed:
         console.print("[bold green]PASS[/] the gate passed")

@@ -17,7 +17,7 @@ Status = Literal["pass", "fail", "error"]
 class Example(BaseModel):
     """One example finding, with a snippet that is redacted unless ``--show-text``."""
 
-    row: int
+    row: int | None = Field(None, description="None for a finding about the whole corpus.")
     file: str | None = None
     id: str | None = None
     code: str
