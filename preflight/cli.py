@@ -27,8 +27,9 @@ from rich.table import Table
 
 from preflight import run_preflight
 from preflight.checks import registry
-from preflight.config import RULE_KEYS, load_rules, preset_names
+from preflight.config import RULE_KEYS, load_rules, preset_names, with_overrides
 from preflight.errors import PreflightError
+from preflight.pipeline import rules_tokenizer
 from preflight.report.console import render_console
 
 _err = Console(stderr=True, soft_wrap=True)
@@ -79,13 +80,24 @@ def main() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--context-window", type=click.IntRange(min=1),
+              help="Model context length in tokens (adds a token_length rule if none).")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--num-classes", type=click.IntRange(min=1),
+              help="Number of classes (adds a label_range rule if none).")
+@click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
+              help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01 (repeatable).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
-          no_progress: bool, debug: bool) -> None:
+          no_progress: bool, context_window: int | None, tokenizer: str | None,
+          num_classes: int | None, sets: tuple[str, ...], debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules."""
     rules = load_rules(rules_file, preset=preset)
+    if context_window or tokenizer or num_classes or sets:
+        rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
+                               num_classes=num_classes, sets=list(sets))
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
@@ -172,6 +184,7 @@ def rules_list(as_json: bool) -> None:
 def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     ruleset = load_rules(file)
+    rules_tokenizer(ruleset)
     Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
 
 

@@ -49,6 +49,10 @@ class Fields(_Strict):
     target: str | None = Field(None, description="Regression target field.")
     features: str | list[str] | None = Field(None, description="Feature column(s).")
     numeric: str | list[str] | None = Field(None, description="Numeric fields to check.")
+    input_ids: str | None = Field(None, description="Field holding token ids (a list).")
+    token_labels: str | None = Field(
+        None, description="Field holding per-token labels (a list; -100 is ignored)."
+    )
 
     def text_fields(self) -> list[str]:
         """The declared text fields as a list (empty when none)."""
@@ -143,6 +147,57 @@ def load_rules(
     return _load_file(Path(source), preset=None)
 
 
+def with_overrides(
+    ruleset: RuleSet,
+    *,
+    context_window: int | None = None,
+    tokenizer: str | None = None,
+    num_classes: int | None = None,
+    sets: list[str] = (),  # type: ignore[assignment]
+) -> RuleSet:
+    """Apply command-line overrides: model facts, and ``RULE_ID.PARAM=VALUE`` settings
+    (VALUE read as YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types). Naming a
+    model fact adds the rule that uses it when the rules lack one. The result is validated
+    like a rules file."""
+    data = to_dict(ruleset)
+    facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
+    data["model"].update({k: v for k, v in facts.items() if v is not None})
+    checks = {r["check"] for r in data["rules"]}
+    if (context_window or tokenizer) and "token_length" not in checks:
+        data["rules"].append({"id": "token-length", "check": "token_length"})
+    if num_classes and "label_range" not in checks and registry.get("label_range"):
+        data["rules"].append({"id": "labels", "check": "label_range"})
+    by_id = {r["id"]: r for r in data["rules"]}
+    for item in sets:
+        target, sep, raw = item.partition("=")
+        rule_id, dot, key = target.rpartition(".")
+        if not sep or not dot or not rule_id or not key:
+            raise ConfigError(
+                f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. dupes.max_fraction=0.01"
+            )
+        if rule_id not in by_id:
+            raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}")
+        try:
+            by_id[rule_id][key] = yaml.safe_load(raw) if raw else None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML") from e
+    where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
+    return _validate(data, where=f"{where} with command-line overrides", sha256=ruleset.sha256,
+                     preset=ruleset.preset, path=ruleset.path)
+
+
+def to_dict(ruleset: RuleSet) -> dict[str, Any]:
+    """The rules-file form of a rule set (each rule's parameters inline)."""
+    data = ruleset.model_dump(exclude={"rules"}, exclude_none=True)
+    data.setdefault("model", {})
+    data["fields"] = ruleset.fields.model_dump(exclude_none=True)
+    data["rules"] = [
+        {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
+        for rule in ruleset.rules
+    ]
+    return data
+
+
 def _load_file(path: Path, *, preset: str | None) -> RuleSet:
     try:
         raw = path.read_bytes()
@@ -161,11 +216,17 @@ def _load_file(path: Path, *, preset: str | None) -> RuleSet:
         raise ConfigError(f"{path}: the rules file is empty; it needs at least `rules:`")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {_kind(data)}")
-    return _validate(data, where=str(path), sha256=hashlib.sha256(raw).hexdigest(), preset=preset)
+    return _validate(data, where=str(path), sha256=hashlib.sha256(raw).hexdigest(), preset=preset,
+                     path=str(path))
 
 
 def _validate(
-    data: dict[str, Any], *, where: str, sha256: str | None, preset: str | None
+    data: dict[str, Any],
+    *,
+    where: str,
+    sha256: str | None,
+    preset: str | None,
+    path: str | None = None,
 ) -> RuleSet:
     data = dict(data)
     raw_rules = data.pop("rules", None)
@@ -184,8 +245,7 @@ def _validate(
             errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
         seen.add(rule.id)
     try:
-        ruleset = RuleSet(**data, rules=rules, path=None if where == "<dict>" else where,
-                          sha256=sha256, preset=preset)
+        ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset)
     except ValidationError as e:
         errors = _messages(e, prefix="", model=RuleSet) + errors
         ruleset = None

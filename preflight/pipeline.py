@@ -24,6 +24,7 @@ from preflight.infer import infer_fields
 from preflight.report.model import Report, RuleResult, RulesInfo, SourceInfo
 from preflight.report.writer import write_report
 from preflight.source import Source, open_source
+from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
@@ -52,6 +53,7 @@ def run(
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given."""
     started = time.perf_counter()
+    tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
     sink = FindingsSink(out_dir, show_text=show_text)
@@ -65,7 +67,7 @@ def run(
     running: list[_Running] | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
-    ctx = Context(fields=fields, model=rules.model)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
     seen: set[str] = set()
     records = malformed = done = 0
     batches = src.batches()
@@ -88,7 +90,7 @@ def run(
             if running is None:
                 if fields.is_empty():
                     fields, inferred = infer_fields(batch.frame)
-                ctx = Context(fields=fields, model=rules.model)
+                ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
                 running = [_start(rule, ctx) for rule in rule_list]
                 keep_ids = any(type(r.check).finish is not Check.finish for r in running)
             seen.update(batch.frame.columns)
@@ -114,7 +116,7 @@ def run(
         reader.shutdown(wait=True)
         batches.close()
     if running is None:  # no batch at all: still judge every rule
-        ctx = Context(fields=fields, model=rules.model)
+        ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
         running = [_start(rule, ctx) for rule in rule_list]
     for r in running:
         if r.error is None:
@@ -169,6 +171,14 @@ def run(
     return report
 
 
+def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:
+    """Load the tokenizer the rules name (relative paths also tried beside the rules file)."""
+    if not rules.model.tokenizer:
+        return None
+    base = Path(rules.path).parent if rules.path else None
+    return load_tokenizer(rules.model.tokenizer, base=base)
+
+
 def _scan(check: Check, batch: Any) -> tuple[Any, float]:
     t0 = time.perf_counter()
     frame = check.scan(batch)
@@ -184,10 +194,7 @@ def _start(rule: Rule, ctx: Context) -> _Running:
     cls = registry.get(rule.check)
     assert cls is not None  # the rules loader checked the name
     check = cls(cls.Params(**rule.params), ctx)
-    error = None
-    if cls.needs_text and not ctx.text_fields and not ctx.messages:
-        error = "no text field declared or inferred; set fields.text in the rules file"
-    return _Running(rule=rule, check=check, error=error)
+    return _Running(rule=rule, check=check, error=check.config_problem())
 
 
 def _could_not_run(check: Check, seen: set[str], records: int) -> str | None:

@@ -5,4 +5,5 @@ from preflight.checks import (  # noqa: F401 - imported to register
     encoding,
     invisible,
     records,
+    tokens,
 )

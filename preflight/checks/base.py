@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 if TYPE_CHECKING:
     from preflight.batch import Batch
     from preflight.config import Fields, ModelFacts
+    from preflight.tokenizer import TokenCounter
 
 FINDING_SCHEMA: dict[str, pl.DataType] = {
     "code": pl.String(),
@@ -46,6 +47,7 @@ class Context:
 
     fields: Fields
     model: ModelFacts
+    tokenizer: TokenCounter | None = None
 
     @property
     def text_fields(self) -> tuple[str, ...]:
@@ -70,6 +72,13 @@ class Check:
     def __init__(self, params: BaseModel, ctx: Context) -> None:
         self.params = params
         self.ctx = ctx
+
+    def config_problem(self) -> str | None:
+        """Why this check cannot run with the rules as given (None when it can): the rule
+        then reports status ``error`` with this message instead of a silent pass."""
+        if self.needs_text and not self.ctx.text_fields and not self.ctx.messages:
+            return "no text field declared or inferred; set fields.text in the rules file"
+        return None
 
     def required_fields(self) -> list[str]:
         """Fields that must appear in the data for this check to run at all."""

@@ -1,0 +1,471 @@
+"""``label_range``: labels a loss function cannot take — before they reach a GPU.
+
+Three fields, each optional, checked when declared:
+
+- ``fields.label`` (a class label): an integer in ``[0, model.num_classes)``, or a member of
+  ``model.labels`` when the set is declared (strings, integers or both). A whole float reads
+  as an integer (``0.0`` is class 0); a float with a fraction, a boolean, a list, an object or
+  a string where integers are declared is ``label_wrong_type``; a missing or null label is
+  ``label_null``. The class distribution is kept for the whole corpus: ``finish`` reports
+  declared classes that never occur (``class_absent``) and classes holding more than
+  ``max_class_share`` of the valid labels (``class_dominant``), both with a null row.
+- ``fields.token_labels`` (a list per record): integers in ``[0, model.vocab_size)`` (or
+  ``[0, model.num_classes)`` when no vocabulary size is declared: token classification),
+  except the ignore index; a record whose labels are all ignored (or empty) has no token to
+  learn from, so its mean loss is 0/0 = NaN (``all_labels_ignored``).
+- ``fields.input_ids`` (a list per record): integers in ``[0, model.vocab_size)``; the ignore
+  index is not a token id. Non-integers inside are ``token_ids_wrong_type``.
+
+Whole floats count as integers in token lists too, as they do for class labels. With no
+bound declared for a token list only negative values (other than the ignore index) are out
+of range. When both token lists are declared they must have the same length per record
+(``same_length``), as causal LM and token classification need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from preflight.batch import Batch
+from preflight.checks.base import Check, Context, Params, findings
+from preflight.checks.registry import register
+
+# Float token values are clipped into Int64 before the range test (1e30 stays out of range).
+_CLIP = 2**62
+_SHOWN_CLASSES = 10
+_LISTED_ABSENT = 100
+_NOUN = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number with a fraction",
+    "boolean": "a boolean",
+    "array": "a list",
+    "object": "an object",
+}
+
+
+class LabelRangeParams(Params):
+    ignore_index: int = Field(
+        -100,
+        description="Token label that the loss ignores (PyTorch's CrossEntropyLoss default); "
+        "valid in token_labels, never in input_ids.",
+    )
+    max_class_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Flag a class holding more than this share of the valid class labels "
+        "(class_dominant). None: do not flag.",
+    )
+    absent_classes: bool = Field(
+        True, description="Flag declared classes that never occur in the corpus (class_absent)."
+    )
+    same_length: bool = Field(
+        True,
+        description="When both token_labels and input_ids are declared, flag records whose "
+        "two lists differ in length (turn off for seq2seq data).",
+    )
+
+
+@register("label_range")
+class LabelRange(Check):
+    """Class labels, token labels and token ids outside what the model declares."""
+
+    description = (
+        "Class labels outside num_classes or the declared labels, wrong type or null; token "
+        "labels and token ids outside the vocabulary; samples whose labels are all ignored."
+    )
+    Params = LabelRangeParams
+    fixes = ("quarantine", "none", "drop")
+
+    def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        self._classes = _declared_classes(ctx) if ctx.fields.label else None
+        self._counts: Counter[str] = Counter()
+        self._absent: list[str] = []
+        self._dominant: list[str] = []
+
+    def required_fields(self) -> list[str]:
+        f = self.ctx.fields
+        return [name for name in (f.label, f.token_labels, f.input_ids) if name]
+
+    def config_problem(self) -> str | None:
+        """Why the rule cannot run with the declared fields and model facts, or None."""
+        f, m = self.ctx.fields, self.ctx.model
+        if not (f.label or f.token_labels or f.input_ids):
+            return (
+                "no label, token_labels or input_ids field declared or inferred; set "
+                "fields.label (with model.num_classes or model.labels), fields.token_labels "
+                "or fields.input_ids in the rules file"
+            )
+        if f.label and m.num_classes is None and m.labels is None:
+            return (
+                f"fields.label is {f.label!r} but the classes are not declared; set "
+                "model.num_classes or model.labels in the rules file"
+            )
+        if m.labels is not None:
+            if not m.labels:
+                return "model.labels is empty; list the class labels or use model.num_classes"
+            seen: set[tuple[type, Any]] = set()
+            for value in m.labels:
+                if (type(value), value) in seen:
+                    return f"model.labels lists {value!r} twice; each class once"
+                seen.add((type(value), value))
+            if m.num_classes is not None and len(m.labels) != m.num_classes:
+                return (
+                    f"model.labels lists {len(m.labels)} classes but model.num_classes is "
+                    f"{m.num_classes}; make them agree or give only one"
+                )
+            bad = [v for v in m.labels if isinstance(v, int) and m.num_classes is not None
+                   and not 0 <= v < m.num_classes]
+            if bad:
+                return (
+                    f"model.labels has {bad[0]!r}, outside [0, {m.num_classes}) given by "
+                    "model.num_classes"
+                )
+        return None
+
+    def scan(self, batch: Batch) -> pl.DataFrame | None:
+        f = self.ctx.fields
+        parts: list[pl.DataFrame] = []
+        if f.label and self._classes is not None:
+            parts.extend(self._scan_label(batch, f.label, self._classes))
+        labels = ids = None
+        if f.token_labels:
+            labels, problems = _int_lists(batch, f.token_labels, "token_labels_wrong_type")
+            parts.append(problems)
+            bound = self.ctx.model.vocab_size or self.ctx.model.num_classes
+            parts.append(_out_of_range(labels, f.token_labels, bound, self.params.ignore_index,
+                                       "token_label_out_of_range"))
+            parts.append(self._all_ignored(labels, f.token_labels))
+        if f.input_ids:
+            ids, problems = _int_lists(batch, f.input_ids, "token_ids_wrong_type")
+            parts.append(problems)
+            parts.append(_out_of_range(ids, f.input_ids, self.ctx.model.vocab_size, None,
+                                       "token_id_out_of_range"))
+        if labels is not None and ids is not None and self.params.same_length:
+            parts.append(_length_mismatch(labels, ids, f.token_labels, f.input_ids))
+        parts = [p for p in parts if p.height]
+        return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+    def _scan_label(self, batch: Batch, name: str, classes: _Classes) -> list[pl.DataFrame]:
+        values = _label_values(batch, name)
+        kind, as_int, as_str = pl.col("kind"), pl.col("int"), pl.col("str")
+        code = pl.when(kind == "null").then(pl.lit("label_null"))
+        code = code.when(~kind.is_in(list(classes.kinds))).then(pl.lit("label_wrong_type"))
+        if classes.ints is not None:
+            code = code.when((kind == "integer") & ~as_int.is_in(classes.ints).fill_null(False)
+                             ).then(pl.lit("label_not_in_set"))
+        else:
+            code = code.when((kind == "integer") & ~as_int.is_between(
+                0, classes.num_classes - 1).fill_null(False)).then(pl.lit("label_out_of_range"))
+        code = code.when((kind == "string") & ~as_str.is_in(classes.strs).fill_null(False)
+                         ).then(pl.lit("label_not_in_set"))
+        key = pl.when(kind == "integer").then(as_int.cast(pl.String)).otherwise(as_str)
+        judged = values.with_columns(code=code, key=key)
+        valid = judged.filter(pl.col("code").is_null())
+        self._counts.update(dict(valid.get_column("key").value_counts().iter_rows()))
+        bad = judged.filter(pl.col("code").is_not_null())
+        if not bad.height:
+            return []
+        # Details for flagged records only: a few words each, formatted in Python.
+        details = [
+            _label_detail(name, c, k, shown, classes)
+            for c, k, shown in bad.select("code", "kind", "shown").iter_rows()
+        ]
+        return [findings({"i": bad.get_column("i")}, bad.get_column("code"), details)]
+
+    def _all_ignored(self, labels: pl.Series, name: str) -> pl.DataFrame:
+        ignore = self.params.ignore_index
+        frame = pl.DataFrame({"labels": labels}).with_row_index("i").filter(
+            pl.col("labels").is_not_null()
+            & ~pl.col("labels").list.eval(pl.element() != ignore).list.any()
+        )
+        n = frame.get_column("labels").list.len()
+        detail = pl.select(
+            pl.when(n == 0)
+            .then(pl.lit(f"{name}: empty, no token to learn from (its mean loss is NaN)"))
+            .otherwise(pl.format(f"{name}: all {{}} labels are the ignore index {ignore} "
+                                 "(its mean loss is NaN)", n))
+        ).to_series()
+        return findings({"i": frame.get_column("i")}, "all_labels_ignored", detail)
+
+    def finish(self) -> pl.DataFrame | None:
+        if self._classes is None:
+            return None
+        keys = self._classes.keys
+        total = sum(self._counts.values())
+        self._absent = [k for k in keys if not self._counts.get(k)]
+        share = self.params.max_class_share
+        self._dominant = [
+            k for k in keys if share is not None and total and self._counts.get(k, 0) / total > share
+        ]
+        details: list[tuple[str, str]] = []
+        if self.params.absent_classes:
+            details += [("class_absent", f"class {_show_key(k, self._classes)} never occurs "
+                                         f"({total} valid labels)") for k in self._absent]
+        details += [
+            ("class_dominant",
+             f"class {_show_key(k, self._classes)} has {self._counts[k]} of {total} valid "
+             f"labels ({self._counts[k] / total:.1%}), more than max_class_share {share}")
+            for k in self._dominant
+        ]
+        if not details:
+            return None
+        n = len(details)
+        return findings(
+            {"file_index": pl.Series([None] * n, dtype=pl.Int32),
+             "row": pl.Series([None] * n, dtype=pl.Int64)},
+            [c for c, _ in details],
+            [d for _, d in details],
+        )
+
+    def summary(self) -> dict[str, Any]:
+        if self._classes is None:
+            return {}
+        keys = self._classes.keys
+        return {
+            "classes": {k: self._counts[k] for k in keys if self._counts.get(k)},
+            "num_classes": len(keys),
+            "labelled": sum(self._counts.values()),
+            "absent": self._absent[:_LISTED_ABSENT],
+            "absent_count": len(self._absent),
+            "dominant": self._dominant,
+        }
+
+
+class _Classes:
+    """The declared classes: their kinds, the allowed values and their summary keys."""
+
+    def __init__(self, num_classes: int | None, labels: list[str | int] | None) -> None:
+        self.num_classes = num_classes or 0
+        self.ints: list[int] | None = None
+        self.strs: list[str] = []
+        if labels is not None:
+            self.ints = [v for v in labels if isinstance(v, int)]
+            self.strs = [v for v in labels if isinstance(v, str)]
+            self.keys = [str(v) for v in labels]
+            self.kinds = {k for k, vs in (("integer", self.ints), ("string", self.strs)) if vs}
+        else:
+            self.keys = [str(k) for k in range(self.num_classes)]
+            self.kinds = {"integer"}
+
+    def expected(self) -> str:
+        """What a valid label looks like, for details."""
+        if self.ints is None:
+            return f"an integer class id in [0, {self.num_classes})"
+        shown = [repr(v) for v in [*self.ints, *self.strs][:_SHOWN_CLASSES]]
+        more = ", …" if len(self.keys) > _SHOWN_CLASSES else ""
+        return f"one of {', '.join(shown)}{more}"
+
+
+def _declared_classes(ctx: Context) -> _Classes | None:
+    m = ctx.model
+    if m.labels is None and m.num_classes is None:
+        return None  # config_problem says why
+    return _Classes(m.num_classes, m.labels)
+
+
+def _show_key(key: str, classes: _Classes) -> str:
+    return repr(key) if key in classes.strs else key
+
+
+def _label_detail(name: str, code: str, kind: str, shown: str, classes: _Classes) -> str:
+    if code == "label_null":
+        return f"{name}: missing or null"
+    if code == "label_wrong_type":
+        return f"{name}: expected {classes.expected()}, got {_NOUN.get(kind, kind)} {shown}"
+    if code == "label_out_of_range":
+        return f"{name}: {shown} outside [0, {classes.num_classes})"
+    return f"{name}: {shown} not in the declared labels ({classes.expected()})"
+
+
+def _label_values(batch: Batch, name: str) -> pl.DataFrame:
+    """Each record's label as ``i``, ``kind`` (its JSON type), ``int`` (for integers, whole
+    floats included), ``str`` (for strings) and ``shown`` (for details)."""
+    kind = batch.json_types(name)
+    n = len(batch)
+    if name in batch.raw:
+        # Mixed JSON types in this batch: Python values, one at a time.
+        raw = batch.raw[name]
+        ints = [_clip(int(v)) if k == "integer" else None for v, k in zip(raw, kind, strict=True)]
+        strs = [v if isinstance(v, str) else None for v in raw]
+        shown = [_shown(v) for v in raw]
+        return pl.DataFrame(
+            {"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
+             "int": pl.Series(ints, dtype=pl.Int64), "str": pl.Series(strs, dtype=pl.String),
+             "shown": pl.Series(shown, dtype=pl.String)}
+        )
+    if batch.has(name):
+        col = batch.frame.get_column(name)
+    else:
+        col = pl.Series(name, [None] * n, dtype=pl.Null)
+    dtype = col.dtype
+    frame = pl.DataFrame({"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
+                          "v": col})
+    v = pl.col("v")
+    if dtype.is_integer() or dtype.is_float():
+        whole = pl.col("kind") == "integer"
+        as_int = pl.when(whole).then(v.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+        shown = v.cast(pl.String)
+    elif dtype == pl.String:
+        as_int, shown = pl.lit(None, pl.Int64), pl.format("'{}'", v)
+    elif dtype == pl.Boolean:
+        as_int = pl.lit(None, pl.Int64)
+        shown = pl.when(v).then(pl.lit("true")).otherwise(pl.lit("false"))
+    else:  # null, lists, objects: the kind says enough
+        as_int, shown = pl.lit(None, pl.Int64), pl.lit("")
+    return frame.select(
+        "i", "kind", as_int.alias("int"),
+        (v if dtype == pl.String else pl.lit(None, pl.String)).alias("str"),
+        shown.cast(pl.String).alias("shown"),
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list | dict):
+        return ""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _clip(value: int) -> int:
+    return max(-_CLIP, min(_CLIP, value))
+
+
+def _int_lists(batch: Batch, name: str, code: str) -> tuple[pl.Series, pl.DataFrame]:
+    """A field of integer lists as ``List(Int64)`` (null where missing or of the wrong type)
+    and findings (``code``) for records that are not lists of integers."""
+    n = len(batch)
+    if name in batch.raw:
+        return _int_lists_raw(batch.raw[name], name, code)
+    col = (batch.frame.get_column(name) if batch.has(name)
+           else pl.Series(name, [None] * n, dtype=pl.Null))
+    dtype = col.dtype
+    frame = pl.DataFrame({"v": col}).with_row_index("i")
+    v, el = pl.col("v"), pl.element()
+    if isinstance(dtype, pl.List) and (dtype.inner.is_numeric() or dtype.inner == pl.Null):
+        bad_el = el.is_null()
+        if dtype.inner.is_float():
+            bad_el = bad_el | ~el.is_finite() | (el != el.floor())
+        converted = v.list.eval(el.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+    elif isinstance(dtype, pl.List):  # strings, booleans, nested lists: every element is wrong
+        bad_el, converted = pl.lit(True), v.list.eval(pl.lit(None, pl.Int64))
+    else:
+        bad_el, converted = None, pl.lit(None, pl.List(pl.Int64))
+    if bad_el is not None:
+        first = v.list.eval(bad_el).list.arg_max()
+        bad = v.list.eval(bad_el).list.any().fill_null(False)
+        frame = frame.with_columns(bad=bad, first=first)
+    else:
+        frame = frame.with_columns(bad=v.is_not_null(), first=pl.lit(None, pl.UInt32))
+    ints = frame.select(
+        pl.when(~pl.col("bad") & v.is_not_null()).then(converted).alias(name)
+    ).to_series()
+    flagged = frame.filter(pl.col("bad") | v.is_null())
+    # Details for flagged records only; the offending value is a Python object of any type.
+    kinds = batch.json_types(name).gather(flagged.get_column("i"))
+    details = []
+    for (value, first), kind in zip(flagged.select("v", "first").iter_rows(), kinds,
+                                    strict=True):
+        if value is None:
+            details.append(f"{name}: missing or null, expected a list of integers")
+        elif first is None:
+            details.append(f"{name}: expected a list of integers, got {_NOUN.get(kind, kind)}")
+        else:
+            details.append(_element_detail(name, first, value[first]))
+    return ints, findings({"i": flagged.get_column("i")}, code, details)
+
+
+def _int_lists_raw(values: list[Any], name: str, code: str) -> tuple[pl.Series, pl.DataFrame]:
+    # Mixed JSON types in this batch: only Python values exist, one record at a time.
+    ints: list[list[int] | None] = []
+    rows: list[int] = []
+    details: list[str] = []
+    for i, value in enumerate(values):
+        out = None
+        if value is None:
+            details.append(f"{name}: missing or null, expected a list of integers")
+        elif not isinstance(value, list):
+            details.append(f"{name}: expected a list of integers, got "
+                           f"{_NOUN.get(_kind(value), 'a value')}")
+        else:
+            first = next((k for k, e in enumerate(value) if not _is_int(e)), None)
+            if first is None:
+                out = [_clip(int(e)) for e in value]
+            else:
+                details.append(_element_detail(name, first, value[first]))
+        if out is None:
+            rows.append(i)
+        ints.append(out)
+    series = pl.Series(name, ints, dtype=pl.List(pl.Int64))
+    return series, findings({"i": pl.Series(rows, dtype=pl.UInt32)}, code, details)
+
+
+def _is_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and value.is_integer()
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, int | float):
+        return "integer" if _is_int(value) else "number"
+    return "array"
+
+
+def _element_detail(name: str, index: int, value: Any) -> str:
+    shown = "null" if value is None else _shown(value) or _NOUN.get(_kind(value), "a value")
+    return f"{name}[{index}]: {shown} is not an integer"
+
+
+def _out_of_range(ints: pl.Series, name: str, bound: int | None, ignore: int | None,
+                  code: str) -> pl.DataFrame:
+    """Findings for lists with values outside ``[0, bound)`` (the ignore index excepted)."""
+    el = pl.element()
+    bad_el = el < 0
+    if bound is not None:
+        bad_el = bad_el | (el >= bound)
+    if ignore is not None:
+        bad_el = bad_el & (el != ignore)
+    flags = pl.col("v").list.eval(bad_el)
+    frame = (
+        pl.DataFrame({"v": ints})
+        .with_row_index("i")
+        .with_columns(count=flags.list.sum(), first=flags.list.arg_max())
+        .filter(pl.col("count") > 0)
+    )
+    where = f"[0, {bound})" if bound is not None else "[0, ∞)"
+    also = f" and not the ignore index {ignore}" if ignore is not None else ""
+    detail = pl.format(
+        f"{name}[{{}}]: {{}} outside {where}{also} ({{}} such value(s))",
+        "first", pl.col("v").list.get(pl.col("first")), "count",
+    )
+    return findings({"i": frame.get_column("i")}, code, frame.select(detail).to_series())
+
+
+def _length_mismatch(labels: pl.Series, ids: pl.Series, labels_name: str,
+                     ids_name: str) -> pl.DataFrame:
+    frame = (
+        pl.DataFrame({"a": labels.list.len(), "b": ids.list.len()})
+        .with_row_index("i")
+        .filter(pl.col("a") != pl.col("b"))
+    )
+    detail = pl.format(f"{labels_name} has {{}} values, {ids_name} has {{}}", "a", "b")
+    return findings({"i": frame.get_column("i")}, "token_labels_length_mismatch",
+                    frame.select(detail).to_series())

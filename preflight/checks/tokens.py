@@ -1,0 +1,223 @@
+"""``token_length``: documents that the context window would silently truncate, or that are
+too short to teach anything, counted with the model's real tokenizer.
+
+Tokenising is the slow part of a gate (a BPE encodes a few MB/s per core), so texts whose
+proven bounds (see ``preflight.tokenizer``) already settle the answer are not encoded: with a
+4,096-token window and a byte-level BPE, a text of at most 4,095 UTF-8 bytes cannot be too
+long. The verdict stays exact; only the histogram of the skipped texts is estimated (from the
+bytes-per-token ratio of the texts that were encoded), and the report says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+
+from preflight.batch import FIELD_SEPARATOR, Batch
+from preflight.checks.base import Check, Params, findings
+from preflight.checks.registry import register
+from preflight.tokenizer import PLAIN_CHAT_TEMPLATE, TokenCounter, estimate_counter
+
+_CALIBRATION = 256
+_PERCENTILES = (50, 90, 95, 99)
+
+
+class TokenLengthParams(Params):
+    reserve: int = Field(
+        0, ge=0, description="Tokens kept free for special tokens or generation."
+    )
+    min_tokens: int = Field(0, ge=0, description="Fewer tokens than this is `too_short`.")
+    max_tokens: int | None = Field(
+        None, gt=0, description="Limit instead of model.context_window."
+    )
+    bins: int = Field(40, ge=2, le=1000, description="Histogram bins up to twice the limit.")
+
+
+@register("token_length")
+class TokenLength(Check):
+    """Token count against the context window (minus reserve) and a minimum."""
+
+    description = "Token count (real tokenizer) against the context window and a minimum."
+    Params = TokenLengthParams
+    fixes = ("truncate", "quarantine", "drop", "none")
+    needs_text = True
+
+    def __init__(self, params: TokenLengthParams, ctx: Any) -> None:
+        super().__init__(params, ctx)
+        self.counter: TokenCounter = ctx.tokenizer or estimate_counter()
+        window = params.max_tokens or ctx.model.context_window
+        self.limit = (window - params.reserve) if window else None
+        self._edges = (
+            np.append(np.linspace(0, 2 * self.limit, params.bins + 1), np.inf)
+            if self.limit
+            else None
+        )
+        self._hist_exact = np.zeros(params.bins + 1, dtype=np.int64)
+        self._hist_estimated = np.zeros(params.bins + 1, dtype=np.int64)
+        self._counts: list[np.ndarray] = []
+        self._bytes_per_token: float | None = None
+        self._encoded = 0
+        self._skipped = 0
+
+    def config_problem(self) -> str | None:
+        if self.limit is None:
+            return "no token limit: set model.context_window (or max_tokens on the rule)"
+        if self.limit <= 0:
+            return f"reserve {self.params.reserve} leaves no room in the context window"
+        return super().config_problem()
+
+    def scan(self, batch: Batch) -> pl.DataFrame | None:
+        assert self.limit is not None and self._edges is not None
+        docs, problems = self._documents(batch)
+        index = docs.is_not_null().arg_true().to_numpy()
+        docs = docs.gather(index)
+        if not len(docs):
+            return problems
+        chat = bool(self.ctx.messages)
+        nbytes = docs.str.len_bytes().to_numpy().astype(np.int64)
+        upper = self.counter.upper_bound(nbytes, specials=not chat)
+        lower = self.counter.lower_bound(nbytes, specials=not chat)
+        if not self.counter.exact:
+            need = np.zeros(len(docs), dtype=bool)
+        elif upper is None:
+            need = np.ones(len(docs), dtype=bool)
+        else:
+            need = upper > self.limit
+            if self.params.min_tokens:
+                need |= lower < self.params.min_tokens if lower is not None else True
+        counts = self._estimates(docs, nbytes, upper, lower, chat)
+        todo = np.flatnonzero(need)
+        if len(todo):
+            counts[todo] = self.counter.count(docs.gather(todo).to_list(),
+                                              add_special_tokens=not chat)
+        exact = need if self.counter.exact else np.zeros(len(docs), dtype=bool)
+        self._encoded += int(exact.sum())
+        self._skipped += int((~exact).sum())
+        self._hist_exact += np.histogram(counts[exact], self._edges)[0]
+        self._hist_estimated += np.histogram(counts[~exact], self._edges)[0]
+        self._counts.append(counts.astype(np.int32))
+        return self._findings(index, counts, problems)
+
+    def _documents(self, batch: Batch) -> tuple[pl.Series, pl.DataFrame | None]:
+        """Each record's text as the model sees it: text fields joined by newlines, or the
+        conversation rendered with the tokenizer's chat template (or the plain one)."""
+        if not self.ctx.messages:
+            docs = batch.documents(self.ctx.text_fields, None)
+            if len(self.ctx.text_fields) > 1:
+                docs = docs.str.replace_all(FIELD_SEPARATOR, "\n", literal=True)
+            return docs, None
+        rendered: list[str | None] = []
+        bad: dict[str, list[Any]] = {"i": [], "code": [], "detail": []}
+        render = _renderer(self.counter)
+        # One template render per conversation: Jinja templates have no batch API.
+        for i, turns in enumerate(batch.values(self.ctx.messages)):
+            if not isinstance(turns, list) or not turns:
+                rendered.append(None)
+                continue
+            try:
+                rendered.append(render(turns))
+            except Exception as e:  # a template may raise on a conversation it rejects
+                rendered.append(None)
+                bad["i"].append(i)
+                bad["code"].append("chat_template_error")
+                bad["detail"].append(f"chat template failed: {e}")
+        problems = (
+            findings({"i": pl.Series(bad["i"], dtype=pl.UInt32)}, bad["code"], bad["detail"])
+            if bad["i"]
+            else None
+        )
+        return pl.Series(rendered, dtype=pl.String), problems
+
+    def _estimates(self, docs: pl.Series, nbytes: np.ndarray, upper: np.ndarray | None,
+                   lower: np.ndarray | None, chat: bool) -> np.ndarray:
+        if not self.counter.exact:
+            return self.counter.estimate(nbytes)
+        if self._bytes_per_token is None:
+            sample = docs.head(_CALIBRATION).to_list()
+            tokens = self.counter.count(sample, add_special_tokens=False).sum()
+            self._bytes_per_token = float(nbytes[: len(sample)].sum()) / max(int(tokens), 1)
+        estimate = np.round(nbytes / max(self._bytes_per_token, 1e-9)).astype(np.int64)
+        estimate += 0 if chat else self.counter.specials
+        if upper is not None:
+            estimate = np.minimum(estimate, upper)
+        if lower is not None:
+            estimate = np.maximum(estimate, lower)
+        return estimate
+
+    def _findings(self, index: np.ndarray, counts: np.ndarray,
+                  problems: pl.DataFrame | None) -> pl.DataFrame | None:
+        assert self.limit is not None
+        approx = "" if self.counter.exact else "~"
+        too_long = np.flatnonzero(counts > self.limit)
+        too_short = np.flatnonzero(counts < self.params.min_tokens)
+        parts = [problems] if problems is not None else []
+        if len(too_long):
+            parts.append(findings(
+                {"i": pl.Series(index[too_long], dtype=pl.UInt32)},
+                "too_long",
+                [f"{approx}{c:,} tokens > limit {self.limit:,}" for c in counts[too_long]],
+            ))
+        if len(too_short):
+            parts.append(findings(
+                {"i": pl.Series(index[too_short], dtype=pl.UInt32)},
+                "too_short",
+                [f"{approx}{c:,} tokens < min_tokens {self.params.min_tokens:,}"
+                 for c in counts[too_short]],
+            ))
+        return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+    def summary(self) -> dict[str, Any]:
+        counts = np.concatenate(self._counts) if self._counts else np.zeros(0, np.int32)
+        edges = self._edges.tolist() if self._edges is not None else []
+        return {
+            "tokenizer": self.counter.name,
+            "family": self.counter.family,
+            "estimated": not self.counter.exact,
+            "limit": self.limit,
+            "min_tokens": self.params.min_tokens,
+            "encoded": self._encoded,
+            "skipped_by_bound": self._skipped if self.counter.exact else 0,
+            "bytes_per_token": self._bytes_per_token,
+            "histogram": {
+                "edges": [e if np.isfinite(e) else None for e in edges],
+                "exact": self._hist_exact.tolist(),
+                "estimated": self._hist_estimated.tolist(),
+            },
+            "percentiles": (
+                {f"p{p}": int(np.percentile(counts, p)) for p in _PERCENTILES}
+                | {"max": int(counts.max())}
+                if len(counts)
+                else {}
+            ),
+        }
+
+
+def _renderer(counter: TokenCounter) -> Any:
+    """A function rendering a conversation to the text the model is trained on."""
+    if counter.chat_template:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise ValueError(message)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        template = env.from_string(counter.chat_template)
+        variables = {k: v for k, v in counter.template_vars.items() if v is not None}
+
+        def render(turns: list[Any]) -> str:
+            return template.render(messages=turns, add_generation_prompt=False, **variables)
+
+        return render
+
+    def plain(turns: list[Any]) -> str:
+        return "".join(
+            PLAIN_CHAT_TEMPLATE.format(role=t.get("role", ""), content=t.get("content") or "")
+            if isinstance(t, dict) else ""
+            for t in turns
+        )
+
+    return plain

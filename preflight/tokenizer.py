@@ -1,0 +1,219 @@
+"""Token counting with the model's real tokenizer, and the exact bounds that let most texts
+skip it.
+
+``load_tokenizer(spec)`` takes a ``tokenizer.json`` path, a local folder holding a
+``tokenizer.json`` (with ``tokenizer_config.json`` for the chat template), a folder that only
+``transformers`` can load, or ``tiktoken:NAME`` for an encoding already in tiktoken's cache.
+Nothing is downloaded. With no tokenizer, ``estimate_counter()`` gives a stated estimate.
+
+Bounds (tested per family in ``tests/test_tokenizer.py``):
+
+- byte-level BPE with no normalizer (GPT-2, RoBERTa, Llama 3, tiktoken): every token covers at
+  least one byte of the text, so ``tokens <= utf8_bytes + 1 (prefix space) + specials``, and
+  no token covers more than the longest vocabulary entry, so
+  ``tokens >= ceil(utf8_bytes / longest_token_bytes) + specials``;
+- any other tokenizer: no bound is proven, every text is tokenised.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from preflight.errors import ConfigError
+
+# A plain template for chat data when the tokenizer has none (documented in the README).
+PLAIN_CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
+# The fallback estimate: about 3 UTF-8 bytes per token over-counts English (about 4) and
+# matches CJK (3 bytes per character, about one token each).
+ESTIMATE_BYTES_PER_TOKEN = 3.0
+
+
+@dataclass
+class TokenCounter:
+    """Counts tokens for batches of texts; knows its exact bounds when they are proven."""
+
+    name: str
+    family: str
+    encode: Callable[[list[str], bool], list[int]] | None
+    specials: int = 0
+    byte_bound: bool = False
+    longest_token_bytes: int | None = None
+    chat_template: str | None = None
+    template_vars: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        """False for the estimate used when no tokenizer is configured."""
+        return self.encode is not None
+
+    def count(self, texts: list[str], *, add_special_tokens: bool = True) -> np.ndarray:
+        """Token counts of ``texts`` (the batch API, on all cores)."""
+        if not texts:
+            return np.zeros(0, dtype=np.int64)
+        if self.encode is None:
+            return self.estimate(np.array([len(t.encode()) for t in texts]))
+        return np.asarray(self.encode(texts, add_special_tokens), dtype=np.int64)
+
+    def estimate(self, nbytes: np.ndarray) -> np.ndarray:
+        """The stated estimate from UTF-8 byte counts."""
+        return np.ceil(nbytes / ESTIMATE_BYTES_PER_TOKEN).astype(np.int64)
+
+    def upper_bound(self, nbytes: np.ndarray, *, specials: bool = True) -> np.ndarray | None:
+        """A proven upper bound on the token count per text, or None."""
+        if not self.byte_bound:
+            return None
+        return nbytes + 1 + (self.specials if specials else 0)
+
+    def lower_bound(self, nbytes: np.ndarray, *, specials: bool = True) -> np.ndarray | None:
+        """A proven lower bound on the token count per text, or None."""
+        if not self.byte_bound or not self.longest_token_bytes:
+            return None
+        return np.ceil(nbytes / self.longest_token_bytes).astype(np.int64) + (
+            self.specials if specials else 0
+        )
+
+
+def estimate_counter() -> TokenCounter:
+    """The counter used when the rules name no tokenizer."""
+    return TokenCounter(name=f"estimate (UTF-8 bytes / {ESTIMATE_BYTES_PER_TOKEN:g})",
+                        family="estimate", encode=None)
+
+
+def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
+    """Load the tokenizer ``spec`` names, offline; a problem is a ``ConfigError``."""
+    if spec.startswith("tiktoken:"):
+        return _tiktoken(spec.removeprefix("tiktoken:"))
+    tried = [Path(spec).expanduser()]
+    if base is not None and not tried[0].is_absolute():
+        tried.append(base / spec)
+    path = next((p for p in tried if p.exists()), None)
+    if path is None:
+        raise ConfigError(
+            "tokenizer not found: tried " + ", ".join(str(p) for p in tried)
+            + " (give a tokenizer.json, a local tokenizer folder, or tiktoken:NAME)"
+        )
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            return _hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")
+        return _transformers(path)
+    return _hf_tokenizer(path, config=path.parent / "tokenizer_config.json")
+
+
+def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises plain Exception subclasses
+        raise ConfigError(f"cannot load tokenizer {path}: {e}") from e
+    # A truncating or padding tokenizer would report the cut length, not the real one.
+    tok.no_truncation()
+    tok.no_padding()
+    spec = json.loads(tok.to_str())
+    byte_bound = _is_byte_level_bpe(spec)
+    longest = None
+    if byte_bound:
+        vocab = tok.get_vocab(with_added_tokens=False)
+        added = [t["content"] for t in spec.get("added_tokens", [])]
+        # Byte-level vocabulary strings hold one character per byte.
+        longest = max([len(t) for t in vocab] + [len(a.encode()) for a in added] + [1])
+    template, variables = _chat_template(config)
+    encode_fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
+
+    def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
+        return [len(e.ids) for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
+
+    return TokenCounter(
+        name=str(path),
+        family="byte_level_bpe" if byte_bound else spec.get("model", {}).get("type", "other"),
+        encode=encode,
+        specials=len(tok.encode("", add_special_tokens=True).ids),
+        byte_bound=byte_bound,
+        longest_token_bytes=longest,
+        chat_template=template,
+        template_vars=variables,
+    )
+
+
+def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
+    """Byte-level BPE with no normalizer: the family whose byte bound is proven."""
+    if spec.get("model", {}).get("type") != "BPE" or spec.get("normalizer") is not None:
+        return False
+    pre = spec.get("pre_tokenizer") or {}
+    parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    return any(p.get("type") == "ByteLevel" for p in parts)
+
+
+def _chat_template(config: Path) -> tuple[str | None, dict[str, Any]]:
+    if not config.is_file():
+        return None, {}
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read {config}: {e}") from e
+    template = data.get("chat_template")
+    if isinstance(template, list):  # named templates: take "default"
+        template = next((t["template"] for t in template if t.get("name") == "default"), None)
+    variables = {
+        key: (value.get("content") if isinstance(value, dict) else value)
+        for key, value in data.items()
+        if key.endswith("_token") and isinstance(value, str | dict)
+    }
+    return template, variables
+
+
+def _transformers(path: Path) -> TokenCounter:
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        raise ConfigError(
+            f"{path} has no tokenizer.json; loading it needs transformers: "
+            "pip install -c constraints.txt transformers"
+        ) from e
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:
+        raise ConfigError(f"cannot load tokenizer folder {path}: {e}") from e
+
+    def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
+        ids = tok(texts, add_special_tokens=add_special_tokens)["input_ids"]
+        return [len(x) for x in ids]
+
+    return TokenCounter(
+        name=str(path),
+        family=type(tok).__name__,
+        encode=encode,
+        specials=len(tok("", add_special_tokens=True)["input_ids"]),
+        chat_template=getattr(tok, "chat_template", None),
+        template_vars={k: getattr(tok, k, None) for k in ("bos_token", "eos_token")},
+    )
+
+
+def _tiktoken(name: str) -> TokenCounter:
+    try:
+        import tiktoken
+    except ImportError as e:
+        raise ConfigError("tiktoken:NAME needs tiktoken: pip install tiktoken") from e
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as e:  # a missing cache means a download attempt, which fails here
+        raise ConfigError(
+            f"tiktoken encoding {name!r} is not available offline ({type(e).__name__}); "
+            "put it in tiktoken's cache (TIKTOKEN_CACHE_DIR) or use a tokenizer.json"
+        ) from e
+    threads = os.cpu_count() or 1
+
+    def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
+        return [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=threads)]
+
+    longest = max((len(b) for b in enc.token_byte_values()), default=1)
+    return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
+                        byte_bound=True, longest_token_bytes=math.ceil(longest))
