@@ -4,6 +4,7 @@ from preflight.checks import (  # noqa: F401 - imported to register
     duplicates,
     encoding,
     invisible,
+    numeric,
     records,
     tokens,
 )

@@ -156,16 +156,20 @@ class LabelRange(Check):
     def _scan_label(self, batch: Batch, name: str, classes: _Classes) -> list[pl.DataFrame]:
         values = _label_values(batch, name)
         kind, as_int, as_str = pl.col("kind"), pl.col("int"), pl.col("str")
-        code = pl.when(kind == "null").then(pl.lit("label_null"))
-        code = code.when(~kind.is_in(list(classes.kinds))).then(pl.lit("label_wrong_type"))
+        ints = pl.Series(classes.ints or [], dtype=pl.Int64)
+        strs = pl.Series(classes.strs, dtype=pl.String)
+        # A null ``int`` of an integer (beyond Int64) is never in range nor in the set.
         if classes.ints is not None:
-            code = code.when((kind == "integer") & ~as_int.is_in(classes.ints).fill_null(False)
-                             ).then(pl.lit("label_not_in_set"))
+            int_code, int_ok = "label_not_in_set", as_int.is_in(ints.implode())
         else:
-            code = code.when((kind == "integer") & ~as_int.is_between(
-                0, classes.num_classes - 1).fill_null(False)).then(pl.lit("label_out_of_range"))
-        code = code.when((kind == "string") & ~as_str.is_in(classes.strs).fill_null(False)
-                         ).then(pl.lit("label_not_in_set"))
+            int_code, int_ok = "label_out_of_range", as_int.is_between(0, classes.num_classes - 1)
+        code = (
+            pl.when(kind == "null").then(pl.lit("label_null"))
+            .when(~kind.is_in(sorted(classes.kinds))).then(pl.lit("label_wrong_type"))
+            .when((kind == "integer") & ~int_ok.fill_null(False)).then(pl.lit(int_code))
+            .when((kind == "string") & ~as_str.is_in(strs.implode()).fill_null(False))
+            .then(pl.lit("label_not_in_set"))
+        )
         key = pl.when(kind == "integer").then(as_int.cast(pl.String)).otherwise(as_str)
         judged = values.with_columns(code=code, key=key)
         valid = judged.filter(pl.col("code").is_null())
@@ -203,7 +207,8 @@ class LabelRange(Check):
         self._absent = [k for k in keys if not self._counts.get(k)]
         share = self.params.max_class_share
         self._dominant = [
-            k for k in keys if share is not None and total and self._counts.get(k, 0) / total > share
+            k for k in keys
+            if share is not None and total and self._counts.get(k, 0) / total > share
         ]
         details: list[tuple[str, str]] = []
         if self.params.absent_classes:
@@ -309,7 +314,9 @@ def _label_values(batch: Batch, name: str) -> pl.DataFrame:
     frame = pl.DataFrame({"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
                           "v": col})
     v = pl.col("v")
-    if dtype.is_integer() or dtype.is_float():
+    if dtype.is_integer():  # a value beyond Int64 becomes null: out of range
+        as_int, shown = v.cast(pl.Int64, strict=False), v.cast(pl.String)
+    elif dtype.is_float():
         whole = pl.col("kind") == "integer"
         as_int = pl.when(whole).then(v.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
         shown = v.cast(pl.String)
@@ -357,7 +364,8 @@ def _int_lists(batch: Batch, name: str, code: str) -> tuple[pl.Series, pl.DataFr
             bad_el = bad_el | ~el.is_finite() | (el != el.floor())
         converted = v.list.eval(el.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
     elif isinstance(dtype, pl.List):  # strings, booleans, nested lists: every element is wrong
-        bad_el, converted = pl.lit(True), v.list.eval(pl.lit(None, pl.Int64))
+        bad_el = el.is_null() | el.is_not_null()
+        converted = pl.lit([], dtype=pl.List(pl.Int64))  # only empty lists get this far
     else:
         bad_el, converted = None, pl.lit(None, pl.List(pl.Int64))
     if bad_el is not None:
@@ -453,7 +461,7 @@ def _out_of_range(ints: pl.Series, name: str, bound: int | None, ignore: int | N
     where = f"[0, {bound})" if bound is not None else "[0, ∞)"
     also = f" and not the ignore index {ignore}" if ignore is not None else ""
     detail = pl.format(
-        f"{name}[{{}}]: {{}} outside {where}{also} ({{}} such value(s))",
+        f"{name}[{{}}]: {{}} outside {where}{also} (out-of-range values: {{}})",
         "first", pl.col("v").list.get(pl.col("first")), "count",
     )
     return findings({"i": frame.get_column("i")}, code, frame.select(detail).to_series())

@@ -1,0 +1,122 @@
+"""Benchmark token counting: one text at a time, the batch API, and the token_length check.
+
+Usage::
+
+    python benchmarks/bench_tokens.py CORPUS.jsonl[.gz] [--limit-records N] [--context 4096]
+
+A byte-level BPE (vocabulary 8,000) is trained on the first 5,000 texts of the corpus, in the
+run (nothing is downloaded). Then, on the same texts, in the same run:
+
+* ``one-at-a-time``: ``Tokenizer.encode(text)`` per text, the usual hand-written loop;
+* ``batch API``: ``encode_batch_fast`` over batches of 8,192 texts (all cores);
+* ``token_length check``: preflight's check, which encodes only the texts its exact byte bound
+  cannot settle against the context window.
+
+Prints seconds, tokens/s (the real token total divided by the time) and the ratio to the
+one-at-a-time loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from preflight.batch import Batch
+from preflight.checks.base import Context
+from preflight.checks.tokens import TokenLength
+from preflight.config import Fields, ModelFacts
+from preflight.tokenizer import load_tokenizer
+
+BATCH = 8192
+
+
+def read_texts(path: Path, limit: int | None) -> list[str]:
+    """The ``text`` field of each record of a JSON Lines file (plain or gzip)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    texts = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            texts.append(json.loads(line)["text"])
+            if limit and len(texts) >= limit:
+                break
+    return texts
+
+
+def train(texts: list[str], out: Path) -> Path:
+    """Train a small byte-level BPE with <s> ... </s> specials; return its tokenizer.json."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=8000, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts[:5000], trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 1)]
+    )
+    path = out / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def main() -> None:
+    """Run the three ways of counting and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("--limit-records", type=int, default=None)
+    parser.add_argument("--context", type=int, default=4096)
+    args = parser.parse_args()
+    texts = read_texts(args.corpus, args.limit_records)
+    nbytes = sum(len(t.encode()) for t in texts)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = train(texts, Path(tmp))
+        tok = Tokenizer.from_file(str(path))
+
+        t0 = time.perf_counter()
+        single = [len(tok.encode(t).ids) for t in texts]
+        t_single = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        batched: list[int] = []
+        for k in range(0, len(texts), BATCH):
+            batched += [len(e.ids) for e in tok.encode_batch_fast(texts[k : k + BATCH])]
+        t_batch = time.perf_counter() - t0
+        assert batched == single, "the batch API must give the same counts"
+
+        counter = load_tokenizer(str(path))
+        ctx = Context(fields=Fields(text="text"), model=ModelFacts(context_window=args.context),
+                      tokenizer=counter)
+        check = TokenLength(TokenLength.Params(), ctx)
+        t0 = time.perf_counter()
+        found = 0
+        for k in range(0, len(texts), BATCH):
+            chunk = texts[k : k + BATCH]
+            batch = Batch(frame=pl.DataFrame({"text": chunk}), rows=np.arange(k, k + len(chunk)))
+            frame = check.scan(batch)
+            found += 0 if frame is None else frame.height
+        stats = check.summary()
+        t_check = time.perf_counter() - t0
+        expected = sum(1 for n in single if n > args.context)
+        assert found == expected, f"check found {found} too_long, real counts say {expected}"
+
+    tokens = sum(single)
+    print(f"{len(texts):,} texts, {nbytes / 1e6:.1f} MB, {tokens:,} tokens; "
+          f"context {args.context}: {expected} too long")
+    print(f"{'method':<22}{'seconds':>9}{'tokens/s':>14}{'MB/s':>8}{'vs one-at-a-time':>18}")
+    for name, seconds in (("one-at-a-time", t_single), ("batch API", t_batch),
+                          ("token_length check", t_check)):
+        print(f"{name:<22}{seconds:>9.2f}{tokens / seconds:>14,.0f}{nbytes / 1e6 / seconds:>8.1f}"
+              f"{t_single / seconds:>17.1f}x")
+    print(f"check encoded {stats['encoded']:,} texts, skipped {stats['skipped_by_bound']:,} "
+          "by the byte bound")
+
+
+if __name__ == "__main__":
+    main()
