@@ -44,6 +44,9 @@ class Batch:
     malformed: list[Malformed] = field(default_factory=list)
     lone_surrogates: dict[int, int] = field(default_factory=dict)
     progress: int = 0
+    # True when the format writes every value as text (CSV): "3.5" is then not a string
+    # standing where a number belongs.
+    textual: bool = False
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
@@ -63,6 +66,7 @@ class Batch:
             malformed=[m for m in self.malformed if m.row <= last],
             lone_surrogates={i: c for i, c in self.lone_surrogates.items() if i < n},
             progress=self.progress,
+            textual=self.textual,
         )
 
     def has(self, name: str) -> bool:
@@ -185,7 +189,7 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table | None:
     if not columns:  # only empty objects: no columns, but still len(records) rows
         return pa.table({"_": pa.nulls(len(records))}).drop(["_"])
     try:
-        return pa.table({name: pa.array(values) for name, values in columns.items()})
+        return pa.table({name: _array(values) for name, values in columns.items()})
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
 
@@ -197,7 +201,7 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
     raw: dict[str, list[Any]] = {}
     for name, values in _columns(records).items():
         try:
-            arrays[name] = pa.array(values)
+            arrays[name] = _array(values)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             raw[name] = values
             arrays[name] = pa.array([v if isinstance(v, str) else None for v in values],
@@ -205,6 +209,15 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
     frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
     assert isinstance(frame, pl.DataFrame)
     return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
+
+
+def _array(values: list[Any]) -> pa.Array:
+    """An Arrow array of the values; booleans mixed with numbers are refused (Arrow would
+    quietly turn ``true`` into ``1.0``)."""
+    kinds = {type(v) for v in values if v is not None}
+    if bool in kinds and kinds & {int, float}:
+        raise TypeError("booleans mixed with numbers")
+    return pa.array(values)
 
 
 def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -171,7 +172,8 @@ def rules_list(as_json: bool) -> None:
             for col in ("param", "type", "default", "description"):
                 table.add_column(col, style="dim" if col == "type" else None)
             for p in c["params"]:
-                table.add_row(p["name"], p["type"], json.dumps(p["default"]), p["description"])
+                table.add_row(p["name"], escape(p["type"]), escape(json.dumps(p["default"])),
+                              escape(p["description"]))
             console.print(table)
         console.print()
     console.print(f"presets: {', '.join(preset_names())} (use --preset NAME)")

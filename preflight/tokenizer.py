@@ -48,6 +48,22 @@ class TokenCounter:
     longest_token_bytes: int | None = None
     chat_template: str | None = None
     template_vars: dict[str, Any] = field(default_factory=dict)
+    _compiled: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.chat_template:
+            self._compiled = compile_chat_template(self.chat_template, self.name)
+
+    def render(self, turns: list[Any]) -> str:
+        """A conversation as the model is trained on it: the chat template, or the plain one."""
+        if self._compiled is None:
+            return "".join(
+                PLAIN_CHAT_TEMPLATE.format(role=t.get("role", ""), content=t.get("content") or "")
+                for t in turns
+                if isinstance(t, dict)
+            )
+        variables = {k: v for k, v in self.template_vars.items() if v is not None}
+        return self._compiled.render(messages=turns, add_generation_prompt=False, **variables)
 
     @property
     def exact(self) -> bool:
@@ -152,14 +168,47 @@ def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
     return any(p.get("type") == "ByteLevel" for p in parts)
 
 
+def compile_chat_template(source: str, where: str) -> Any:
+    """Compile a Hugging Face chat template the way transformers does (sandboxed Jinja with
+    loop controls and the ``{% generation %}`` tag); a broken one is a ``ConfigError``."""
+    from jinja2 import TemplateError, nodes
+    from jinja2.ext import Extension
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class _Generation(Extension):
+        """``{% generation %}...{% endgeneration %}`` marks assistant text; render it as is."""
+
+        tags = {"generation"}  # noqa: RUF012 - Jinja's extension API
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _Generation]
+    )
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(source)
+    except TemplateError as e:
+        raise ConfigError(f"the chat template of {where} is not valid Jinja: {e}") from e
+
+
 def _chat_template(config: Path) -> tuple[str | None, dict[str, Any]]:
+    jinja = config.parent / "chat_template.jinja"  # newer transformers save it apart
     if not config.is_file():
-        return None, {}
+        return (jinja.read_text(encoding="utf-8") if jinja.is_file() else None), {}
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read {config}: {e}") from e
     template = data.get("chat_template")
+    if jinja.is_file():
+        template = jinja.read_text(encoding="utf-8")
     if isinstance(template, list):  # named templates: take "default"
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
     variables = {

@@ -154,7 +154,11 @@ class LabelRange(Check):
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
 
     def _scan_label(self, batch: Batch, name: str, classes: _Classes) -> list[pl.DataFrame]:
-        values = _label_values(batch, name)
+        # CSV writes every value as text: there "2" is the number 2 where integers are
+        # declared, and an empty cell is a missing label.
+        textual = getattr(batch, "textual", False)
+        values = _label_values(batch, name, textual=textual,
+                               numbers=textual and "integer" in classes.kinds)
         kind, as_int, as_str = pl.col("kind"), pl.col("int"), pl.col("str")
         ints = pl.Series(classes.ints or [], dtype=pl.Int64)
         strs = pl.Series(classes.strs, dtype=pl.String)
@@ -290,9 +294,11 @@ def _label_detail(name: str, code: str, kind: str, shown: str, classes: _Classes
     return f"{name}: {shown} not in the declared labels ({classes.expected()})"
 
 
-def _label_values(batch: Batch, name: str) -> pl.DataFrame:
+def _label_values(batch: Batch, name: str, *, textual: bool = False,
+                  numbers: bool = False) -> pl.DataFrame:
     """Each record's label as ``i``, ``kind`` (its JSON type), ``int`` (for integers, whole
-    floats included), ``str`` (for strings) and ``shown`` (for details)."""
+    floats included), ``str`` (for strings) and ``shown`` (for details). With ``textual``
+    an empty string is null; with ``numbers`` a string that reads as a number is one."""
     kind = batch.json_types(name)
     n = len(batch)
     if name in batch.raw:
@@ -320,6 +326,18 @@ def _label_values(batch: Batch, name: str) -> pl.DataFrame:
         whole = pl.col("kind") == "integer"
         as_int = pl.when(whole).then(v.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
         shown = v.cast(pl.String)
+    elif dtype == pl.String and textual:
+        text = v.str.strip_chars()
+        number = text.cast(pl.Float64, strict=False) if numbers else pl.lit(None, pl.Float64)
+        whole = number.is_finite() & (number == number.floor())
+        frame = frame.with_columns(
+            kind=pl.when(v.is_null() | (text == "")).then(pl.lit("null"))
+            .when(whole).then(pl.lit("integer"))
+            .when(number.is_not_null()).then(pl.lit("number"))
+            .otherwise(pl.lit("string"))
+        )
+        as_int = pl.when(whole).then(number.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+        shown = pl.when(pl.col("kind") == "string").then(pl.format("'{}'", v)).otherwise(text)
     elif dtype == pl.String:
         as_int, shown = pl.lit(None, pl.Int64), pl.format("'{}'", v)
     elif dtype == pl.Boolean:
@@ -359,10 +377,11 @@ def _int_lists(batch: Batch, name: str, code: str) -> tuple[pl.Series, pl.DataFr
     frame = pl.DataFrame({"v": col}).with_row_index("i")
     v, el = pl.col("v"), pl.element()
     if isinstance(dtype, pl.List) and (dtype.inner.is_numeric() or dtype.inner == pl.Null):
-        bad_el = el.is_null()
+        bad_el, as_int = el.is_null(), el
         if dtype.inner.is_float():
             bad_el = bad_el | ~el.is_finite() | (el != el.floor())
-        converted = v.list.eval(el.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+            as_int = el.clip(-_CLIP, _CLIP)
+        converted = v.list.eval(as_int.cast(pl.Int64, strict=False))
     elif isinstance(dtype, pl.List):  # strings, booleans, nested lists: every element is wrong
         bad_el = el.is_null() | el.is_not_null()
         converted = pl.lit([], dtype=pl.List(pl.Int64))  # only empty lists get this far

@@ -77,7 +77,8 @@ class NumericParams(Params):
     )
     bounds: dict[str, tuple[float | None, float | None]] = Field(
         default_factory=dict,
-        description="Per-field [min, max] (inclusive, null for none), overriding `min`/`max`.",
+        description="Per-field bounds, a (min, max) pair each (inclusive, null for none), "
+        "overriding `min`/`max`.",
     )
     outlier_z: float | None = Field(
         8.0,
@@ -139,7 +140,13 @@ class _Chunk:
     file_index: int
     rows: np.ndarray | int  # the batch's row numbers, or the first one when consecutive
     values: np.ndarray  # float64
-    ends: np.ndarray | None  # cumulative values per record; None when value k is record k
+    ends: np.ndarray | None = None  # cumulative values per record; None: value k is record k
+    # Depth-1 lists: value k sits at position k - (first value of its record), except the
+    # values listed here (a record that also holds non-finite elements).
+    moved_k: np.ndarray | None = None
+    moved_pos: np.ndarray | None = None
+    levels: list[np.ndarray] | None = None  # deeper lists: each value's position per depth
+    vector: bool = False  # a list field (values have positions)
 
     def records(self, k: np.ndarray) -> np.ndarray:
         """Record index in the batch of values ``k``."""
@@ -147,6 +154,18 @@ class _Chunk:
 
     def row(self, i: np.ndarray) -> np.ndarray:
         return self.rows + i if isinstance(self.rows, int) else self.rows[i]
+
+    def position(self, k: int, record: int) -> str:
+        """Where value ``k`` sits in its record's list (``""`` for a scalar)."""
+        if self.levels is not None:
+            return "".join(f"[{lv[k]}]" for lv in self.levels if lv[k] >= 0)
+        if not self.vector or self.ends is None:
+            return ""
+        if self.moved_k is not None and self.moved_pos is not None:
+            j = int(np.searchsorted(self.moved_k, k))
+            if j < len(self.moved_k) and self.moved_k[j] == k:
+                return f"[{self.moved_pos[j]}]"
+        return f"[{k - (int(self.ends[record - 1]) if record else 0)}]"
 
 
 @dataclass
@@ -184,7 +203,10 @@ class Numeric(Check):
         self._fields = list(dict.fromkeys(names))
         self._scalar = set(declared.get("target", []))
         self._chunks: dict[str, list[_Chunk]] = {n: [] for n in self._fields}
-        self._absent: dict[str, list[tuple[int, np.ndarray]]] = {n: [] for n in self._fields}
+        # Batches without the field: (file index, records, rows or first row).
+        self._absent: dict[str, list[tuple[int, int, np.ndarray | int]]] = {
+            n: [] for n in self._fields
+        }
         self._seen: set[str] = set()
         self._stats = {n: _Stats() for n in self._fields}
 
@@ -209,52 +231,60 @@ class Numeric(Check):
         for name in self._fields:
             if not batch.has(name):
                 # Nulls only if the field turns up elsewhere: decided in finish.
-                self._absent[name].append((batch.file_index, batch.rows))
+                self._absent[name].append((batch.file_index, len(batch),
+                                           _compact_rows(batch.rows)))
                 continue
             self._seen.add(name)
             el = _elements(batch, name, scalar=name in self._scalar)
-            parts.extend(self._judge(name, el))
+            parts.extend(self._judge(name, el, textual=batch.textual))
             if rows is None:
                 rows = _compact_rows(batch.rows)
             self._keep(name, el, batch, rows)
         parts = [p for p in parts if p.height]
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
 
-    def _judge(self, name: str, el: _Elements) -> Iterator[pl.DataFrame]:
+    def _judge(self, name: str, el: _Elements, *, textual: bool = False
+               ) -> Iterator[pl.DataFrame]:
+        """Findings per code for one field of a batch; counts go to the field's stats."""
         p = self.params
         kind, v = el.kind, el.value
         num = kind == _NUM
         with np.errstate(invalid="ignore", over="ignore"):
-            finite = (num | (kind == _STR_NUM)) & np.isfinite(v)
-            masks: list[tuple[str, np.ndarray]] = [
-                ("null", kind == _NULL) if not p.allow_null else ("null", np.zeros(0, bool)),
-                ("nan", num & np.isnan(v)),
-                ("pos_inf", num & (v == np.inf)),
-                ("neg_inf", num & (v == -np.inf)),
-                ("nan_string", kind == _STR_NAN),
-                ("inf_string", kind == _STR_INF),
-                ("numeric_string", (kind == _STR_NUM) if not p.allow_numeric_strings
-                 else np.zeros(0, bool)),
-                ("not_a_number", np.isin(kind, _NOT_A_NUMBER)),
-            ]
+            masks: dict[str, np.ndarray | None] = {
+                "null": kind == _NULL,
+                "nan": num & np.isnan(v),
+                "pos_inf": num & (v == np.inf),
+                "neg_inf": num & (v == -np.inf),
+                "nan_string": kind == _STR_NAN,
+                "inf_string": kind == _STR_INF,
+                "numeric_string": kind == _STR_NUM,
+                "not_a_number": np.isin(kind, _NOT_A_NUMBER),
+                "below_min": None,
+                "above_max": None,
+                "dtype_overflow": None,
+            }
+            finite = (num | masks["numeric_string"]) & np.isfinite(v)
             lo, hi = self._bounds(name)
             if lo is not None:
-                masks.append(("below_min", finite & (v < lo)))
+                masks["below_min"] = finite & (v < lo)
             if hi is not None:
-                masks.append(("above_max", finite & (v > hi)))
+                masks["above_max"] = finite & (v > hi)
             if p.dtype is not None:
                 scaled = v if p.scale == 1.0 else v * p.scale
-                masks.append(("dtype_overflow",
-                              finite & (np.abs(scaled) >= overflow_limit(p.dtype))))
+                masks["dtype_overflow"] = finite & (np.abs(scaled) >= overflow_limit(p.dtype))
         stats = self._stats[name]
-        stats.nulls += int(np.count_nonzero(kind == _NULL))
-        stats.nan += int(np.count_nonzero(masks[1][1])) + int(np.count_nonzero(kind == _STR_NAN))
-        stats.inf += int(np.count_nonzero(masks[2][1]) + np.count_nonzero(masks[3][1])
-                         + np.count_nonzero(kind == _STR_INF))
+        count = {code: int(np.count_nonzero(m)) for code, m in masks.items() if m is not None}
+        stats.nulls += count["null"]
+        stats.nan += count["nan"] + count["nan_string"]
+        stats.inf += count["pos_inf"] + count["neg_inf"] + count["inf_string"]
         stats.strings += int(np.count_nonzero((kind >= _STR_NUM) & (kind <= _STR_BAD)))
-        stats.not_numbers += int(np.count_nonzero(masks[7][1]))
-        for code, mask in masks:
-            if mask.any():
+        stats.not_numbers += count["not_a_number"]
+        if p.allow_null:
+            masks["null"] = None
+        if p.allow_numeric_strings or textual:  # in CSV every value is written as text
+            masks["numeric_string"] = None
+        for code, mask in masks.items():
+            if mask is not None and count[code]:
                 yield self._findings(name, code, el, np.flatnonzero(mask))
 
     def _bounds(self, name: str) -> tuple[float | None, float | None]:
@@ -273,7 +303,8 @@ class Numeric(Check):
             kinds = el.kind[members].tolist()
             records.append(rec)
             if len(members) == 1:
-                what = self._describe(code, values[0], kinds[0], texts[0], lo, hi)
+                what = ("null or missing" if code == "null" and not pos[0]
+                        else self._describe(code, values[0], kinds[0], texts[0], lo, hi))
                 details.append(f"{name}{pos[0]}: {what}")
             else:
                 details.append(_several(name, self._label(code, lo, hi), code, pos, values))
@@ -328,10 +359,25 @@ class Numeric(Check):
         if not len(values):
             return
         n = len(batch)
+        chunk = _Chunk(batch.file_index, rows, np.ascontiguousarray(values, np.float64),
+                       vector=bool(el.levels))
         # A scalar field has one element per record: with all finite, value k is record k.
-        identity = not el.levels and len(values) == n
-        ends = None if identity else np.cumsum(np.bincount(el.i[keep], minlength=n))
-        chunk = _Chunk(batch.file_index, rows, np.ascontiguousarray(values, np.float64), ends)
+        if el.levels or len(values) != n:
+            kept_i = el.i[keep]
+            kept_per_record = np.bincount(kept_i, minlength=n)
+            chunk.ends = np.cumsum(kept_per_record)
+            if len(el.levels) == 1:
+                # Where a record also holds non-finite elements, a value's position is not
+                # its rank among the record's finite values: remember those few.
+                per_record = np.bincount(el.i, minlength=n)
+                first = np.cumsum(per_record) - per_record
+                pos = (np.arange(len(el.i)) - first[el.i])[keep]
+                rank = np.arange(len(values)) - (chunk.ends - kept_per_record)[kept_i]
+                moved = np.flatnonzero(pos != rank)
+                if len(moved):
+                    chunk.moved_k, chunk.moved_pos = moved, pos[moved]
+            elif len(el.levels) > 1:
+                chunk.levels = [lv[keep].astype(np.int32) for lv in el.levels]
         self._chunks[name].append(chunk)
         stats = self._stats[name]
         stats.count += len(values)
@@ -355,10 +401,12 @@ class Numeric(Check):
         absent, self._absent[name] = self._absent[name], []
         if self.params.allow_null or name not in self._seen:
             return
-        for file_index, rows in absent:
-            self._stats[name].nulls += len(rows)
+        for file_index, n, rows in absent:
+            self._stats[name].nulls += n
+            if isinstance(rows, int):
+                rows = np.arange(rows, rows + n, dtype=np.int64)
             yield findings(
-                {"file_index": pl.Series(np.full(len(rows), file_index, np.int32)),
+                {"file_index": pl.Series(np.full(n, file_index, np.int32)),
                  "row": pl.Series(rows, dtype=pl.Int64)},
                 "null",
                 f"{name}: missing",
@@ -367,21 +415,25 @@ class Numeric(Check):
     def _outliers(self, name: str, chunks: list[_Chunk]) -> Iterator[pl.DataFrame]:
         stats = self._stats[name]
         values = np.concatenate([c.values for c in chunks])
-        median = float(np.median(values, overwrite_input=True))
-        np.subtract(values, median, out=values)
+        median = _median_in_place(values)
+        with np.errstate(over="ignore"):  # deviations of values near ±1.8e308 may overflow
+            np.subtract(values, median, out=values)
         np.abs(values, out=values)
-        mad = float(np.median(values, overwrite_input=True))
+        mad = _median_in_place(values)
         del values
         stats.median, stats.mad = median, mad
         z_max = self.params.outlier_z
         if z_max is None:
             return
-        if mad == 0:
-            stats.note = "MAD is 0 (over half the values equal the median): outliers skipped"
+        if mad == 0 or not math.isfinite(mad):
+            stats.note = (f"MAD is {_fmt(mad)}"
+                          + (" (over half the values equal the median)" if mad == 0 else "")
+                          + ": outliers skipped")
             return
         sigma = _MAD_SCALE * mad
         for c in chunks:
-            z = np.abs(c.values - median) / sigma
+            with np.errstate(over="ignore"):
+                z = np.abs(c.values - median) / sigma
             hit = np.flatnonzero(z > z_max)
             if not len(hit):
                 continue
@@ -389,18 +441,22 @@ class Numeric(Check):
             owners = c.records(hit)
             starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
             ends = np.r_[starts[1:], len(hit)]
+            center = f"median {_fmt(median)}, MAD {_fmt(mad)}"
             details = []
             for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                zs, vs = z[hit[s:e]], c.values[hit[s:e]]
-                top = int(np.argmax(zs))
-                details.append(
-                    f"{name}: {_fmt(float(vs[top]))} is an outlier (z = {float(zs[top]):.1f} > "
-                    f"{_fmt(z_max)}; median {_fmt(median)}, MAD {_fmt(mad)})"
-                    if e - s == 1 else
-                    f"{name}: {e - s} outlier elements, largest {_fmt(float(vs[top]))} "
-                    f"(z = {float(zs[top]):.1f} > {_fmt(z_max)}; median {_fmt(median)}, "
-                    f"MAD {_fmt(mad)})"
-                )
+                rec, ks = int(owners[s]), hit[s:e].tolist()
+                if len(ks) == 1:
+                    k = ks[0]
+                    details.append(
+                        f"{name}{c.position(k, rec)}: {_fmt(float(c.values[k]))} is an outlier "
+                        f"(z = {float(z[k]):.3g} > {_fmt(z_max)}; {center})"
+                    )
+                else:
+                    shown = [f"{c.position(k, rec)}={_fmt(float(c.values[k]))} "
+                             f"(z = {float(z[k]):.3g})" for k in ks[:_SHOWN]]
+                    more = ", …" if e - s > _SHOWN else ""
+                    details.append(f"{name}: {e - s}× outliers (z > {_fmt(z_max)}; {center}) "
+                                   f"at {', '.join(shown)}{more}")
             recs = owners[starts]
             yield findings(
                 {"file_index": pl.Series(np.full(len(recs), c.file_index, np.int32)),
@@ -569,6 +625,19 @@ def _several(name: str, label: str, code: str, pos: list[str], values: list[floa
              for p, v in zip(pos[:_SHOWN], values[:_SHOWN], strict=True)]
     more = ", …" if len(pos) > _SHOWN else ""
     return f"{name}: {len(pos)}× {label} at {', '.join(shown)}{more}"
+
+
+def _median_in_place(a: np.ndarray) -> float:
+    """The median of finite values, reordering ``a``: one partition, where ``np.median``
+    also partitions at the end to look for NaN."""
+    half = len(a) // 2
+    if len(a) % 2:
+        a.partition(half)
+        return float(a[half])
+    a.partition((half - 1, half))
+    lo, hi = float(a[half - 1]), float(a[half])
+    mid = (lo + hi) / 2
+    return mid if math.isfinite(mid) else lo / 2 + hi / 2
 
 
 def _compact_rows(rows: np.ndarray) -> np.ndarray | int:

@@ -16,10 +16,10 @@ import numpy as np
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import FIELD_SEPARATOR, Batch
+from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
-from preflight.tokenizer import PLAIN_CHAT_TEMPLATE, TokenCounter, estimate_counter
+from preflight.tokenizer import TokenCounter, estimate_counter
 
 _CALIBRATION = 256
 _PERCENTILES = (50, 90, 95, 99)
@@ -105,20 +105,29 @@ class TokenLength(Check):
         """Each record's text as the model sees it: text fields joined by newlines, or the
         conversation rendered with the tokenizer's chat template (or the plain one)."""
         if not self.ctx.messages:
-            docs = batch.documents(self.ctx.text_fields, None)
-            if len(self.ctx.text_fields) > 1:
-                docs = docs.str.replace_all(FIELD_SEPARATOR, "\n", literal=True)
+            if len(self.ctx.text_fields) == 1:
+                return batch.documents(self.ctx.text_fields, None), None
+            joined = (
+                self.texts(batch)
+                .group_by("i", maintain_order=True)
+                .agg(pl.col("text").drop_nulls().str.join("\n"), pl.col("text").count().alias("n"))
+                .select("i", pl.when(pl.col("n") > 0).then(pl.col("text")).alias("text"))
+            )
+            docs = (
+                pl.DataFrame({"i": pl.int_range(len(batch), dtype=pl.UInt32, eager=True)})
+                .join(joined, on="i", how="left", maintain_order="left")
+                .get_column("text")
+            )
             return docs, None
         rendered: list[str | None] = []
         bad: dict[str, list[Any]] = {"i": [], "code": [], "detail": []}
-        render = _renderer(self.counter)
         # One template render per conversation: Jinja templates have no batch API.
         for i, turns in enumerate(batch.values(self.ctx.messages)):
             if not isinstance(turns, list) or not turns:
                 rendered.append(None)
                 continue
             try:
-                rendered.append(render(turns))
+                rendered.append(self.counter.render(turns))
             except Exception as e:  # a template may raise on a conversation it rejects
                 rendered.append(None)
                 bad["i"].append(i)
@@ -193,31 +202,3 @@ class TokenLength(Check):
                 else {}
             ),
         }
-
-
-def _renderer(counter: TokenCounter) -> Any:
-    """A function rendering a conversation to the text the model is trained on."""
-    if counter.chat_template:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(message: str) -> None:
-            raise ValueError(message)
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
-        template = env.from_string(counter.chat_template)
-        variables = {k: v for k, v in counter.template_vars.items() if v is not None}
-
-        def render(turns: list[Any]) -> str:
-            return template.render(messages=turns, add_generation_prompt=False, **variables)
-
-        return render
-
-    def plain(turns: list[Any]) -> str:
-        return "".join(
-            PLAIN_CHAT_TEMPLATE.format(role=t.get("role", ""), content=t.get("content") or "")
-            if isinstance(t, dict) else ""
-            for t in turns
-        )
-
-    return plain

@@ -62,7 +62,8 @@ def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: l
     frame = pl.DataFrame({name: _typed(list(col)) for name, col in zip(header, columns,
                                                                          strict=True)})
     return Batch(frame=frame, rows=np.asarray([r for r, _ in pending], dtype=np.int64),
-                 file=label, file_index=file_index, malformed=malformed, progress=progress)
+                 file=label, file_index=file_index, malformed=malformed, progress=progress,
+                 textual=True)
 
 
 def _typed(values: list[str]) -> pl.Series:
