@@ -212,12 +212,33 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
 
 
 def _array(values: list[Any]) -> pa.Array:
-    """An Arrow array of the values; booleans mixed with numbers are refused (Arrow would
-    quietly turn ``true`` into ``1.0``)."""
-    kinds = {type(v) for v in values if v is not None}
-    if bool in kinds and kinds & {int, float}:
+    """An Arrow array of the values; booleans mixed with numbers, at the top or nested,
+    are refused (Arrow would quietly turn ``true`` into ``1.0``)."""
+    if _bools_among_numbers(values):
         raise TypeError("booleans mixed with numbers")
     return pa.array(values)
+
+
+def _bools_among_numbers(values: list[Any]) -> bool:
+    """True when booleans and numbers meet in one column or one nested position."""
+    kinds: set[type] = set()
+    items: list[Any] = []
+    fields: dict[str, list[Any]] = {}
+    for v in values:
+        if isinstance(v, bool):
+            kinds.add(bool)
+        elif isinstance(v, int | float):
+            kinds.add(float)
+        elif isinstance(v, list):
+            items.extend(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                fields.setdefault(k, []).append(x)
+    if len(kinds) == 2:
+        return True
+    return (bool(items) and _bools_among_numbers(items)) or any(
+        _bools_among_numbers(x) for x in fields.values()
+    )
 
 
 def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

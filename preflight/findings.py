@@ -129,7 +129,7 @@ class FindingsSink:
             return pl.repeat(None, frame.height, eager=True, dtype=pl.String)
         keys = np.concatenate(self._id_keys)
         rows = frame.get_column("row").fill_null(-1).to_numpy()
-        wanted = _key(frame.get_column("file_index").to_numpy(), rows)
+        wanted = _key(frame.get_column("file_index").fill_null(0).to_numpy(), rows)
         pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
         found = keys[pos] == wanted
         ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string()).take(pos))

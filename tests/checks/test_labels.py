@@ -109,11 +109,6 @@ def test_bool_and_string_labels_are_wrong_type_when_ints_are_declared(labels):
     assert details[2] == "label: expected an integer class id in [0, 3), got a string '2'"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reader: pyarrow reads true as 1.0 when a float comes first in the column "
-    "(batch.records_to_batch); remove this mark once the reader keeps booleans",
-)
 def test_bool_after_a_float_label_is_wrong_type(labels):
     g = labels(_records("label", [1.5, True, 0]), fields={"label": "label"},
                model={"num_classes": 3})
@@ -266,6 +261,12 @@ def test_token_labels_of_the_wrong_type(labels):
     assert details[1] == "labels[1]: 'a' is not an integer"
     assert details[3] == "labels: expected a list of integers, got a string"
     assert details[4] == "labels: missing or null, expected a list of integers"
+
+
+def test_bool_inside_a_float_token_list_is_wrong_type(labels):
+    g = labels(_records("input_ids", [[2.0, True], [1]]), fields={"input_ids": "input_ids"},
+               model={"vocab_size": 10})
+    assert _record_codes(g) == {0: {"token_ids_wrong_type"}}
 
 
 def test_ignore_index_is_configurable(labels):
