@@ -272,6 +272,18 @@ def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
+# How a detail names each JSON type ("expected a list, got a string").
+JSON_TYPE_NOUNS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"

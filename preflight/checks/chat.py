@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import Batch
+from preflight.batch import JSON_TYPE_NOUNS, Batch
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
 
@@ -249,15 +249,7 @@ class ChatFormat(Check):
                 "roles": dict(roles)}
 
 
-_NOUN = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number",
-    "boolean": "a boolean",
-    "array": "a list",
-    "object": "an object",
-    "null": "null",
-}
+_NOUN = JSON_TYPE_NOUNS
 
 
 def _either(names: list[str]) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import Batch
+from preflight.batch import JSON_TYPE_NOUNS, Batch
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
 
@@ -39,14 +39,7 @@ from preflight.checks.registry import register
 _CLIP = 2**62
 _SHOWN_CLASSES = 10
 _LISTED_ABSENT = 100
-_NOUN = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a number with a fraction",
-    "boolean": "a boolean",
-    "array": "a list",
-    "object": "an object",
-}
+_NOUN = JSON_TYPE_NOUNS | {"number": "a number with a fraction"}
 
 
 class LabelRangeParams(Params):
