@@ -9,6 +9,7 @@ record's Python value so type-aware checks still see what was written.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class Batch:
     # standing where a number belongs.
     textual: bool = False
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -162,6 +164,17 @@ class Batch:
                 out["text"].append(content if isinstance(content, str) else None)
         return pl.DataFrame(out, schema=schema)
 
+    def folded(self, text_fields: tuple[str, ...], messages: str | None) -> pl.Series:
+        """The documents in the folded view duplicates are judged on (computed once per
+        batch, shared by exact and near duplicates)."""
+        key = ("folded", text_fields, messages)
+        with self._lock:
+            if key not in self._cache:
+                from preflight.text import fold
+
+                self._cache[key] = fold(self.documents(text_fields, messages))
+        return self._cache[key]
+
     def documents(self, text_fields: tuple[str, ...], messages: str | None) -> pl.Series:
         """One string per record: its text pieces joined by FIELD_SEPARATOR (null if none)."""
         key = ("documents", text_fields, messages)
@@ -181,6 +194,11 @@ class Batch:
                 )
             self._cache[key] = doc.alias("document")
         return self._cache[key]
+
+
+def record_key(file_index: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """One sortable int64 per record: file index in the high bits, row in the low 40."""
+    return (file_index.astype(np.int64) << 40) | row.astype(np.int64)
 
 
 def records_table(records: list[dict[str, Any]]) -> pa.Table | None:

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from preflight.batch import Batch
+from preflight.batch import Batch, record_key
 from preflight.config import Rule
 from preflight.report.model import Example
 from preflight.text import redact, visible
@@ -73,7 +73,7 @@ class FindingsSink:
         self._labels[batch.file_index] = batch.file
         self._batch_ids = batch_ids(batch, id_field)
         if keep_ids and self._batch_ids is not None:
-            self._id_keys.append(_key(np.full(len(batch), batch.file_index), batch.rows))
+            self._id_keys.append(record_key(np.full(len(batch), batch.file_index), batch.rows))
             self._ids.append(self._batch_ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
     def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None) -> None:
@@ -129,7 +129,7 @@ class FindingsSink:
             return pl.repeat(None, frame.height, eager=True, dtype=pl.String)
         keys = np.concatenate(self._id_keys)
         rows = frame.get_column("row").fill_null(-1).to_numpy()
-        wanted = _key(frame.get_column("file_index").fill_null(0).to_numpy(), rows)
+        wanted = record_key(frame.get_column("file_index").fill_null(0).to_numpy(), rows)
         pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
         found = keys[pos] == wanted
         ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string()).take(pos))
@@ -179,11 +179,6 @@ class FindingsSink:
     def tally(self, rule_id: str) -> Tally:
         """What was collected for one rule."""
         return self._tallies.get(rule_id, Tally())
-
-
-def _key(file_index: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """One sortable int64 per record: file index in the high bits, row in the low 40."""
-    return (file_index.astype(np.int64) << 40) | row.astype(np.int64)
 
 
 def batch_ids(batch: Batch, id_field: str | None) -> pl.Series | None:

@@ -118,6 +118,8 @@ def run(
     if running is None:  # no batch at all: still judge every rule
         ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
         running = [_start(rule, ctx) for rule in rule_list]
+    _second_read(src, running, ctx, limit=limit, records=records, timings=timings,
+                 progress=progress)
     for r in running:
         if r.error is None:
             t0 = time.perf_counter()
@@ -177,6 +179,44 @@ def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:
         return None
     base = Path(rules.path).parent if rules.path else None
     return load_tokenizer(rules.model.tokenizer, base=base)
+
+
+def _second_read(src: Source, running: list[_Running], ctx: Context, *, limit: int | None,
+                 records: int, timings: dict[str, float], progress: Progress | None) -> None:
+    """Read the source once more for the checks that asked to revisit it (exact Jaccard of
+    near-duplicate candidates needs their text, which compact state does not keep)."""
+    revisiting = []
+    for r in running:
+        if r.error is None:
+            t0 = time.perf_counter()
+            if r.check.wants_revisit():
+                revisiting.append(r)
+            r.seconds += time.perf_counter() - t0
+    if not revisiting:
+        return
+    seen = done = 0
+    batches = src.batches()
+    try:
+        while seen < (limit if limit is not None else records + 1):
+            t0 = time.perf_counter()
+            batch = next(batches, None)
+            timings["read"] += time.perf_counter() - t0
+            if batch is None:
+                break
+            if limit is not None:
+                batch = batch.head(limit - seen)
+            seen += len(batch)
+            if ctx.text_fields or ctx.messages:
+                batch.texts(ctx.text_fields, ctx.messages)
+            for r in revisiting:
+                t0 = time.perf_counter()
+                r.check.revisit(batch)
+                r.seconds += time.perf_counter() - t0
+            done += batch.progress
+            if progress is not None:
+                progress(done, src.total, src.unit)
+    finally:
+        batches.close()
 
 
 def _scan(check: Check, batch: Any) -> tuple[Any, float]:

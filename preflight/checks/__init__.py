@@ -6,6 +6,7 @@ from preflight.checks import (  # noqa: F401 - imported to register
     encoding,
     invisible,
     labels,
+    near_duplicates,
     numeric,
     records,
     tokens,

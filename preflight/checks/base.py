@@ -90,6 +90,14 @@ class Check:
         """Findings for one batch (``i``-indexed), or None when there are none."""
         return None
 
+    def wants_revisit(self) -> bool:
+        """After the first read: True to see every batch once more (``revisit``) before
+        ``finish``, e.g. to fetch the text of candidate pairs found from compact state."""
+        return False
+
+    def revisit(self, batch: Batch) -> None:
+        """See a batch again during the second read (only when ``wants_revisit``)."""
+
     def finish(self) -> pl.DataFrame | None:
         """Corpus-wide findings (``file_index``/``row``-indexed), or None."""
         return None

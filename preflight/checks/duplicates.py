@@ -18,7 +18,6 @@ from pydantic import Field
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
-from preflight.text import fold
 
 _SEEDS = (0x5EED, 0xC0FFEE)
 _TOP_CLUSTERS = 10
@@ -52,7 +51,7 @@ class ExactDuplicate(Check):
         self._clusters = 0
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
-        folded = fold(batch.documents(self.ctx.text_fields, self.ctx.messages))
+        folded = batch.folded(self.ctx.text_fields, self.ctx.messages)
         keep = (folded.str.len_chars() >= self.params.min_chars).fill_null(False)
         doc = folded.filter(keep)
         self._h1.append(doc.hash(_SEEDS[0]).to_numpy())

@@ -1,0 +1,240 @@
+"""``near_duplicate``: documents that are copies up to a few edits, by MinHash LSH.
+
+Per batch: fold the text (as ``exact_duplicate`` does: case, whitespace, invisible
+characters), shingle it, sign it (``preflight.minhash``, datasketch-compatible) and keep only
+the LSH band keys (8 bytes per band per document). At the end, documents sharing a band key
+are candidate pairs. By default each pair is confirmed by its exact Jaccard on the shingles,
+so a hash collision can never fail a gate: the pipeline reads the corpus a second time
+(``revisit``) and rebuilds the shingle sets of candidate documents only. Confirmed pairs are
+joined into clusters (connected components); the first document of a cluster is kept and is
+not a finding, every other member is, with ``cluster`` = the kept row.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field, model_validator
+
+from preflight.batch import Batch, record_key
+from preflight.checks.base import Check, Params, findings
+from preflight.checks.registry import register
+from preflight.minhash import (
+    band_keys,
+    catch_probability,
+    choose_bands,
+    components,
+    jaccard_pairs,
+    permutations,
+    shingles,
+    signatures,
+    sorted_sets,
+)
+from preflight.text import fold
+
+_TOP_CLUSTERS = 10
+
+
+class NearDuplicateParams(Params):
+    threshold: float = Field(0.8, gt=0, le=1, description="Jaccard similarity that counts.")
+    num_perm: int = Field(128, ge=8, le=1024, description="MinHash permutations.")
+    bands: int | None = Field(None, ge=1, description="LSH bands (default: chosen for recall).")
+    rows: int | None = Field(None, ge=1, description="Rows per band (with bands).")
+    n: int = Field(5, ge=1, description="Words per shingle.")
+    char_n: int = Field(5, ge=1, description="Characters per shingle, for texts without spaces.")
+    unit: Literal["auto", "word", "char"] = Field(
+        "auto", description="Shingle unit; auto uses characters for a text with no space."
+    )
+    seed: int = Field(1, ge=0, description="Seed of the permutations (datasketch's `seed`).")
+    confirm: bool = Field(
+        True, description="Confirm candidate pairs by exact Jaccard (a second read)."
+    )
+
+    @model_validator(mode="after")
+    def _bands_and_rows(self) -> NearDuplicateParams:
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("give both bands and rows, or neither")
+        if self.bands and self.rows and self.bands * self.rows > self.num_perm:
+            raise ValueError(f"bands x rows = {self.bands * self.rows} exceeds num_perm")
+        return self
+
+
+@register("near_duplicate")
+class NearDuplicate(Check):
+    """Near-copies by MinHash LSH over shingles of the folded text."""
+
+    description = "Near-copies (MinHash LSH on word or character shingles, exact Jaccard)."
+    Params = NearDuplicateParams
+    fixes = ("keep_first", "quarantine", "none")
+    needs_text = True
+
+    def __init__(self, params: NearDuplicateParams, ctx: Any) -> None:
+        super().__init__(params, ctx)
+        if params.bands and params.rows:
+            self.bands, self.rows = params.bands, params.rows
+        else:
+            self.bands, self.rows = choose_bands(params.threshold, params.num_perm)
+        self._a, self._b = permutations(params.num_perm, params.seed)
+        self._keys: list[np.ndarray] = []
+        self._file: list[np.ndarray] = []
+        self._row: list[np.ndarray] = []
+        self._pairs: tuple[np.ndarray, np.ndarray] | None = None
+        self._wanted: np.ndarray | None = None  # record keys of candidate documents, sorted
+        self._sets: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._stats: dict[str, Any] = {}
+
+    def _docs(self, batch: Batch) -> tuple[np.ndarray, pl.Series]:
+        folded = batch.folded(self.ctx.text_fields, self.ctx.messages)
+        present = (folded.str.len_bytes() > 0).fill_null(False)
+        return present.to_numpy(), folded.filter(present)
+
+    def _shingles(self, docs: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        p = self.params
+        return shingles(docs, n=p.n, char_n=p.char_n, unit=p.unit, seed=p.seed)
+
+    def scan(self, batch: Batch) -> pl.DataFrame | None:
+        present, docs = self._docs(batch)
+        if len(docs):
+            values, offsets = self._shingles(docs)
+            sig = signatures(values, offsets, self._a, self._b)
+            self._keys.append(band_keys(sig, self.bands, self.rows))
+            self._file.append(np.full(len(docs), batch.file_index, dtype=np.int64))
+            self._row.append(batch.rows[present])
+        return None
+
+    # -- after the first read -----------------------------------------------------------
+
+    def wants_revisit(self) -> bool:
+        u, v = self._candidates()
+        self._pairs = (u, v)
+        if not self.params.confirm or not len(u):
+            return False
+        docs = np.unique(np.concatenate([u, v]))
+        self._wanted = np.sort(self._record_keys()[docs])
+        return True
+
+    def revisit(self, batch: Batch) -> None:
+        assert self._wanted is not None
+        keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
+        pos = np.minimum(np.searchsorted(self._wanted, keys), len(self._wanted) - 1)
+        hit = self._wanted[pos] == keys
+        if hit.any():  # fold and shingle only the candidates
+            docs = fold(batch.documents(self.ctx.text_fields, self.ctx.messages).filter(hit))
+            values, offsets = self._shingles(docs)
+            values, offsets = sorted_sets(values, offsets)
+            for k, key in enumerate(keys[hit]):
+                self._sets[int(key)] = (values[offsets[k]:offsets[k + 1]])
+
+    def finish(self) -> pl.DataFrame | None:
+        if self._pairs is None:
+            self._pairs = self._candidates()
+        u, v = self._pairs
+        files, rows = self._concat(self._file), self._concat(self._row)
+        similarity = self._confirm(u, v, files, rows)
+        keep = similarity >= self.params.threshold if similarity is not None else slice(None)
+        cu, cv = u[keep], v[keep]
+        self._stats = {"candidate_pairs": len(u), "confirmed_pairs": len(cu)}
+        if not len(cu):
+            self._cluster_stats(np.zeros(0, np.int64), files, rows)
+            return None
+        nodes, inverse = np.unique(np.concatenate([cu, cv]), return_inverse=True)
+        labels = nodes[components(inverse[: len(cu)], inverse[len(cu):], len(nodes))]
+        self._cluster_stats(labels, files, rows)
+        members = nodes[labels != nodes]
+        kept = labels[labels != nodes]
+        best = self._best_similarity(nodes, cu, cv, similarity[keep] if similarity is not None
+                                     else None)
+        detail = [
+            f"near-duplicate of row {rows[k]:,}" + (f" (Jaccard {s:.2f})" if s == s else "")
+            for k, s in zip(kept, best[labels != nodes], strict=True)
+        ]
+        return findings(
+            {"file_index": pl.Series(files[members]), "row": pl.Series(rows[members])},
+            "near_duplicate_of",
+            detail,
+            cluster=pl.Series(rows[kept]),
+        )
+
+    def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs of documents sharing a band key: each member of a bucket with the bucket's
+        first member and with its predecessor (enough to connect the bucket)."""
+        if not self._keys:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        keys = np.concatenate(self._keys)
+        self._keys = [keys]
+        us, vs = [], []
+        for band in range(keys.shape[1]):
+            order = np.argsort(keys[:, band], kind="stable")
+            sorted_keys = keys[order, band]
+            same = np.zeros(len(order), dtype=bool)
+            same[1:] = sorted_keys[1:] == sorted_keys[:-1]
+            if not same.any():
+                continue
+            starts = np.flatnonzero(~same)
+            first = order[starts[np.cumsum(~same) - 1]]
+            at = np.flatnonzero(same)
+            us += [first[at], order[at - 1]]
+            vs += [order[at], order[at]]
+        if not us:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        u, v = np.concatenate(us), np.concatenate(vs)
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        pairs = np.unique((lo.astype(np.int64) << 32) | hi.astype(np.int64))
+        return pairs >> 32, pairs & 0xFFFFFFFF
+
+    def _confirm(self, u: np.ndarray, v: np.ndarray, files: np.ndarray, rows: np.ndarray
+                 ) -> np.ndarray | None:
+        if not self.params.confirm or not len(u):
+            return None
+        docs = np.unique(np.concatenate([u, v]))
+        record = record_key(files[docs], rows[docs])
+        sets = [self._sets.get(int(k), np.zeros(0, np.uint32)) for k in record]
+        self._sets = {}
+        values = np.concatenate(sets) if sets else np.zeros(0, np.uint32)
+        offsets = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+        return jaccard_pairs(values, offsets, np.searchsorted(docs, u), np.searchsorted(docs, v))
+
+    def _best_similarity(self, nodes: np.ndarray, u: np.ndarray, v: np.ndarray,
+                         similarity: np.ndarray | None) -> np.ndarray:
+        best = np.full(len(nodes), np.nan)
+        if similarity is not None:
+            np.fmax.at(best, np.searchsorted(nodes, u), similarity)
+            np.fmax.at(best, np.searchsorted(nodes, v), similarity)
+        return best
+
+    def _cluster_stats(self, labels: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
+        kept, sizes = np.unique(labels, return_counts=True)
+        order = np.lexsort((kept, -sizes))[:_TOP_CLUSTERS]
+        distribution, counts = np.unique(sizes, return_counts=True)
+        self._stats |= {
+            "clusters": len(kept),
+            "cluster_sizes": {str(s): int(c) for s, c in zip(distribution, counts, strict=True)},
+            "largest_clusters": [
+                {"file_index": int(files[kept[k]]), "kept_row": int(rows[kept[k]]),
+                 "size": int(sizes[k])}
+                for k in order
+            ],
+        }
+
+    def _record_keys(self) -> np.ndarray:
+        return record_key(self._concat(self._file), self._concat(self._row))
+
+    @staticmethod
+    def _concat(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "num_perm": self.params.num_perm,
+            "bands": self.bands,
+            "rows": self.rows,
+            "threshold": self.params.threshold,
+            "catch_probability": {
+                str(s): round(catch_probability(s, self.bands, self.rows), 4)
+                for s in (0.7, 0.8, 0.9)
+            },
+            "confirmed_by": "exact Jaccard" if self.params.confirm else "LSH candidates only",
+            **self._stats,
+        }

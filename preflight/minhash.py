@@ -1,0 +1,259 @@
+"""MinHash signatures and LSH band keys for whole batches, compiled with numba.
+
+Compatible with datasketch (``MinHash(num_perm, seed)``, its default ``affine32`` scheme): a
+shingle's 32-bit hash is pre-mixed with the MurmurHash3 finalizer, then permuted as
+``a * h + b mod 2^32`` with the ``a``/``b`` that datasketch draws from
+``numpy.random.RandomState(seed)``. Fed the same 32-bit shingle hashes, datasketch computes the
+same signature; ``tests/test_minhash.py`` checks it. What differs is the cost: one compiled
+pass over a batch's shingles instead of a Python object per document.
+
+Shingles are word n-grams of the folded text (the view ``exact_duplicate`` uses), or
+character n-grams for texts without spaces (Chinese, Japanese). A text shorter than ``n``
+units is one shingle: the hash of its whole folded text, so short texts match only exact
+copies of themselves.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import polars as pl
+
+_MIX64 = np.uint64(0x9E3779B97F4A7C15)
+
+
+def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """datasketch's affine32 permutation parameters: odd ``a`` and any ``b``, uint32."""
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return a, b
+
+
+def catch_probability(similarity: float, bands: int, rows: int) -> float:
+    """Chance that LSH with ``bands`` x ``rows`` makes a pair of this Jaccard a candidate."""
+    return 1.0 - (1.0 - similarity**rows) ** bands
+
+
+def choose_bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """Bands x rows for recall: minimise 0.05 x false positives + 0.95 x false negatives
+    (datasketch weighs them equally, which misses about a fifth of the pairs at 0.8)."""
+    best, best_error = (1, 1), float("inf")
+    below = np.linspace(0.0, threshold, 201)
+    above = np.linspace(threshold, 1.0, 201)
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            fp = np.trapezoid(1 - (1 - below**rows) ** bands, below)
+            fn = np.trapezoid((1 - above**rows) ** bands, above)
+            error = 0.05 * fp + 0.95 * fn
+            if error < best_error:
+                best, best_error = (bands, rows), error
+    return best
+
+
+def shingles(folded: pl.Series, *, n: int, char_n: int, unit: str, seed: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Shingle hashes of each text: ``(values uint32, offsets int64)``, text ``k`` owning
+    ``values[offsets[k]:offsets[k+1]]``. Texts must be non-null and folded (single spaces,
+    no space at either end); ``unit`` is ``word``, ``char`` or ``auto`` (characters for a
+    text with no space). Works on the UTF-8 bytes directly, one text per core at a time."""
+    arr = folded.to_arrow(compat_level=pl.CompatLevel.oldest())
+    _, offsets_buf, data_buf = arr.buffers()
+    start = arr.offset
+    text_offsets = np.frombuffer(offsets_buf, dtype=np.int64)[start : start + len(arr) + 1]
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, np.uint8))
+    mode = {"word": 0, "char": 1, "auto": 2}[unit]
+    counts = _shingle_counts(data, text_offsets, n, char_n, mode)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    values = np.empty(offsets[-1], dtype=np.uint32)
+    _fill_shingles(data, text_offsets, offsets, n, char_n, mode, np.uint64(seed), values)
+    return values, offsets
+
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@numba.njit(cache=True)
+def _by_char(data: np.ndarray, lo: int, hi: int, mode: int) -> bool:
+    if mode != 2:
+        return mode == 1
+    for k in range(lo, hi):  # noqa: SIM110 - numba compiles loops, not generators
+        if data[k] == 32:
+            return False
+    return True
+
+
+@numba.njit(parallel=True, cache=True)
+def _shingle_counts(data: np.ndarray, text_offsets: np.ndarray, n: int, char_n: int,
+                    mode: int) -> np.ndarray:
+    docs = len(text_offsets) - 1
+    counts = np.empty(docs, dtype=np.int64)
+    for d in numba.prange(docs):
+        lo, hi = text_offsets[d], text_offsets[d + 1]
+        if _by_char(data, lo, hi, mode):
+            units = 0
+            for k in range(lo, hi):
+                if data[k] & 0xC0 != 0x80:  # a character starts at every non-continuation byte
+                    units += 1
+            counts[d] = max(units - char_n + 1, 1)
+        else:
+            units = 1
+            for k in range(lo, hi):
+                if data[k] == 32:
+                    units += 1
+            counts[d] = max(units - n + 1, 1)
+    return counts
+
+
+@numba.njit(cache=True)
+def _next_unit(data: np.ndarray, k: int, hi: int, by_char: bool, seed: np.uint64
+               ) -> tuple[np.uint64, int]:
+    """Hash of the word or character starting at ``k``, and where the next one starts."""
+    h = _FNV_OFFSET ^ seed
+    if by_char:
+        h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+        k += 1
+        while k < hi and data[k] & 0xC0 == 0x80:
+            h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+            k += 1
+        return _mix(h), k
+    while k < hi and data[k] != 32:
+        h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+        k += 1
+    return _mix(h), k + 1
+
+
+@numba.njit(parallel=True, cache=True)
+def _fill_shingles(data: np.ndarray, text_offsets: np.ndarray, offsets: np.ndarray, n: int,
+                   char_n: int, mode: int, seed: np.uint64, out: np.ndarray) -> None:
+    for d in numba.prange(len(text_offsets) - 1):
+        lo, hi = text_offsets[d], text_offsets[d + 1]
+        by_char = _by_char(data, lo, hi, mode)
+        size = char_n if by_char else n
+        ring = np.zeros(size, dtype=np.uint64)
+        at, units, k = offsets[d], 0, lo
+        while k < hi:
+            h, k = _next_unit(data, k, hi, by_char, seed)
+            ring[units % size] = h
+            units += 1
+            if units >= size:
+                g = np.uint64(0)
+                for j in range(size):
+                    g = (g ^ ring[(units - size + j) % size]) * _MIX64 + np.uint64(j + 1)
+                out[at] = np.uint32(_mix(g) >> np.uint64(32))
+                at += 1
+        if units < size:  # shorter than one shingle: the whole text is its only shingle
+            whole = _FNV_OFFSET ^ seed ^ np.uint64(0x5BD1E995)
+            for k in range(lo, hi):
+                whole = (whole ^ np.uint64(data[k])) * _FNV_PRIME
+            out[at] = np.uint32(_mix(whole) >> np.uint64(32))
+
+
+@numba.njit(cache=True)
+def _mix(h: np.uint64) -> np.uint64:
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@numba.njit(parallel=True, cache=True)
+def signatures(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
+               ) -> np.ndarray:
+    """MinHash signature per text (``uint32[texts, num_perm]``), datasketch's affine32."""
+    docs, perms = len(offsets) - 1, len(a)
+    sig = np.empty((docs, perms), dtype=np.uint32)
+    mask = np.uint64(0xFFFFFFFF)
+    a64, b64 = a.astype(np.uint64), b.astype(np.uint64)
+    for d in numba.prange(docs):
+        row = np.full(perms, mask, dtype=np.uint64)
+        for s in range(offsets[d], offsets[d + 1]):
+            # numba widens uint32 arithmetic: work in uint64 and keep the low 32 bits.
+            h = np.uint64(values[s])
+            h ^= h >> np.uint64(16)
+            h = (h * np.uint64(0x85EBCA6B)) & mask
+            h ^= h >> np.uint64(13)
+            h = (h * np.uint64(0xC2B2AE35)) & mask
+            h ^= h >> np.uint64(16)
+            for k in range(perms):
+                v = (a64[k] * h + b64[k]) & mask
+                if v < row[k]:
+                    row[k] = v
+        sig[d] = row.astype(np.uint32)
+    return sig
+
+
+@numba.njit(parallel=True, cache=True)
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """One 64-bit key per text and band (``uint64[texts, bands]``): equal keys mean equal
+    signature slices, up to a 2^-64 chance of collision (which confirmation removes)."""
+    keys = np.empty((sig.shape[0], bands), dtype=np.uint64)
+    for d in numba.prange(sig.shape[0]):
+        for band in range(bands):
+            h = np.uint64(band + 1)
+            for j in range(band * rows, (band + 1) * rows):
+                h = (h ^ np.uint64(sig[d, j])) * _MIX64
+                h ^= h >> np.uint64(29)
+            keys[d, band] = h
+    return keys
+
+
+@numba.njit(cache=True)
+def sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's shingles as a sorted set (duplicates dropped), in CSR form."""
+    out = np.empty(len(values), dtype=np.uint32)
+    new_offsets = np.zeros(len(offsets), dtype=np.int64)
+    at = 0
+    for d in range(len(offsets) - 1):
+        seg = np.sort(values[offsets[d] : offsets[d + 1]])
+        for k in range(len(seg)):
+            if k == 0 or seg[k] != seg[k - 1]:
+                out[at] = seg[k]
+                at += 1
+        new_offsets[d + 1] = at
+    return out[:at], new_offsets
+
+
+@numba.njit(parallel=True, cache=True)
+def jaccard_pairs(values: np.ndarray, offsets: np.ndarray, u: np.ndarray, v: np.ndarray
+                  ) -> np.ndarray:
+    """Exact Jaccard of pairs of sorted sets (CSR, as from ``sorted_sets``)."""
+    out = np.empty(len(u), dtype=np.float64)
+    for p in numba.prange(len(u)):
+        i, i_end = offsets[u[p]], offsets[u[p] + 1]
+        j, j_end = offsets[v[p]], offsets[v[p] + 1]
+        size = (i_end - i) + (j_end - j)
+        inter = 0
+        while i < i_end and j < j_end:
+            if values[i] == values[j]:
+                inter += 1
+                i += 1
+                j += 1
+            elif values[i] < values[j]:
+                i += 1
+            else:
+                j += 1
+        union = size - inter
+        out[p] = inter / union if union else 1.0
+    return out
+
+
+def components(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """Connected components of an undirected graph on ``n`` nodes: each node's label is the
+    smallest node index in its component."""
+    labels = np.arange(n, dtype=np.int64)
+    if len(u) == 0:
+        return labels
+    while True:
+        low = np.minimum(labels[u], labels[v])
+        changed = bool(((labels[u] != low) | (labels[v] != low)).any())
+        np.minimum.at(labels, u, low)
+        np.minimum.at(labels, v, low)
+        labels = labels[labels]  # pointer jumping
+        if not changed:
+            return labels
