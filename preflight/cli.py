@@ -86,6 +86,8 @@ def main() -> None:
 @click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1),
               help="Number of classes (adds a label_range rule if none).")
+@click.option("--eval", "eval_path", type=click.Path(path_type=Path),
+              help="Eval file: flag train records found in it (adds an overlap rule if none).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01 (repeatable).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -93,12 +95,15 @@ def main() -> None:
 def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
-          num_classes: int | None, sets: tuple[str, ...], debug: bool) -> None:
+          num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
+          debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules."""
     rules = load_rules(rules_file, preset=preset)
-    if context_window or tokenizer or num_classes or sets:
+    if context_window or tokenizer or num_classes or eval_path or sets:
         rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
-                               num_classes=num_classes, sets=list(sets))
+                               num_classes=num_classes,
+                               eval_path=str(eval_path) if eval_path else None,
+                               sets=list(sets))
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,

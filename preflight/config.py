@@ -106,6 +106,7 @@ class RuleSet(_Strict):
     task: Task | None = None
     fields: Fields = Fields()
     model: ModelFacts = ModelFacts()
+    eval: str | None = Field(None, description="Eval file for the `overlap` check.")
     rules: list[Rule]
     path: str | None = Field(None, exclude=True)
     sha256: str | None = Field(None, exclude=True)
@@ -153,6 +154,7 @@ def with_overrides(
     context_window: int | None = None,
     tokenizer: str | None = None,
     num_classes: int | None = None,
+    eval_path: str | None = None,
     sets: list[str] = (),  # type: ignore[assignment]
 ) -> RuleSet:
     """Apply command-line overrides: model facts, and ``RULE_ID.PARAM=VALUE`` settings
@@ -167,6 +169,10 @@ def with_overrides(
         data["rules"].append({"id": "token-length", "check": "token_length"})
     if num_classes and "label_range" not in checks and registry.get("label_range"):
         data["rules"].append({"id": "labels", "check": "label_range"})
+    if eval_path:
+        data["eval"] = eval_path
+        if "overlap" not in checks:
+            data["rules"].append({"id": "eval-overlap", "check": "overlap"})
     by_id = {r["id"]: r for r in data["rules"]}
     for item in sets:
         target, sep, raw = item.partition("=")

@@ -19,6 +19,7 @@ from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Rule, RuleSet
 from preflight.environment import environment
+from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
 from preflight.report.model import Report, RuleResult, RulesInfo, SourceInfo
@@ -54,6 +55,7 @@ def run(
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given."""
     started = time.perf_counter()
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
+    eval_path = _eval_path(rules)
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
     sink = FindingsSink(out_dir, show_text=show_text)
@@ -67,7 +69,8 @@ def run(
     running: list[_Running] | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
-    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
+                  eval_path=eval_path)
     seen: set[str] = set()
     records = malformed = done = 0
     batches = src.batches()
@@ -90,7 +93,8 @@ def run(
             if running is None:
                 if fields.is_empty():
                     fields, inferred = infer_fields(batch.frame)
-                ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
+                ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
+                  eval_path=eval_path)
                 running = [_start(rule, ctx) for rule in rule_list]
                 keep_ids = any(type(r.check).finish is not Check.finish for r in running)
             seen.update(batch.frame.columns)
@@ -116,7 +120,8 @@ def run(
         reader.shutdown(wait=True)
         batches.close()
     if running is None:  # no batch at all: still judge every rule
-        ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer)
+        ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
+                  eval_path=eval_path)
         running = [_start(rule, ctx) for rule in rule_list]
     _second_read(src, running, ctx, limit=limit, records=records, timings=timings,
                  progress=progress)
@@ -179,6 +184,19 @@ def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:
         return None
     base = Path(rules.path).parent if rules.path else None
     return load_tokenizer(rules.model.tokenizer, base=base)
+
+
+def _eval_path(rules: RuleSet) -> str | None:
+    """The eval file the rules name, tried as given and beside the rules file."""
+    if not rules.eval:
+        return None
+    tried = [Path(rules.eval)]
+    if rules.path and not tried[0].is_absolute():
+        tried.append(Path(rules.path).parent / rules.eval)
+    found = next((p for p in tried if p.exists()), None)
+    if found is None:
+        raise ConfigError("eval file not found: tried " + ", ".join(map(str, tried)))
+    return str(found)
 
 
 def _second_read(src: Source, running: list[_Running], ctx: Context, *, limit: int | None,

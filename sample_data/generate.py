@@ -155,6 +155,9 @@ FAULTS: list[Fault] = [
         R0,
     ),
     Fault(240, "invisible_unicode", "zero_width_space", f"U+200B injected into row {R0}'s text"),
+    # The same three copies are near-duplicates too (Jaccard 1 after folding).
+    *(Fault(row, "near_duplicate", "near_duplicate_of", f"copy of row {R0}", R0)
+      for row in (200, 220, 240)),
 ]
 
 

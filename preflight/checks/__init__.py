@@ -8,6 +8,7 @@ from preflight.checks import (  # noqa: F401 - imported to register
     labels,
     near_duplicates,
     numeric,
+    overlap,
     records,
     tokens,
 )

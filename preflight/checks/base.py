@@ -48,6 +48,7 @@ class Context:
     fields: Fields
     model: ModelFacts
     tokenizer: TokenCounter | None = None
+    eval_path: str | None = None
 
     @property
     def text_fields(self) -> tuple[str, ...]:
