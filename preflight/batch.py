@@ -172,7 +172,13 @@ class Batch:
             if key not in self._cache:
                 from preflight.text import fold
 
-                self._cache[key] = fold(self.documents(text_fields, messages))
+                folded = fold(self.documents(text_fields, messages))
+                if len(text_fields) > 1 or messages:
+                    # Empty fields must not leave a separator behind: two records with only
+                    # empty fields are not a document, and "x" + "" is the same as "x".
+                    folded = folded.str.replace_all(r"( ?\x{E000} ?)+", FIELD_SEPARATOR)
+                    folded = folded.str.strip_chars(FIELD_SEPARATOR + " ")
+                self._cache[key] = folded
         return self._cache[key]
 
     def documents(self, text_fields: tuple[str, ...], messages: str | None) -> pl.Series:

@@ -49,9 +49,11 @@ class ExactDuplicate(Check):
         self._row: list[np.ndarray] = []
         self._groups: list[tuple[int, int, int]] = []
         self._clusters = 0
+        self._labels: dict[int, str | None] = {}
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         folded = batch.folded(self.ctx.text_fields, self.ctx.messages)
+        self._labels[batch.file_index] = batch.file
         keep = (folded.str.len_chars() >= self.params.min_chars).fill_null(False)
         doc = folded.filter(keep)
         self._h1.append(doc.hash(_SEEDS[0]).to_numpy())
@@ -88,8 +90,12 @@ class ExactDuplicate(Check):
         ]
         if not len(member):
             return None
-        dupes = pl.DataFrame({"kept_row": rows[kept], "size": size})
-        detail = pl.format("duplicate of row {} ({} copies in all)", "kept_row", "size")
+        label = pl.Series([self._labels.get(int(f)) for f in np.unique(files[kept])],
+                          dtype=pl.String)
+        dupes = pl.DataFrame({"kept_row": rows[kept], "size": size, "file": files[kept]})
+        of = pl.col("file").replace_strict(np.unique(files[kept]), label, default=None)
+        detail = pl.format("duplicate of row {}{} ({} copies in all)", "kept_row",
+                           pl.concat_str(pl.lit(" of "), of).fill_null(""), "size")
         return findings(
             {"file_index": pl.Series(files[member]), "row": pl.Series(rows[member])},
             "exact_duplicate_of",

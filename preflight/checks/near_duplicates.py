@@ -84,6 +84,7 @@ class NearDuplicate(Check):
         self._wanted: np.ndarray | None = None  # record keys of candidate documents, sorted
         self._sets: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._stats: dict[str, Any] = {}
+        self._labels: dict[int, str | None] = {}
 
     def _docs(self, batch: Batch) -> tuple[np.ndarray, pl.Series]:
         folded = batch.folded(self.ctx.text_fields, self.ctx.messages)
@@ -96,6 +97,7 @@ class NearDuplicate(Check):
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         present, docs = self._docs(batch)
+        self._labels[batch.file_index] = batch.file
         if len(docs):
             values, offsets = self._shingles(docs)
             sig = signatures(values, offsets, self._a, self._b)
@@ -144,11 +146,12 @@ class NearDuplicate(Check):
         self._cluster_stats(labels, files, rows)
         members = nodes[labels != nodes]
         kept = labels[labels != nodes]
-        best = self._best_similarity(nodes, cu, cv, similarity[keep] if similarity is not None
-                                     else None)
+        neighbour, best = _closest(nodes, cu, cv,
+                                   similarity[keep] if similarity is not None else None)
+        is_member = labels != nodes
         detail = [
-            f"near-duplicate of row {rows[k]:,}" + (f" (Jaccard {s:.2f})" if s == s else "")
-            for k, s in zip(kept, best[labels != nodes], strict=True)
+            self._detail(k, nb, s, files, rows)
+            for k, nb, s in zip(kept, neighbour[is_member], best[is_member], strict=True)
         ]
         return findings(
             {"file_index": pl.Series(files[members]), "row": pl.Series(rows[members])},
@@ -196,13 +199,21 @@ class NearDuplicate(Check):
         offsets = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
         return jaccard_pairs(values, offsets, np.searchsorted(docs, u), np.searchsorted(docs, v))
 
-    def _best_similarity(self, nodes: np.ndarray, u: np.ndarray, v: np.ndarray,
-                         similarity: np.ndarray | None) -> np.ndarray:
-        best = np.full(len(nodes), np.nan)
-        if similarity is not None:
-            np.fmax.at(best, np.searchsorted(nodes, u), similarity)
-            np.fmax.at(best, np.searchsorted(nodes, v), similarity)
-        return best
+    def _detail(self, kept: int, neighbour: int, similarity: float, files: np.ndarray,
+                rows: np.ndarray) -> str:
+        """"near-duplicate of row 4 (Jaccard 0.87)"; for a member linked to the kept row
+        through another, the closest member and the cluster's kept row."""
+        where = self._where(files[kept], rows[kept])
+        if similarity != similarity:  # NaN: not confirmed, no Jaccard to quote
+            return f"near-duplicate of {where}"
+        if neighbour == kept:
+            return f"near-duplicate of {where} (Jaccard {similarity:.2f})"
+        via = self._where(files[neighbour], rows[neighbour])
+        return f"near-duplicate of {via} (Jaccard {similarity:.2f}), in the cluster of {where}"
+
+    def _where(self, file_index: int, row: int) -> str:
+        label = self._labels.get(int(file_index))
+        return f"row {row:,}" + (f" of {label}" if label else "")
 
     def _cluster_stats(self, labels: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
         kept, sizes = np.unique(labels, return_counts=True)
@@ -238,3 +249,23 @@ class NearDuplicate(Check):
             "confirmed_by": "exact Jaccard" if self.params.confirm else "LSH candidates only",
             **self._stats,
         }
+
+
+def _closest(nodes: np.ndarray, u: np.ndarray, v: np.ndarray, similarity: np.ndarray | None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """For each node, its most similar confirmed neighbour and that Jaccard (NaN without
+    confirmation; the neighbour is then any linked node)."""
+    ends = np.concatenate([u, v])
+    others = np.concatenate([v, u])
+    sims = np.concatenate([similarity, similarity]) if similarity is not None else np.full(
+        len(ends), np.nan)
+    # Most similar first; on a tie the smallest index, i.e. the kept row when it is one.
+    order = np.lexsort((others, -np.nan_to_num(sims, nan=0.0), ends))
+    ends, others, sims = ends[order], others[order], sims[order]
+    first = np.ones(len(ends), dtype=bool)
+    first[1:] = ends[1:] != ends[:-1]
+    at = np.searchsorted(nodes, ends[first])
+    neighbour = np.zeros(len(nodes), dtype=np.int64)
+    best = np.full(len(nodes), np.nan)
+    neighbour[at], best[at] = others[first], sims[first]
+    return neighbour, best

@@ -3,7 +3,9 @@ are not; short, empty and CJK texts; stats, parameters, determinism, far-apart c
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 import polars as pl
 import pytest
@@ -415,3 +417,72 @@ def test_chat_messages(gate):
     f = g.findings()
     assert f.get_column("id").to_list() == ["c"]
     assert f.schema["cluster"] == pl.Int64
+
+
+def test_all_empty_fields_are_never_findings_multi_field(gate):
+    records = [{"id": "a", "title": "", "body": ""}, {"id": "b", "title": "", "body": ""},
+               {"id": "c", "title": " ", "body": "\u200b"}, {"id": "d"}, {"id": "e"}]
+    g = gate(records, CHECK, fields={"text": ["title", "body"], "id": "id"})
+    assert g.findings().height == 0
+
+
+def test_all_empty_messages_are_never_findings(gate):
+    empty = [{"role": "user", "content": ""}, {"role": "assistant", "content": " "}]
+    records = [{"id": "a", "messages": empty}, {"id": "b", "messages": empty}]
+    g = gate(records, CHECK, fields={"messages": "messages", "id": "id"})
+    assert g.findings().height == 0
+
+
+# --------------------------------------------------------------------- clusters and rules
+
+
+def _chain() -> list[str]:
+    """a ~ b and b ~ c above 0.8, but a and c below it."""
+    a = text(110, sentences=20)
+    b = replace_words(a, {20: "zebra", 70: "zebra", 120: "zebra", 170: "zebra"})
+    c = replace_words(b, {45: "quokka", 95: "quokka", 145: "quokka", 195: "quokka"})
+    assert jaccard(a, b) > 0.8 and jaccard(b, c) > 0.8 and jaccard(a, c) < 0.75
+    return [a, text(111), b, c]
+
+
+def test_a_chain_of_near_copies_is_one_cluster_on_its_first_row(gate):
+    g = gate(_chain(), CHECK)
+    assert cluster_of(g) == {2: 0, 3: 0}
+    assert g.result.stats["cluster_sizes"] == {"3": 1}
+
+
+def test_the_jaccard_in_a_detail_is_with_the_row_it_names(gate):
+    records = _chain()
+    g = gate(records, CHECK)
+    for row, detail in g.findings().select("row", "detail").iter_rows():
+        match = re.search(r"row ([\d,]+)[^\d]*?Jaccard ([\d.]+)", detail)
+        assert match, detail
+        other, quoted = int(match[1].replace(",", "")), float(match[2])
+        assert quoted == pytest.approx(jaccard(records[row], records[other]), abs=0.005), detail
+
+
+def test_word_unit_on_cjk_matches_only_whole_texts(gate):
+    zh = chinese(5)
+    changed = zh[:50] + ("国" if zh[50] != "国" else "家") + zh[51:]
+    g = gate([zh, changed, zh], CHECK, unit="word")
+    assert cluster_of(g) == {2: 0}
+    g = gate([zh, changed, zh], CHECK, unit="char")
+    assert cluster_of(g) == {1: 0, 2: 0}
+
+
+def test_two_near_duplicate_rules_side_by_side(tmp_path):
+    a = text(120, sentences=10)
+    records = [a, text(121), replace_words(a, {3: "zebra"}), a.upper()]
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps({"text": r}) + "\n" for r in records), encoding="utf-8")
+    rules = {"fields": {"text": "text"}, "rules": [
+        {"id": "loose", "check": CHECK},
+        {"id": "strict", "check": CHECK, "threshold": 0.99, "seed": 9, "confirm": False},
+        {"id": "exact", "check": "exact_duplicate"},
+    ]}
+    report = run_preflight(path, rules=rules, out=tmp_path / "out")
+    f = pl.read_parquet(tmp_path / "out" / "findings.parquet")
+    by_rule = {rule: dict(f.filter(pl.col("rule") == rule).select("row", "cluster").iter_rows())
+               for rule in ("loose", "strict", "exact")}
+    assert by_rule == {"loose": {2: 0, 3: 0}, "strict": {3: 0}, "exact": {3: 0}}
+    assert report.rule("strict").stats["confirmed_by"] == "LSH candidates only"
