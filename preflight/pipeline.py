@@ -94,8 +94,10 @@ def run(
                 if fields.is_empty():
                     fields, inferred = infer_fields(batch.frame)
                 ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
-                  eval_path=eval_path)
+                              eval_path=eval_path)
+                t_setup = time.perf_counter()
                 running = [_start(rule, ctx) for rule in rule_list]
+                timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(type(r.check).finish is not Check.finish for r in running)
             seen.update(batch.frame.columns)
             records += len(batch)
@@ -121,7 +123,7 @@ def run(
         batches.close()
     if running is None:  # no batch at all: still judge every rule
         ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
-                  eval_path=eval_path)
+                      eval_path=eval_path)
         running = [_start(rule, ctx) for rule in rule_list]
     _second_read(src, running, ctx, limit=limit, records=records, timings=timings,
                  progress=progress)
