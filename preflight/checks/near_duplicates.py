@@ -12,7 +12,6 @@ not a finding, every other member is, with ``cluster`` = the kept row.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal
 
 import numpy as np
@@ -22,17 +21,7 @@ from pydantic import Field, model_validator
 from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
-from preflight.minhash import (
-    band_keys,
-    catch_probability,
-    choose_bands,
-    components,
-    jaccard_pairs,
-    permutations,
-    shingles,
-    signatures,
-    sorted_sets,
-)
+from preflight.minhash import LSH, components, jaccard_pairs, sorted_sets
 from preflight.text import fold
 
 _TOP_CLUSTERS = 10
@@ -73,11 +62,7 @@ class NearDuplicate(Check):
 
     def __init__(self, params: NearDuplicateParams, ctx: Any) -> None:
         super().__init__(params, ctx)
-        if params.bands and params.rows:
-            self.bands, self.rows = params.bands, params.rows
-        else:
-            self.bands, self.rows = choose_bands(params.threshold, params.num_perm)
-        self._a, self._b = permutations(params.num_perm, params.seed)
+        self.lsh = LSH(**params.model_dump(exclude={"confirm"}))
         self._keys: list[np.ndarray] = []
         self._file: list[np.ndarray] = []
         self._row: list[np.ndarray] = []
@@ -88,7 +73,6 @@ class NearDuplicate(Check):
         self._set_keys: list[np.ndarray] = []
         self._set_values: list[np.ndarray] = []
         self._set_sizes: list[np.ndarray] = []
-        _warm_up()
         self._stats: dict[str, Any] = {}
         self._labels: dict[int, str | None] = {}
 
@@ -97,17 +81,11 @@ class NearDuplicate(Check):
         present = (folded.str.len_bytes() > 0).fill_null(False)
         return present.to_numpy(), folded.filter(present)
 
-    def _shingles(self, docs: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-        p = self.params
-        return shingles(docs, n=p.n, char_n=p.char_n, unit=p.unit, seed=p.seed)
-
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         present, docs = self._docs(batch)
         self._labels[batch.file_index] = batch.file
         if len(docs):
-            values, offsets = self._shingles(docs)
-            sig = signatures(values, offsets, self._a, self._b)
-            self._keys.append(band_keys(sig, self.bands, self.rows))
+            self._keys.append(self.lsh.band_keys(*self.lsh.shingles(docs)))
             self._file.append(np.full(len(docs), batch.file_index, dtype=np.int64))
             self._row.append(batch.rows[present])
         return None
@@ -130,8 +108,7 @@ class NearDuplicate(Check):
         hit = self._wanted[pos] == keys
         if hit.any():  # fold and shingle only the candidates
             docs = fold(batch.documents(self.ctx.text_fields, self.ctx.messages).filter(hit))
-            values, offsets = self._shingles(docs)
-            values, offsets = sorted_sets(values, offsets)
+            values, offsets = sorted_sets(*self.lsh.shingles(docs))
             self._set_keys.append(keys[hit])
             self._set_values.append(values)
             self._set_sizes.append(np.diff(offsets))
@@ -251,14 +228,7 @@ class NearDuplicate(Check):
 
     def summary(self) -> dict[str, Any]:
         return {
-            "num_perm": self.params.num_perm,
-            "bands": self.bands,
-            "rows": self.rows,
-            "threshold": self.params.threshold,
-            "catch_probability": {
-                str(s): round(catch_probability(s, self.bands, self.rows), 4)
-                for s in (0.7, 0.8, 0.9)
-            },
+            **self.lsh.describe(),
             "confirmed_by": "exact Jaccard" if self.params.confirm else "LSH candidates only",
             **self._stats,
         }
@@ -282,14 +252,3 @@ def _closest(nodes: np.ndarray, u: np.ndarray, v: np.ndarray, similarity: np.nda
     best = np.full(len(nodes), np.nan)
     neighbour[at], best[at] = others[first], sims[first]
     return neighbour, best
-
-
-@functools.cache
-def _warm_up() -> None:
-    """Start numba's parallel runtime and load the cached kernels (about 0.3 s, once per
-    process) when the rule is set up, so it shows as setup time, not scan time."""
-    values, offsets = shingles(pl.Series(["warm up"]), n=5, char_n=5, unit="auto", seed=0)
-    a, b = permutations(8, 0)
-    band_keys(signatures(values, offsets, a, b), 2, 4)
-    sets, set_offsets = sorted_sets(values, offsets)
-    jaccard_pairs(sets, set_offsets, np.zeros(1, np.int64), np.zeros(1, np.int64))

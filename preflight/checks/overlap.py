@@ -21,15 +21,7 @@ from preflight.batch import Batch
 from preflight.checks.base import Check, findings
 from preflight.checks.near_duplicates import NearDuplicateParams
 from preflight.checks.registry import register
-from preflight.minhash import (
-    band_keys,
-    choose_bands,
-    jaccard_pairs,
-    permutations,
-    shingles,
-    signatures,
-    sorted_sets,
-)
+from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 
 _SEEDS = (0x5EED, 0xC0FFEE)
 
@@ -49,11 +41,7 @@ class Overlap(Check):
 
     def __init__(self, params: OverlapParams, ctx: Any) -> None:
         super().__init__(params, ctx)
-        if params.bands and params.rows:
-            self.bands, self.rows = params.bands, params.rows
-        else:
-            self.bands, self.rows = choose_bands(params.threshold, params.num_perm)
-        self._a, self._b = permutations(params.num_perm, params.seed)
+        self.lsh = LSH(**params.model_dump(exclude={"confirm"}))
         self._eval: dict[str, Any] | None = None
         self._exact = 0
         self._near = 0
@@ -64,9 +52,8 @@ class Overlap(Check):
         return super().config_problem()
 
     def _sign(self, docs: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p = self.params
-        values, offsets = shingles(docs, n=p.n, char_n=p.char_n, unit=p.unit, seed=p.seed)
-        keys = band_keys(signatures(values, offsets, self._a, self._b), self.bands, self.rows)
+        values, offsets = self.lsh.shingles(docs)
+        keys = self.lsh.band_keys(values, offsets)
         sets, set_offsets = sorted_sets(values, offsets)
         return keys, sets, set_offsets
 
@@ -148,7 +135,7 @@ class Overlap(Check):
         ev = self._eval
         assert ev is not None
         us, vs = [], []
-        for band in range(self.bands):
+        for band in range(self.lsh.bands):
             column = ev["keys"][ev["band_order"][:, band], band]
             lo = np.searchsorted(column, keys[:, band], side="left")
             hi = np.searchsorted(column, keys[:, band], side="right")
@@ -167,9 +154,7 @@ class Overlap(Check):
             "eval_records": len(self._eval["rows"]) if self._eval else 0,
             "exact": self._exact,
             "near": self._near,
-            "bands": self.bands,
-            "rows": self.rows,
-            "threshold": self.params.threshold,
+            **self.lsh.describe(),
         }
 
 
