@@ -12,11 +12,13 @@ from typing import Any
 
 from preflight.config import RuleSet, load_rules
 from preflight.errors import ConfigError, InputError, PreflightError, PreflightFailed
+from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import Progress, run
 from preflight.report.model import Report
 
 __all__ = [
     "ConfigError",
+    "FixOptions",
     "InputError",
     "PreflightError",
     "PreflightFailed",
@@ -37,6 +39,7 @@ def run_preflight(
     strict: bool = False,
     show_text: bool = False,
     progress: Progress | None = None,
+    fix: FixOptions | None = None,
 ) -> Report:
     """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
 
@@ -44,9 +47,23 @@ def run_preflight(
     the ``default`` preset (or ``preset``). With ``out``, ``report.json`` and
     ``findings.parquet`` are written there. Returns the ``Report``; call
     ``report.raise_for_status()`` to turn a failed gate into ``PreflightFailed``.
+
+    With ``fix`` (a ``FixOptions``), a cleaned copy and a quarantine are written as well
+    (see ``preflight.fix``); the report is the gate's on the input, with ``report.fix``
+    holding the manifest.
     """
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, got {limit}")
+    if fix is not None:
+        if limit is not None:
+            raise ConfigError("fix reads the whole input; --limit does not apply")
+        report, manifest = run_fix(
+            source, ruleset, fix,
+            run_gate=lambda src, rules, gate_out: run(src, rules, out=gate_out,
+                                                      show_text=show_text, progress=progress),
+        )
+        report.fix = manifest
+        return report
     return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
                progress=progress)

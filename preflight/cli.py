@@ -26,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from preflight import run_preflight
+from preflight import FixOptions, run_preflight
 from preflight.checks import registry
 from preflight.config import RULE_KEYS, load_rules, preset_names, with_overrides
 from preflight.errors import PreflightError
@@ -150,6 +150,69 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+@main.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="The cleaned corpus (JSON Lines, or Parquet for Parquet input).")
+@click.option("--quarantine", type=click.Path(path_type=Path), required=True,
+              help="Records set aside, with their row, id and reasons (JSON Lines).")
+@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--preset", help="A shipped rule set instead of a file.")
+@click.option("--manifest", type=click.Path(path_type=Path),
+              help="Where to write the manifest [default: fix-manifest.json beside --out].")
+@click.option("--format", "out_format", type=click.Choice(["jsonl", "parquet"]),
+              help="Output format [default: the input's; JSON Lines for CSV, JSON, Arrow].")
+@click.option("--marker", default="", help="Appended to truncated texts, e.g. ' [...]'.")
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--context-window", type=click.IntRange(min=1), help="Model context length.")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
+@click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
+              help="Set a rule parameter (repeatable).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset: str | None,
+        manifest: Path | None, out_format: str | None, marker: str, dry_run: bool,
+        context_window: int | None, tokenizer: str | None, num_classes: int | None,
+        sets: tuple[str, ...], quiet: bool, debug: bool) -> None:
+    """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
+    rules = load_rules(rules_file, preset=preset)
+    if context_window or tokenizer or num_classes or sets:
+        rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
+                               num_classes=num_classes, sets=list(sets))
+    options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
+                         marker=marker, dry_run=dry_run)
+    report = run_preflight(data, rules, fix=options)
+    if quiet:
+        return
+    console = _stdout()
+    result = report.fix or {}
+    if dry_run:
+        console.print(f"[bold]dry run[/]: {result['would_change']:,} records would change, "
+                      f"{result['would_quarantine']:,} would be quarantined")
+        _print_actions(console, result)
+        for ex in result["examples"]:
+            console.print(f"  row {ex['row']} {ex['field']}:", highlight=False)
+            console.print(f"    before: {ex['before']}", markup=False, highlight=False)
+            console.print(f"    after:  {ex['after']}", markup=False, highlight=False)
+        return
+    console.print(
+        f"{result['input']['records']:,} records → [green]{result['clean']['records']:,} clean[/]"
+        f" ({result['clean']['changed']:,} changed), "
+        f"[yellow]{result['quarantine']['records']:,} quarantined[/]", highlight=False)
+    _print_actions(console, result)
+    for name in ("clean", "quarantine"):
+        console.print(f"  {name}: {result[name]['path']}", style="dim")
+    console.print(f"  manifest: {result['manifest_path']}", style="dim")
+
+
+def _print_actions(console: Console, result: dict[str, Any]) -> None:
+    for rule, actions in result["findings_per_rule_and_action"].items():
+        listed = ", ".join(f"{a} {n:,}" for a, n in actions.items())
+        console.print(f"  {rule}: {listed}", highlight=False)
 
 
 @main.group()

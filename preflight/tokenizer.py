@@ -48,6 +48,8 @@ class TokenCounter:
     longest_token_bytes: int | None = None
     chat_template: str | None = None
     template_vars: dict[str, Any] = field(default_factory=dict)
+    # Text of the first ``k`` tokens, cut on a token boundary (None when not supported).
+    prefix: Callable[[str, int], str] | None = None
     _compiled: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -77,6 +79,22 @@ class TokenCounter:
         if self.encode is None:
             return self.estimate(np.array([len(t.encode()) for t in texts]))
         return np.asarray(self.encode(texts, add_special_tokens), dtype=np.int64)
+
+    def truncate(self, text: str, limit: int, marker: str = "") -> str:
+        """``text`` cut on a token boundary so that it plus ``marker`` counts at most
+        ``limit`` tokens (specials included); the text itself when it already fits."""
+        if self.prefix is None:
+            raise ValueError(f"{self.name} cannot truncate on token boundaries")
+        if int(self.count([text])[0]) <= limit:
+            return text
+        keep = limit - self.specials - (int(self.count([marker], add_special_tokens=False)[0])
+                                        if marker else 0)
+        while keep > 0:
+            cut = self.prefix(text, keep) + marker
+            if int(self.count([cut])[0]) <= limit:  # re-tokenising can shift a boundary
+                return cut
+            keep -= 1
+        return marker if int(self.count([marker])[0]) <= limit else ""
 
     def estimate(self, nbytes: np.ndarray) -> np.ndarray:
         """The stated estimate from UTF-8 byte counts."""
@@ -147,6 +165,10 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
         return [len(e.ids) for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
+    def prefix(text: str, k: int) -> str:
+        offsets = tok.encode(text, add_special_tokens=False).offsets
+        return text[: offsets[min(k, len(offsets)) - 1][1]] if k > 0 and offsets else ""
+
     return TokenCounter(
         name=str(path),
         family="byte_level_bpe" if byte_bound else spec.get("model", {}).get("type", "other"),
@@ -156,6 +178,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         longest_token_bytes=longest,
         chat_template=template,
         template_vars=variables,
+        prefix=prefix,
     )
 
 
@@ -263,6 +286,9 @@ def _tiktoken(name: str) -> TokenCounter:
     def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
         return [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=threads)]
 
+    def prefix(text: str, k: int) -> str:
+        return enc.decode_bytes(enc.encode_ordinary(text)[:k]).decode("utf-8", "ignore")
+
     longest = max((len(b) for b in enc.token_byte_values()), default=1)
     return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
-                        byte_bound=True, longest_token_bytes=math.ceil(longest))
+                        byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix)

@@ -83,6 +83,7 @@ class Report(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds per stage.")
     environment: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, str] = Field(default_factory=dict, description="Files written.")
+    fix: dict[str, Any] | None = Field(None, description="The fix manifest, when fix ran.")
 
     @property
     def passed(self) -> bool:
