@@ -194,6 +194,7 @@ class Numeric(Check):
         "training-dtype overflow."
     )
     Params = NumericParams
+    fixes = ("quarantine", "drop", "none")
 
     def __init__(self, params: NumericParams, ctx: Context) -> None:
         super().__init__(params, ctx)
