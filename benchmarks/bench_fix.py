@@ -74,8 +74,16 @@ class Run:
     detail: str = ""
 
 
-def measure(tool: str, cmd: list[str], size_mb: float, corpus: Path, logs: Path,
-            timeout: float, repeat: int, cleanup: list[Path]) -> Run:
+def measure(
+    tool: str,
+    cmd: list[str],
+    size_mb: float,
+    corpus: Path,
+    logs: Path,
+    timeout: float,
+    repeat: int,
+    cleanup: list[Path],
+) -> Run:
     """Run ``cmd`` ``repeat`` times; return the fastest run with the largest peak RSS.
 
     ``cleanup`` paths are removed before every run (and left after the last one, for the
@@ -86,14 +94,18 @@ def measure(tool: str, cmd: list[str], size_mb: float, corpus: Path, logs: Path,
     for i in range(repeat):
         for path in cleanup:
             remove(path)
-        print(f"[{size_mb:g} MB] running {tool} ({i + 1}/{repeat}): {shlex.join(cmd)}",
-              flush=True)
+        print(f"[{size_mb:g} MB] running {tool} ({i + 1}/{repeat}): {shlex.join(cmd)}", flush=True)
         m = run_measured(cmd, stdout, stderr, timeout)
-        run = Run(size_mb, tool, "ok", exit_code=m.exit_code, seconds=round(m.seconds, 3),
-                  mb_per_s=round(nbytes / MB / m.seconds, 2),
-                  peak_rss_mb=round(m.peak_rss_mb, 1),
-                  peak_tree_rss_mb=None if m.peak_tree_rss_mb is None
-                  else round(m.peak_tree_rss_mb, 1))
+        run = Run(
+            size_mb,
+            tool,
+            "ok",
+            exit_code=m.exit_code,
+            seconds=round(m.seconds, 3),
+            mb_per_s=round(nbytes / MB / m.seconds, 2),
+            peak_rss_mb=round(m.peak_rss_mb, 1),
+            peak_tree_rss_mb=None if m.peak_tree_rss_mb is None else round(m.peak_tree_rss_mb, 1),
+        )
         if m.timed_out:
             run.status, run.detail = "timeout", f"killed after {timeout:g} s"
         elif m.exit_code not in OK_EXIT_CODES[tool]:
@@ -101,8 +113,10 @@ def measure(tool: str, cmd: list[str], size_mb: float, corpus: Path, logs: Path,
         if run.status != "ok":
             run.mb_per_s = None
             return run
-        print(f"[{size_mb:g} MB]   {tool}: {m.seconds:.2f} s, peak RSS {m.peak_rss_mb:.0f} MB",
-              flush=True)
+        print(
+            f"[{size_mb:g} MB]   {tool}: {m.seconds:.2f} s, peak RSS {m.peak_rss_mb:.0f} MB",
+            flush=True,
+        )
         if best is None:
             best = run
             best.runs_seconds = [run.seconds or 0.0]
@@ -135,8 +149,9 @@ def count_lines(path: Path) -> int:
     return n + (last != b"\n")
 
 
-def fix_counts(manifest: dict[str, Any], check_total: int | None, corpus: Path, clean: Path,
-               quarantine: Path) -> dict[str, Any]:
+def fix_counts(
+    manifest: dict[str, Any], check_total: int | None, corpus: Path, clean: Path, quarantine: Path
+) -> dict[str, Any]:
     """Counts from fix's manifest, and the invariants checked against them."""
     counts = {
         "input": manifest["input"]["records"],
@@ -150,26 +165,31 @@ def fix_counts(manifest: dict[str, Any], check_total: int | None, corpus: Path, 
     }
     input_lines = count_lines(corpus)
     clean_lines, quarantine_lines = count_lines(clean), count_lines(quarantine)
-    counts["lines"] = {"input": input_lines, "clean": clean_lines,
-                       "quarantine": quarantine_lines}
+    counts["lines"] = {"input": input_lines, "clean": clean_lines, "quarantine": quarantine_lines}
     problems = []
     if counts["clean"] + counts["quarantined"] != counts["input"]:
-        problems.append(f"clean {counts['clean']:,} + quarantined {counts['quarantined']:,} "
-                        f"!= input {counts['input']:,}")
+        problems.append(
+            f"clean {counts['clean']:,} + quarantined {counts['quarantined']:,} "
+            f"!= input {counts['input']:,}"
+        )
     if not manifest.get("balanced"):
         problems.append("manifest says balanced: false")
     if check_total is not None and check_total != counts["input"]:
         problems.append(f"fix read {counts['input']:,} records, check {check_total:,}")
     # Blank lines are copied to the clean output; every other line is one record.
     if clean_lines + quarantine_lines != input_lines:
-        problems.append(f"output lines {clean_lines:,} + {quarantine_lines:,} "
-                        f"!= input lines {input_lines:,}")
+        problems.append(
+            f"output lines {clean_lines:,} + {quarantine_lines:,} != input lines {input_lines:,}"
+        )
     if clean_lines != counts["clean"] + counts["blank_lines"]:
-        problems.append(f"clean file has {clean_lines:,} lines, manifest "
-                        f"{counts['clean']:,} records + {counts['blank_lines']:,} blank")
+        problems.append(
+            f"clean file has {clean_lines:,} lines, manifest "
+            f"{counts['clean']:,} records + {counts['blank_lines']:,} blank"
+        )
     if quarantine_lines != counts["quarantined"]:
-        problems.append(f"quarantine file has {quarantine_lines:,} lines, manifest "
-                        f"{counts['quarantined']:,}")
+        problems.append(
+            f"quarantine file has {quarantine_lines:,} lines, manifest {counts['quarantined']:,}"
+        )
     counts["verified"] = not problems
     counts["problems"] = problems
     return counts
@@ -181,17 +201,21 @@ def print_table(runs: list[Run], ratios: dict[float, float]) -> None:
     def fmt(value: float | None, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    header = (f"{'size MB':>8}  {'tool':<6} {'status':<8} {'seconds':>9} {'MB/s':>8} "
-              f"{'peak RSS MB':>11} {'tree RSS MB':>11} {'fix/check':>9}")
+    header = (
+        f"{'size MB':>8}  {'tool':<6} {'status':<8} {'seconds':>9} {'MB/s':>8} "
+        f"{'peak RSS MB':>11} {'tree RSS MB':>11} {'fix/check':>9}"
+    )
     print()
     print(header)
     print("-" * len(header))
     for r in runs:
         ratio = ratios.get(r.size_mb) if r.tool == "fix" else None
-        print(f"{r.size_mb:>8g}  {r.tool:<6} {r.status:<8} {fmt(r.seconds, '.2f'):>9} "
-              f"{fmt(r.mb_per_s, '.1f'):>8} {fmt(r.peak_rss_mb, '.1f'):>11} "
-              f"{fmt(r.peak_tree_rss_mb, '.1f'):>11} "
-              f"{'-' if ratio is None else format(ratio, '.2f') + 'x':>9}")
+        print(
+            f"{r.size_mb:>8g}  {r.tool:<6} {r.status:<8} {fmt(r.seconds, '.2f'):>9} "
+            f"{fmt(r.mb_per_s, '.1f'):>8} {fmt(r.peak_rss_mb, '.1f'):>11} "
+            f"{fmt(r.peak_tree_rss_mb, '.1f'):>11} "
+            f"{'-' if ratio is None else format(ratio, '.2f') + 'x':>9}"
+        )
     for r in runs:
         if r.detail:
             print(f"note: {r.size_mb:g} MB {r.tool}: {r.detail}")
@@ -201,19 +225,25 @@ def print_counts(counts: dict[float, dict[str, Any]]) -> None:
     """Print fix's manifest counts per size."""
     if not counts:
         return
-    header = (f"{'size MB':>8}  {'input':>10} {'clean':>10} {'changed':>8} "
-              f"{'quarantined':>11} {'rounds':>6}  verified")
+    header = (
+        f"{'size MB':>8}  {'input':>10} {'clean':>10} {'changed':>8} "
+        f"{'quarantined':>11} {'rounds':>6}  verified"
+    )
     print()
     print(header)
     print("-" * len(header))
     for size, c in counts.items():
-        print(f"{size:>8g}  {c['input']:>10,} {c['clean']:>10,} {c['changed']:>8,} "
-              f"{c['quarantined']:>11,} {c['rounds']:>6}  "
-              f"{'yes' if c['verified'] else 'NO: ' + '; '.join(c['problems'])}")
+        print(
+            f"{size:>8g}  {c['input']:>10,} {c['clean']:>10,} {c['changed']:>8,} "
+            f"{c['quarantined']:>11,} {c['rounds']:>6}  "
+            f"{'yes' if c['verified'] else 'NO: ' + '; '.join(c['problems'])}"
+        )
     for size, c in counts.items():
-        actions = ", ".join(f"{rule} {action} {n:,}"
-                            for rule, by in c["findings_per_rule_and_action"].items()
-                            for action, n in by.items())
+        actions = ", ".join(
+            f"{rule} {action} {n:,}"
+            for rule, by in c["findings_per_rule_and_action"].items()
+            for action, n in by.items()
+        )
         print(f"{size:g} MB findings by rule and action: {actions}")
 
 
@@ -251,10 +281,18 @@ def main(argv: list[str] | None = None) -> int:
         warm_cache(corpus)
 
         report_dir = workdir / f"report_{size:g}mb"
-        check_cmd = [*preflight_cmd, "check", str(corpus), "--out", str(report_dir),
-                     "--quiet", "--no-progress"]
-        check = measure("check", check_cmd, size, corpus, logs, args.timeout, args.repeat,
-                        [report_dir])
+        check_cmd = [
+            *preflight_cmd,
+            "check",
+            str(corpus),
+            "--out",
+            str(report_dir),
+            "--quiet",
+            "--no-progress",
+        ]
+        check = measure(
+            "check", check_cmd, size, corpus, logs, args.timeout, args.repeat, [report_dir]
+        )
         check_total = None
         if check.status == "ok":
             report = json.loads((report_dir / "report.json").read_text())
@@ -265,8 +303,18 @@ def main(argv: list[str] | None = None) -> int:
         fix_dir = workdir / f"fix_{size:g}mb"
         clean, quarantine = fix_dir / "clean.jsonl", fix_dir / "quarantine.jsonl"
         manifest_path = fix_dir / "fix-manifest.json"
-        fix_cmd = [*preflight_cmd, "fix", str(corpus), "--out", str(clean), "--quarantine",
-                   str(quarantine), "--manifest", str(manifest_path), "--quiet"]
+        fix_cmd = [
+            *preflight_cmd,
+            "fix",
+            str(corpus),
+            "--out",
+            str(clean),
+            "--quarantine",
+            str(quarantine),
+            "--manifest",
+            str(manifest_path),
+            "--quiet",
+        ]
         warm_cache(corpus)
         fix = measure("fix", fix_cmd, size, corpus, logs, args.timeout, args.repeat, [fix_dir])
         try:
@@ -300,9 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     out = workdir / "fix_results.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nresults written to {out}")
-    failed = any(r.status != "ok" for r in runs) or any(
-        not c["verified"] for c in counts.values()
-    )
+    failed = any(r.status != "ok" for r in runs) or any(not c["verified"] for c in counts.values())
     return 1 if failed else 0
 
 

@@ -218,9 +218,12 @@ def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
                         clean, quarantined, origin=None)
         rounds = 1
         origin = counts.pop("origin")
-        while rounds < MAX_ROUNDS and fixable:
+        # Stripping, normalising and dropping cannot create a finding (the duplicate checks
+        # fold case, NFC and invisible characters away); a repair or a truncation can.
+        last_plan = the_plan
+        while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
             again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
-            if all(r.status == "pass" for r in again.rules if r.id != "malformed"):
+            if all(r.findings == 0 for r in again.rules):
                 break
             extra = pl.read_parquet(work / f"verify{rounds}" / "findings.parquet")
             next_plan = plan(extra, fixable, can_truncate=ctx.tokenizer is not None,
@@ -235,7 +238,7 @@ def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
             counts["quarantined"] += more["quarantined"]
             counts["clean"] = more["clean"]
             the_plan.counts.update(next_plan.counts)
-            clean, rounds = next_clean, rounds + 1
+            clean, rounds, last_plan = next_clean, rounds + 1, next_plan
         manifest = _manifest(src_path, clean, quarantined, counts, the_plan, report, rounds,
                              options)
         _place(clean, options.out)
@@ -247,6 +250,10 @@ def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
         _place_text(json.dumps(manifest, indent=2) + "\n", target)
         manifest["manifest_path"] = str(target)
         return report, manifest
+
+
+def _can_create_findings(the_plan: _Plan) -> bool:
+    return any(actions & {"repair", "truncate"} for actions in the_plan.transforms.values())
 
 
 def _fields(report: Report, rules: RuleSet) -> Any:
@@ -298,8 +305,7 @@ def _records(path: Path, fmt: str | None) -> Iterator[tuple[str | None, int, byt
         for k, row in enumerate(batch.rows.tolist()):
             for r in sorted(r for r in list(bad) if r < row):
                 yield batch.file, r, None, bad.pop(r)
-            yield batch.file, row, None, {name: v[k] for name, v in values.items()
-                                           if v[k] is not None}
+            yield batch.file, row, None, {name: v[k] for name, v in values.items()}
         for r in sorted(bad):
             yield batch.file, r, None, bad[r]
 
