@@ -27,9 +27,9 @@ import base64
 import gzip
 import json
 import os
-import shutil
 import tempfile
 import unicodedata
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -83,6 +83,7 @@ class _Plan:
         default_factory=lambda: defaultdict(list)
     )
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    risky: bool = False  # a transform that could create a new finding was planned
 
 
 def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat: bool) -> _Plan:
@@ -101,12 +102,23 @@ def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat:
         mends = action == "strip" or code in _MENDS.get(action, set())
         if action == "truncate" and (not can_truncate or chat):
             mends = False
-        result.counts[(rule, action)] += 1
+        # Counted under what really happens: a transform that cannot mend a code quarantines.
+        result.counts[(rule, action if mends or action not in TRANSFORMS else "quarantine")] += 1
         if action in TRANSFORMS and mends:
             result.transforms.setdefault(key, set()).add(action)
+            # Folding for duplicates ignores case, NFC and format characters, so stripping
+            # those or normalising cannot make two records equal; a repair, a truncation or
+            # deleting a control character can.
+            if action in ("repair", "truncate") or code == "control_character":
+                result.risky = True
             continue
-        reason = {"rule": rule, "check": check, "code": code, "detail": detail,
-                  "action": action if action not in TRANSFORMS else "quarantine"}
+        reason = {
+            "rule": rule,
+            "check": check,
+            "code": code,
+            "detail": detail,
+            "action": action if action not in TRANSFORMS else "quarantine",
+        }
         if cluster is not None:
             reason["kept_row"] = cluster
         result.quarantine[key].append(reason)
@@ -144,10 +156,19 @@ class _Mender:
         if messages and isinstance(record.get(messages), list):
             record[messages] = [
                 {**t, "content": self._text(t["content"], actions - {"truncate"})}
-                if isinstance(t, dict) and isinstance(t.get("content"), str) else t
+                if isinstance(t, dict) and isinstance(t.get("content"), str)
+                else t
                 for t in record[messages]
             ]
         return record
+
+    def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
+        """The text field a fix left empty (or only whitespace), if any."""
+        for name in self.ctx.text_fields:
+            old, new = before.get(name), after.get(name)
+            if isinstance(old, str) and old.strip() and isinstance(new, str) and not new.strip():
+                return name
+        return None
 
     def _text(self, text: str, actions: set[str]) -> str:
         for action in ORDER:
@@ -180,8 +201,9 @@ def _chars_for_bytes(seq: str, size: int) -> int:
     return len(seq)
 
 
-def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
-            ) -> tuple[Report, dict[str, Any]]:
+def run_fix(
+    source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
+) -> tuple[Report, dict[str, Any]]:
     """Clean ``source`` into ``options.out`` and ``options.quarantine``; return the gate's
     report on the input and the manifest (or, with ``dry_run``, what would change).
 
@@ -196,7 +218,14 @@ def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
         pass
     elif out_format == "parquet":
         raise ConfigError("Parquet output needs Parquet input; use --format jsonl")
-    for target in (options.out, options.quarantine):
+    inside = src_path.resolve() if src_path.is_dir() else None
+    for target in (options.out, options.quarantine, options.manifest):
+        if target is None:
+            continue
+        if inside is not None and inside in target.resolve().parents:
+            raise ConfigError(f"{target} is inside the input folder; write outputs elsewhere")
+        if target.suffix.lower() in (".gz", ".zst", ".zstd"):
+            raise ConfigError(f"{target}: fix writes plain files; compress them afterwards")
         if target.resolve() == src_path.resolve():
             raise ConfigError(f"{target} is the input; fix never modifies its input")
     fixable = [r for r in rules.rules if (r.fix or _default_fix(r.check)) != "none"]
@@ -204,56 +233,120 @@ def run_fix(source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
     with tempfile.TemporaryDirectory(prefix="preflight-fix-") as tmp:
         work = Path(tmp)
         report = run_gate(src_path, rules, work / "report")
-        ctx = Context(fields=_fields(report, rules), model=rules.model,
-                      tokenizer=_tokenizer(rules))
+        ctx = Context(fields=_fields(report, rules), model=rules.model, tokenizer=_tokenizer(rules))
         findings = pl.read_parquet(work / "report" / "findings.parquet")
-        the_plan = plan(findings, rules.rules, can_truncate=ctx.tokenizer is not None,
-                        chat=bool(ctx.messages))
-        if options.dry_run:
-            return report, _dry_run(src_path, the_plan, _Mender(rules, ctx, options.marker),
-                                    report)
-        clean = work / f"clean.{out_format}"
-        quarantined = work / "quarantine.jsonl"
-        counts = _write(src_path, fmt, out_format, the_plan, _Mender(rules, ctx, options.marker),
-                        clean, quarantined, origin=None)
-        rounds = 1
-        origin = counts.pop("origin")
-        # Stripping, normalising and dropping cannot create a finding (the duplicate checks
-        # fold case, NFC and invisible characters away); a repair or a truncation can.
-        last_plan = the_plan
-        while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
-            again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
-            if all(r.findings == 0 for r in again.rules):
-                break
-            extra = pl.read_parquet(work / f"verify{rounds}" / "findings.parquet")
-            next_plan = plan(extra, fixable, can_truncate=ctx.tokenizer is not None,
-                             chat=bool(ctx.messages))
-            next_clean = work / f"clean{rounds}.{out_format}"
-            more = _write(clean, out_format, out_format, next_plan,
-                          _Mender(rules, ctx, options.marker), next_clean, quarantined,
-                          origin=origin, append=True)
-            origin = more.pop("origin")
-            for key in ("changed",):
-                counts[key] += more[key]
-            counts["quarantined"] += more["quarantined"]
-            counts["clean"] = more["clean"]
-            the_plan.counts.update(next_plan.counts)
-            clean, rounds, last_plan = next_clean, rounds + 1, next_plan
-        manifest = _manifest(src_path, clean, quarantined, counts, the_plan, report, rounds,
-                             options)
-        _place(clean, options.out)
-        _place(quarantined, options.quarantine)
-        manifest["clean"]["path"], manifest["quarantine"]["path"] = (
-            str(options.out), str(options.quarantine)
+        the_plan = plan(
+            findings, rules.rules, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
         )
-        target = options.manifest or options.out.with_name("fix-manifest.json")
-        _place_text(json.dumps(manifest, indent=2) + "\n", target)
-        manifest["manifest_path"] = str(target)
+        if options.dry_run:
+            return report, _dry_run(src_path, the_plan, _Mender(rules, ctx, options.marker), report)
+        # Outputs are written under temporary names beside their final ones and renamed only
+        # when complete; whatever happens, no temporary file is left behind.
+        clean = _part(options.out, 0)
+        quarantined = _part(options.quarantine, 0)
+        written = [clean, quarantined]
+        try:
+            report, manifest = _fix_rounds(
+                src_path,
+                fmt,
+                out_format,
+                rules,
+                options,
+                report,
+                ctx,
+                the_plan,
+                fixable,
+                clean,
+                quarantined,
+                written,
+                run_gate,
+                work,
+            )
+        finally:
+            for path in written:
+                path.unlink(missing_ok=True)
         return report, manifest
 
 
+def _fix_rounds(
+    src_path: Path,
+    fmt: str | None,
+    out_format: str,
+    rules: RuleSet,
+    options: FixOptions,
+    report: Report,
+    ctx: Context,
+    the_plan: _Plan,
+    fixable: list[Rule],
+    clean: Path,
+    quarantined: Path,
+    written: list[Path],
+    run_gate: Any,
+    work: Path,
+) -> tuple[Report, dict[str, Any]]:
+    """Write round one, then verify and re-fix until no fix-action rule has a finding."""
+    counts = _write(
+        src_path,
+        fmt,
+        out_format,
+        the_plan,
+        _Mender(rules, ctx, options.marker),
+        clean,
+        quarantined,
+        origin=None,
+    )
+    rounds = 1
+    origin = counts.pop("origin")
+    # Stripping, normalising and dropping cannot create a finding (the duplicate checks
+    # fold case, NFC and invisible characters away); a repair or a truncation can.
+    last_plan = the_plan
+    later: dict[int, list[dict[str, Any]]] = {}
+    while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
+        again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
+        if all(r.findings == 0 for r in again.rules):
+            break
+        extra = pl.read_parquet(work / f"verify{rounds}" / "findings.parquet")
+        next_plan = plan(
+            extra, fixable, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
+        )
+        next_clean = _part(options.out, rounds)
+        written.append(next_clean)
+        more = _write(
+            clean,
+            out_format,
+            out_format,
+            next_plan,
+            _Mender(rules, ctx, options.marker),
+            next_clean,
+            quarantined,
+            origin=origin,
+            later=later,
+        )
+        origin = more.pop("origin")
+        counts["changed"] |= more["changed"]
+        counts["quarantined"] += more["quarantined"]
+        counts["clean"] = more["clean"]
+        the_plan.counts.update(next_plan.counts)
+        clean.unlink()
+        clean, rounds, last_plan = next_clean, rounds + 1, next_plan
+    counts["changed"] = len(counts["changed"] - later.keys())
+    if later:
+        _merge_quarantine(src_path, fmt, quarantined, later, _Mender(rules, ctx, ""))
+    manifest = _manifest(src_path, clean, quarantined, counts, the_plan, report, rounds, options)
+    os.replace(clean, options.out)
+    os.replace(quarantined, options.quarantine)
+    manifest["clean"]["path"], manifest["quarantine"]["path"] = (
+        str(options.out),
+        str(options.quarantine),
+    )
+    target = options.manifest or options.out.with_name("fix-manifest.json")
+    _place_text(json.dumps(manifest, indent=2) + "\n", target)
+    manifest["manifest_path"] = str(target)
+    return report, manifest
+
+
 def _can_create_findings(the_plan: _Plan) -> bool:
-    return any(actions & {"repair", "truncate"} for actions in the_plan.transforms.values())
+    return the_plan.risky
 
 
 def _fields(report: Report, rules: RuleSet) -> Any:
@@ -329,31 +422,75 @@ def _open_raw(path: Path) -> Any:
     return open(path, "rb")
 
 
-def _write(path: Path, fmt: str | None, out_format: str, the_plan: _Plan, mender: _Mender,
-           clean: Path, quarantined: Path, *, origin: list[int] | None, append: bool = False
-           ) -> dict[str, Any]:
-    counts: dict[str, Any] = {"input": 0, "clean": 0, "quarantined": 0, "changed": 0,
-                              "blank": 0}
-    new_origin: list[int] = []
+def _write(
+    path: Path,
+    fmt: str | None,
+    out_format: str,
+    the_plan: _Plan,
+    mender: _Mender,
+    clean: Path,
+    quarantined: Path,
+    *,
+    origin: array[int] | None,
+    later: dict[int, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """One round: the clean output, and the quarantine. In a later round (reading an earlier
+    round's clean output, ``origin`` mapping its lines to input rows) quarantine decisions go
+    to ``later`` instead, by input row, to be merged in order with the original records."""
+    counts: dict[str, Any] = {
+        "input": 0,
+        "clean": 0,
+        "quarantined": 0,
+        "changed": set(),
+        "blank": 0,
+    }
+    new_origin = array("q")  # input row of each clean line, 8 bytes each
     writer = _Writer(clean, out_format)
-    with writer, open(quarantined, "ab" if append else "wb") as q:
+    with writer, open(quarantined, "ab" if later is not None else "wb") as q:
         for file, row, line, rec in _records(path, fmt):
             original_row = origin[row] if origin is not None else row
             key = (file, row)
             if rec is None and line is not None:  # blank line
                 counts["blank"] += 1
                 writer.raw(line)
+                new_origin.append(original_row)
                 continue
             counts["input"] += 1
             if key in the_plan.quarantine:
-                q.write(_quarantine_line(file, original_row, rec, line,
-                                         the_plan.quarantine[key], mender))
+                reasons = the_plan.quarantine[key]
+                if later is not None:
+                    assert origin is not None
+                    for reason in reasons:
+                        if "kept_row" in reason:
+                            reason["kept_row"] = origin[reason["kept_row"]]
+                    later[original_row] = reasons
+                else:
+                    q.write(_quarantine_line(file, original_row, rec, line, reasons, mender))
                 counts["quarantined"] += 1
                 continue
             if key in the_plan.transforms:
                 record = rec.get()[0] if isinstance(rec, _Lazy) else rec
-                writer.record(mender.apply(record, the_plan.transforms[key]))
-                counts["changed"] += 1
+                mended = mender.apply(record, the_plan.transforms[key])
+                emptied = mender.emptied(record, mended)
+                if emptied:  # nothing would be left to train on: set it aside instead
+                    reasons = [
+                        {
+                            "rule": "fix",
+                            "check": "empty",
+                            "code": "empty_after_fix",
+                            "detail": f"{emptied}: nothing left after "
+                            + ", ".join(sorted(the_plan.transforms[key])),
+                            "action": "quarantine",
+                        }
+                    ]
+                    if later is not None:
+                        later[original_row] = reasons
+                    else:
+                        q.write(_quarantine_line(file, original_row, rec, line, reasons, mender))
+                    counts["quarantined"] += 1
+                    continue
+                writer.record(mended)
+                counts["changed"].add(original_row)
             elif line is not None:
                 writer.raw(line if line.endswith(b"\n") else line + b"\n")
             else:
@@ -364,8 +501,40 @@ def _write(path: Path, fmt: str | None, out_format: str, the_plan: _Plan, mender
     return counts
 
 
-def _quarantine_line(file: str | None, row: int, rec: Any, line: bytes | None,
-                     reasons: list[dict[str, Any]], mender: _Mender) -> bytes:
+def _merge_quarantine(
+    src: Path,
+    fmt: str | None,
+    quarantined: Path,
+    later: dict[int, list[dict[str, Any]]],
+    mender: _Mender,
+) -> None:
+    """Add the records quarantined in later rounds to the quarantine, in input order and
+    with their original (input) records."""
+    extra = {}
+    for file, row, line, rec in _records(src, fmt):
+        if row in later and not (rec is None and line is not None):
+            extra[row] = _quarantine_line(file, row, rec, line, later[row], mender)
+    merged = quarantined.with_name(quarantined.name + ".merge")
+    with open(quarantined, "rb") as first, open(merged, "wb") as out:
+        pending = sorted(extra.items())
+        for entry in first:
+            row = json.loads(entry)["row"]
+            while pending and pending[0][0] < row:
+                out.write(pending.pop(0)[1])
+            out.write(entry)
+        for _, entry in pending:
+            out.write(entry)
+    os.replace(merged, quarantined)
+
+
+def _quarantine_line(
+    file: str | None,
+    row: int,
+    rec: Any,
+    line: bytes | None,
+    reasons: list[dict[str, Any]],
+    mender: _Mender,
+) -> bytes:
     entry: dict[str, Any] = {"row": row, "file": file, "id": None, "reasons": reasons}
     record = rec.get()[0] if isinstance(rec, _Lazy) else rec
     if isinstance(record, dict):
@@ -379,13 +548,22 @@ def _quarantine_line(file: str | None, row: int, rec: Any, line: bytes | None,
             entry["raw"] = body.decode("utf-8")
         except UnicodeDecodeError:
             entry["raw_base64"] = base64.b64encode(body).decode()
-    return (json.dumps(entry, ensure_ascii=False, allow_nan=True) + "\n").encode()
+    return _json_line(entry)
 
 
 def _id(record: dict[str, Any], mender: _Mender) -> str | None:
     name = mender.ctx.fields.id
     value = record.get(name) if name else None
     return None if value is None else str(value)
+
+
+def _json_line(value: Any) -> bytes:
+    """One JSON line (NaN literals kept); a lone surrogate, which UTF-8 cannot hold, is
+    written as its \\u escape, as it was read."""
+    try:
+        return (json.dumps(value, ensure_ascii=False, allow_nan=True) + "\n").encode()
+    except UnicodeEncodeError:
+        return (json.dumps(value, ensure_ascii=True, allow_nan=True) + "\n").encode()
 
 
 class _Writer:
@@ -407,8 +585,7 @@ class _Writer:
 
     def record(self, record: dict[str, Any]) -> None:
         if self.fmt == "jsonl":
-            self._f.write((json.dumps(record, ensure_ascii=False, allow_nan=True) + "\n")
-                          .encode())
+            self._f.write(_json_line(record))
             return
         self._rows.append(record)
         if len(self._rows) >= 65_536:
@@ -451,18 +628,37 @@ def _hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _manifest(src: Path, clean: Path, quarantined: Path, counts: dict[str, Any], the_plan: _Plan,
-              report: Report, rounds: int, options: FixOptions) -> dict[str, Any]:
+def _manifest(
+    src: Path,
+    clean: Path,
+    quarantined: Path,
+    counts: dict[str, Any],
+    the_plan: _Plan,
+    report: Report,
+    rounds: int,
+    options: FixOptions,
+) -> dict[str, Any]:
     actions: dict[str, dict[str, int]] = defaultdict(dict)
     for (rule, action), n in sorted(the_plan.counts.items()):
         actions[rule][action] = n
     return {
-        "input": {"path": str(src), "records": counts["input"], "blank_lines": counts["blank"],
-                  "fingerprint": report.source.fingerprint.get("xxh3_128")},
-        "clean": {"path": str(options.out), "records": counts["clean"],
-                  "changed": counts["changed"], "xxh3_128": _hash(clean)},
-        "quarantine": {"path": str(options.quarantine), "records": counts["quarantined"],
-                       "xxh3_128": _hash(quarantined)},
+        "input": {
+            "path": str(src),
+            "records": counts["input"],
+            "blank_lines": counts["blank"],
+            "fingerprint": report.source.fingerprint.get("xxh3_128"),
+        },
+        "clean": {
+            "path": str(options.out),
+            "records": counts["clean"],
+            "changed": counts["changed"],
+            "xxh3_128": _hash(clean),
+        },
+        "quarantine": {
+            "path": str(options.quarantine),
+            "records": counts["quarantined"],
+            "xxh3_128": _hash(quarantined),
+        },
         "balanced": counts["clean"] + counts["quarantined"] == counts["input"],
         "findings_per_rule_and_action": dict(actions),
         "order": list(ORDER),
@@ -482,11 +678,22 @@ def _dry_run(src: Path, the_plan: _Plan, mender: _Mender, report: Report) -> dic
             for name in [*mender.ctx.text_fields]:
                 before, changed = record.get(name), after.get(name)
                 if before != changed:
-                    at = next((k for k, (x, y) in enumerate(zip(before, changed, strict=False))
-                               if x != y), min(len(before), len(changed)))
-                    examples.append({"row": row, "field": name,
-                                     "before": visible(_around(before, at)),
-                                     "after": visible(_around(changed, at))})
+                    at = next(
+                        (
+                            k
+                            for k, (x, y) in enumerate(zip(before, changed, strict=False))
+                            if x != y
+                        ),
+                        min(len(before), len(changed)),
+                    )
+                    examples.append(
+                        {
+                            "row": row,
+                            "field": name,
+                            "before": visible(_around(before, at)),
+                            "after": visible(_around(changed, at)),
+                        }
+                    )
     actions: dict[str, dict[str, int]] = defaultdict(dict)
     for (rule, action), n in sorted(the_plan.counts.items()):
         actions[rule][action] = n
@@ -506,12 +713,10 @@ def _around(text: str, at: int, radius: int = 40) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
-def _place(tmp: Path, final: Path) -> None:
-    """Copy a finished output next to its final name, then rename it into place."""
+def _part(final: Path, n: int) -> Path:
+    """A temporary name beside ``final`` (the same folder, so the rename is atomic)."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    part = final.with_name(f".{final.name}.{os.getpid()}.part")
-    shutil.copyfile(tmp, part)
-    os.replace(part, final)
+    return final.with_name(f".{final.stem}.{os.getpid()}.{n}.part{final.suffix}")
 
 
 def _place_text(text: str, final: Path) -> None:

@@ -162,6 +162,12 @@ def _parse(lines: list[bytes], row0: int, valid_utf8: bool) -> Iterator[_Part]:
 
 
 def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
+    stripped = [line.strip() for line in lines]
+    nonblank = [k for k, line in enumerate(stripped) if line]
+    # Only objects go to Arrow: a line such as `null` is not a record (and pyarrow 26 can
+    # crash on a block that starts with one).
+    if any(not stripped[k].startswith(b"{") for k in nonblank):
+        raise _Fallback
     longest = max(map(len, lines), default=0)
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
@@ -169,7 +175,6 @@ def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
         table = pj.read_json(io.BytesIO(block), read_options=options,
                              parse_options=pj.ParseOptions(explicit_schema=fixed))
-    nonblank = [k for k, line in enumerate(lines) if line.strip()]
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
     return _Part(rows=np.asarray(nonblank, dtype=np.int64) + row0, table=table)
