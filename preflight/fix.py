@@ -214,10 +214,6 @@ def run_fix(
     out_format = options.format or ("parquet" if fmt == "parquet" else "jsonl")
     if out_format not in ("jsonl", "parquet"):
         raise ConfigError(f"--format must be jsonl or parquet, got {out_format!r}")
-    if fmt == "parquet" and out_format == "parquet":
-        pass
-    elif out_format == "parquet":
-        raise ConfigError("Parquet output needs Parquet input; use --format jsonl")
     inside = src_path.resolve() if src_path.is_dir() else None
     for target in (options.out, options.quarantine, options.manifest):
         if target is None:
@@ -450,10 +446,11 @@ def _write(
         for file, row, line, rec in _records(path, fmt):
             original_row = origin[row] if origin is not None else row
             key = (file, row)
-            if rec is None and line is not None:  # blank line
+            if rec is None and line is not None:  # blank line: kept in JSON Lines output
                 counts["blank"] += 1
-                writer.raw(line)
-                new_origin.append(original_row)
+                if writer.fmt == "jsonl":
+                    writer.raw(line)
+                    new_origin.append(original_row)
                 continue
             counts["input"] += 1
             if key in the_plan.quarantine:
@@ -491,10 +488,24 @@ def _write(
                     continue
                 writer.record(mended)
                 counts["changed"].add(original_row)
-            elif line is not None:
+            elif line is not None and writer.fmt == "jsonl":
                 writer.raw(line if line.endswith(b"\n") else line + b"\n")
             else:
-                writer.record(rec)
+                record = rec.get()[0] if isinstance(rec, _Lazy) else rec
+                if not isinstance(record, dict):  # a malformed line cannot be a Parquet row
+                    reasons = [
+                        {
+                            "rule": "fix",
+                            "check": "malformed",
+                            "code": "not_a_record",
+                            "detail": "a malformed line cannot be written to Parquet",
+                            "action": "quarantine",
+                        }
+                    ]
+                    q.write(_quarantine_line(file, original_row, rec, line, reasons, mender))
+                    counts["quarantined"] += 1
+                    continue
+                writer.record(record)
             counts["clean"] += 1
             new_origin.append(original_row)
     counts["origin"] = new_origin
