@@ -1,0 +1,231 @@
+"""``preflight fix``: a cleaned corpus and a quarantine, with nothing lost.
+
+The gate runs first; each finding then meets its rule's ``fix`` action (or the check's
+default, the first of its ``fixes``). Per record, the actions apply in one fixed order:
+
+    repair -> normalize -> strip -> truncate -> drop -> keep_first -> quarantine
+
+``repair`` turns confirmed mojibake back into the characters it stood for (and NFC-normalises);
+damage it cannot undo without guessing (U+FFFD, lone surrogates) sends the record to the
+quarantine. ``normalize`` applies NFC, ``strip`` deletes the flagged invisible characters (the
+allow-listed joiners stay), ``truncate`` cuts a too-long text on the tokenizer's token
+boundary and appends ``--marker``. ``drop``, ``keep_first`` (for the non-first members of a
+duplicate cluster) and ``quarantine`` move the record to the quarantine, next to its row, id
+and reasons, untouched. ``none`` leaves it be.
+
+Invariants: every input record (malformed lines too, kept verbatim) ends in exactly one of the
+two outputs, in input order; the input is never modified; outputs are written under a
+temporary name in their folder and renamed when complete; the quarantine file is always
+written. After writing, the gate runs again on the clean output with the rules that have a
+fix action, and records it still flags (a repair or a truncation can make two records equal)
+go to the quarantine in another round, so running ``fix`` on its own output changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from preflight.checks.base import Context
+from preflight.config import Rule, RuleSet, to_dict
+from preflight.errors import ConfigError
+from preflight.fix import manifest as manifests
+from preflight.fix.mend import Mender
+from preflight.fix.output import Writer as _Writer  # noqa: F401 - the seam tests patch
+from preflight.fix.output import merge_quarantine, part, place_text, write_round
+from preflight.fix.plan import ORDER, Plan, default_fix, plan
+from preflight.report.model import Report
+from preflight.source import format_of
+
+__all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
+MAX_ROUNDS = 3
+
+
+@dataclass
+class FixOptions:
+    """Where ``fix`` writes and how."""
+
+    out: Path
+    quarantine: Path
+    manifest: Path | None = None
+    format: str | None = None  # jsonl or parquet; default: the input's (JSON Lines for CSV)
+    marker: str = ""
+    dry_run: bool = False
+
+
+def run_fix(
+    source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
+) -> tuple[Report, dict[str, Any]]:
+    """Clean ``source`` into ``options.out`` and ``options.quarantine``; return the gate's
+    report on the input and the manifest (or, with ``dry_run``, what would change).
+
+    ``run_gate(source, rules, out)`` runs the gate and returns its Report (the CLI and API
+    pass ``pipeline.run``)."""
+    src_path = Path(source)
+    fmt = format_of(src_path) if src_path.is_file() else None
+    out_format = options.format or ("parquet" if fmt == "parquet" else "jsonl")
+    if out_format not in ("jsonl", "parquet"):
+        raise ConfigError(f"--format must be jsonl or parquet, got {out_format!r}")
+    inside = src_path.resolve() if src_path.is_dir() else None
+    for target in (options.out, options.quarantine, options.manifest):
+        if target is None:
+            continue
+        if inside is not None and inside in target.resolve().parents:
+            raise ConfigError(f"{target} is inside the input folder; write outputs elsewhere")
+        if target.suffix.lower() in (".gz", ".zst", ".zstd"):
+            raise ConfigError(f"{target}: fix writes plain files; compress them afterwards")
+        if target.resolve() == src_path.resolve():
+            raise ConfigError(f"{target} is the input; fix never modifies its input")
+    fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"]
+
+    with tempfile.TemporaryDirectory(prefix="preflight-fix-") as tmp:
+        work = Path(tmp)
+        report = run_gate(src_path, rules, work / "report")
+        ctx = Context(fields=_fields(report, rules), model=rules.model, tokenizer=_tokenizer(rules))
+        findings = pl.read_parquet(work / "report" / "findings.parquet")
+        the_plan = plan(
+            findings, rules.rules, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
+        )
+        if options.dry_run:
+            return report, manifests.dry_run(
+                src_path, the_plan, Mender(rules, ctx, options.marker), report
+            )
+        # Outputs are written under temporary names beside their final ones and renamed only
+        # when complete; whatever happens, no temporary file is left behind.
+        clean = part(options.out, 0)
+        quarantined = part(options.quarantine, 0)
+        written = [clean, quarantined]
+        try:
+            report, manifest = _fix_rounds(
+                src_path,
+                fmt,
+                out_format,
+                rules,
+                options,
+                report,
+                ctx,
+                the_plan,
+                fixable,
+                clean,
+                quarantined,
+                written,
+                run_gate,
+                work,
+            )
+        finally:
+            for path in written:
+                path.unlink(missing_ok=True)
+        return report, manifest
+
+
+def _fix_rounds(
+    src_path: Path,
+    fmt: str | None,
+    out_format: str,
+    rules: RuleSet,
+    options: FixOptions,
+    report: Report,
+    ctx: Context,
+    the_plan: Plan,
+    fixable: list[Rule],
+    clean: Path,
+    quarantined: Path,
+    written: list[Path],
+    run_gate: Any,
+    work: Path,
+) -> tuple[Report, dict[str, Any]]:
+    """Write round one, then verify and re-fix until no fix-action rule has a finding."""
+    counts = write_round(
+        src_path,
+        fmt,
+        out_format,
+        the_plan,
+        Mender(rules, ctx, options.marker),
+        clean,
+        quarantined,
+        origin=None,
+    )
+    rounds = 1
+    origin = counts.pop("origin")
+    # Stripping, normalising and dropping cannot create a finding (the duplicate checks
+    # fold case, NFC and invisible characters away); a repair or a truncation can.
+    last_plan = the_plan
+    later: dict[int, list[dict[str, Any]]] = {}
+    while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
+        again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
+        if all(r.findings == 0 for r in again.rules):
+            break
+        extra = pl.read_parquet(work / f"verify{rounds}" / "findings.parquet")
+        next_plan = plan(
+            extra, fixable, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
+        )
+        next_clean = part(options.out, rounds)
+        written.append(next_clean)
+        more = write_round(
+            clean,
+            out_format,
+            out_format,
+            next_plan,
+            Mender(rules, ctx, options.marker),
+            next_clean,
+            quarantined,
+            origin=origin,
+            later=later,
+        )
+        origin = more.pop("origin")
+        counts["changed"] |= more["changed"]
+        counts["quarantined"] += more["quarantined"]
+        counts["clean"] = more["clean"]
+        the_plan.counts.update(next_plan.counts)
+        clean.unlink()
+        clean, rounds, last_plan = next_clean, rounds + 1, next_plan
+    counts["changed"] = len(counts["changed"] - later.keys())
+    if later:
+        merge_quarantine(src_path, fmt, quarantined, later, Mender(rules, ctx, ""))
+    manifest = manifests.manifest(
+        src_path, clean, quarantined, counts, the_plan, report, rounds, options
+    )
+    os.replace(clean, options.out)
+    os.replace(quarantined, options.quarantine)
+    manifest["clean"]["path"], manifest["quarantine"]["path"] = (
+        str(options.out),
+        str(options.quarantine),
+    )
+    target = options.manifest or options.out.with_name("fix-manifest.json")
+    place_text(json.dumps(manifest, indent=2) + "\n", target)
+    manifest["manifest_path"] = str(target)
+    return report, manifest
+
+
+def _can_create_findings(the_plan: Plan) -> bool:
+    return the_plan.risky
+
+
+def _fields(report: Report, rules: RuleSet) -> Any:
+    from preflight.config import Fields
+
+    return Fields(**report.rules_file.fields) if rules.fields.is_empty() else rules.fields
+
+
+def _tokenizer(rules: RuleSet) -> Any:
+    from preflight.pipeline import rules_tokenizer
+
+    return rules_tokenizer(rules)
+
+
+def _only(rules: RuleSet, keep: list[Rule]) -> RuleSet:
+    data = to_dict(rules)
+    ids = {r.id for r in keep}
+    data["rules"] = [r for r in data["rules"] if r["id"] in ids]
+    from preflight.config import load_rules
+
+    return load_rules(data)
+
+
+# -- writing ----------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""The manifest of a fix run, and the dry run's summary."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import xxhash
+
+from preflight.fix.mend import Mender
+from preflight.fix.output import Lazy, records
+from preflight.fix.plan import ORDER, Plan
+from preflight.report.model import Report
+from preflight.source import format_of
+from preflight.text import visible
+
+if TYPE_CHECKING:
+    from preflight.fix import FixOptions
+
+_EXAMPLES = 5
+
+
+def _hash(path: Path) -> str:
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def manifest(
+    src: Path,
+    clean: Path,
+    quarantined: Path,
+    counts: dict[str, Any],
+    the_plan: Plan,
+    report: Report,
+    rounds: int,
+    options: FixOptions,
+) -> dict[str, Any]:
+    actions: dict[str, dict[str, int]] = defaultdict(dict)
+    for (rule, action), n in sorted(the_plan.counts.items()):
+        actions[rule][action] = n
+    return {
+        "input": {
+            "path": str(src),
+            "records": counts["input"],
+            "blank_lines": counts["blank"],
+            "fingerprint": report.source.fingerprint.get("xxh3_128"),
+        },
+        "clean": {
+            "path": str(options.out),
+            "records": counts["clean"],
+            "changed": counts["changed"],
+            "xxh3_128": _hash(clean),
+        },
+        "quarantine": {
+            "path": str(options.quarantine),
+            "records": counts["quarantined"],
+            "xxh3_128": _hash(quarantined),
+        },
+        "balanced": counts["clean"] + counts["quarantined"] == counts["input"],
+        "findings_per_rule_and_action": dict(actions),
+        "order": list(ORDER),
+        "rounds": rounds,
+        "gate_verdict_before": report.verdict,
+    }
+
+
+def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report) -> dict[str, Any]:
+    fmt = format_of(src) if src.is_file() else None
+    examples = []
+    for file, row, _line, rec in records(src, fmt):
+        key = (file, row)
+        if key in the_plan.transforms and len(examples) < _EXAMPLES:
+            record = rec.get()[0] if isinstance(rec, Lazy) else rec
+            after = mender.apply(record, the_plan.transforms[key])
+            for name in [*mender.ctx.text_fields]:
+                before, changed = record.get(name), after.get(name)
+                if before != changed:
+                    at = next(
+                        (
+                            k
+                            for k, (x, y) in enumerate(zip(before, changed, strict=False))
+                            if x != y
+                        ),
+                        min(len(before), len(changed)),
+                    )
+                    examples.append(
+                        {
+                            "row": row,
+                            "field": name,
+                            "before": visible(_around(before, at)),
+                            "after": visible(_around(changed, at)),
+                        }
+                    )
+    actions: dict[str, dict[str, int]] = defaultdict(dict)
+    for (rule, action), n in sorted(the_plan.counts.items()):
+        actions[rule][action] = n
+    return {
+        "dry_run": True,
+        "input": {"path": str(src), "records": report.source.total},
+        "would_change": len(the_plan.transforms.keys() - the_plan.quarantine.keys()),
+        "would_quarantine": len(the_plan.quarantine),
+        "findings_per_rule_and_action": dict(actions),
+        "examples": examples,
+    }
+
+
+def _around(text: str, at: int, radius: int = 40) -> str:
+    """The text near position ``at`` (where before and after first differ)."""
+    start, end = max(0, at - radius), at + radius
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")

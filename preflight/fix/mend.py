@@ -1,0 +1,83 @@
+"""Mending a record's text: repair, normalize, strip, truncate, in that order."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from preflight.checks.base import Context
+from preflight.checks.encoding import confirmed_mojibake
+from preflight.checks.invisible import InvisibleUnicode
+from preflight.config import RuleSet
+from preflight.fix.plan import ORDER
+
+
+class Mender:
+    """Applies the transforms to one record's text fields and message contents."""
+
+    def __init__(self, rules: RuleSet, ctx: Context, marker: str) -> None:
+        self.ctx = ctx
+        self.marker = marker
+        self.limit = None
+        invisible = next((r for r in rules.rules if r.check == "invisible_unicode"), None)
+        self._invisible = InvisibleUnicode(
+            InvisibleUnicode.Params(**(invisible.params if invisible else {})), ctx
+        )
+        token_rule = next((r for r in rules.rules if r.check == "token_length"), None)
+        if token_rule is not None:
+            window = token_rule.params.get("max_tokens") or rules.model.context_window
+            if window:
+                self.limit = window - token_rule.params.get("reserve", 0)
+
+    def apply(self, record: dict[str, Any], actions: set[str]) -> dict[str, Any]:
+        record = dict(record)
+        for name in self.ctx.text_fields:
+            if isinstance(record.get(name), str):
+                record[name] = self._text(record[name], actions)
+        messages = self.ctx.messages
+        if messages and isinstance(record.get(messages), list):
+            record[messages] = [
+                {**t, "content": self._text(t["content"], actions - {"truncate"})}
+                if isinstance(t, dict) and isinstance(t.get("content"), str)
+                else t
+                for t in record[messages]
+            ]
+        return record
+
+    def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
+        """The text field a fix left empty (or only whitespace), if any."""
+        for name in self.ctx.text_fields:
+            old, new = before.get(name), after.get(name)
+            if isinstance(old, str) and old.strip() and isinstance(new, str) and not new.strip():
+                return name
+        return None
+
+    def _text(self, text: str, actions: set[str]) -> str:
+        for action in ORDER:
+            if action not in actions:
+                continue
+            if action == "repair":
+                for match, char in reversed(confirmed_mojibake(text)):
+                    size = len(char.encode())
+                    # The sequence's first `size` bytes' characters stand for `char`.
+                    end = match.start() + _chars_for_bytes(match.group(), size)
+                    text = text[: match.start()] + char + text[end:]
+                text = unicodedata.normalize("NFC", text)
+            elif action == "normalize":
+                text = unicodedata.normalize("NFC", text)
+            elif action == "strip":
+                drop = {at for at, _ in self._invisible._violations(text)}
+                text = "".join(ch for at, ch in enumerate(text) if at not in drop)
+            elif action == "truncate" and self.limit and self.ctx.tokenizer:
+                text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
+        return text
+
+
+def _chars_for_bytes(seq: str, size: int) -> int:
+    """How many mojibake characters encode the first ``size`` bytes."""
+    total = 0
+    for k, ch in enumerate(seq):
+        total += len(ch.encode("cp1252", "ignore") or ch.encode("latin-1"))
+        if total >= size:
+            return k + 1
+    return len(seq)
