@@ -44,6 +44,7 @@ class Tally:
         self.findings = 0
         self.codes: dict[str, int] = {}
         self.examples: list[Example] = []
+        self.seen: list[np.ndarray] = []  # record keys found during the scan (if remembered)
 
 
 class FindingsSink:
@@ -76,8 +77,11 @@ class FindingsSink:
             self._id_keys.append(record_key(np.full(len(batch), batch.file_index), batch.rows))
             self._ids.append(self._batch_ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
-    def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None) -> None:
-        """Add one rule's findings from ``scan`` (with ``batch``) or ``finish``."""
+    def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None,
+            remember: bool = False) -> None:
+        """Add one rule's findings from ``scan`` (with ``batch``) or ``finish``. With
+        ``remember`` (a check that also reports in ``finish``), the records found during the
+        scan are kept, so a record found again at the end is not a second violation."""
         tally = self._tallies.setdefault(rule.id, Tally())
         if frame is None or frame.height == 0:
             return
@@ -86,8 +90,13 @@ class FindingsSink:
         # Records with a finding; a corpus-level finding (row null: "class 3 never occurs")
         # counts as one violation of its own.
         located = frame.filter(pl.col("row").is_not_null())
-        tally.violations += located.select(pl.struct("file_index", "row").n_unique()).item()
-        tally.violations += frame.height - located.height
+        keys = np.unique(record_key(located.get_column("file_index").to_numpy(),
+                                    located.get_column("row").to_numpy()))
+        if batch is None and tally.seen:
+            keys = keys[~np.isin(keys, np.concatenate(tally.seen))]
+        elif remember:
+            tally.seen.append(keys)
+        tally.violations += len(keys) + frame.height - located.height
         for code, n in frame.group_by("code", maintain_order=True).len().iter_rows():
             tally.codes[code] = tally.codes.get(code, 0) + n
         room = MAX_EXAMPLES - len(tally.examples)

@@ -41,6 +41,10 @@ class _Running:
     error: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def reports_at_finish(self) -> bool:
+        return type(self.check).finish is not Check.finish
+
 
 def run(
     source: Any,
@@ -111,7 +115,7 @@ def run(
                 strict=True,
             ):
                 r.seconds += seconds
-                sink.add(r.rule, batch=batch, frame=frame)
+                sink.add(r.rule, batch=batch, frame=frame, remember=r.reports_at_finish)
             done += batch.progress
             if progress is not None:
                 progress(done, src.total, src.unit)

@@ -194,3 +194,20 @@ def test_malformed_lines_count_in_the_fraction_denominator(tmp_path):
     assert report.source.total == 10
     assert report.rule("m").fraction == pytest.approx(0.1)
     assert report.rule("m").status == "pass"
+
+
+def test_a_record_found_in_scan_and_at_the_end_is_one_violation(tmp_path) -> None:
+    import json as _json
+
+    from preflight import run_preflight
+
+    path = tmp_path / "num.jsonl"
+    rows = [{"target": 1.0 + k / 100} for k in range(50)] + [{"target": 1e6}]
+    path.write_text("".join(_json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = run_preflight(path, rules={"fields": {"target": "target"},
+                                        "rules": [{"id": "num", "check": "numeric", "max": 1000,
+                                                   "max_count": 1}]})
+    result = report.rule("num")
+    assert result.findings == 2  # above_max during the scan, outlier at the end
+    assert result.violations == 1
+    assert result.status == "pass"

@@ -49,7 +49,14 @@ class Overlap(Check):
     def config_problem(self) -> str | None:
         if not self.ctx.eval_path:
             return "no eval file: set `eval:` in the rules file or pass --eval"
-        return super().config_problem()
+        problem = super().config_problem()
+        if problem:
+            return problem
+        self._eval = self._load_eval()  # at setup, so an unusable eval file is an error
+        if not len(self._eval["rows"]):
+            return (f"the eval file {self.ctx.eval_path} has no text in the fields "
+                    f"{', '.join(self.ctx.text_fields) or 'messages'}; nothing to compare with")
+        return None
 
     def _sign(self, docs: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         values, offsets = self.lsh.shingles(docs)

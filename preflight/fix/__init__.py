@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from preflight.checks.base import Context
-from preflight.config import Rule, RuleSet, to_dict
+from preflight.config import Rule, RuleSet
 from preflight.errors import ConfigError
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
@@ -90,7 +90,10 @@ def run_fix(
         ctx = Context(fields=_fields(report, rules), model=rules.model, tokenizer=_tokenizer(rules))
         findings = pl.read_parquet(work / "report" / "findings.parquet")
         the_plan = plan(
-            findings, rules.rules, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
+            findings,
+            _with_malformed(rules.rules),
+            can_truncate=ctx.tokenizer is not None,
+            chat=bool(ctx.messages),
         )
         if options.dry_run:
             return report, manifests.dry_run(
@@ -156,7 +159,7 @@ def _fix_rounds(
     # Stripping, normalising and dropping cannot create a finding (the duplicate checks
     # fold case, NFC and invisible characters away); a repair or a truncation can.
     last_plan = the_plan
-    later: dict[int, list[dict[str, Any]]] = {}
+    later: dict[tuple[str | None, int], list[dict[str, Any]]] = {}
     while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
         again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
         if all(r.findings == 0 for r in again.rules):
@@ -219,13 +222,16 @@ def _tokenizer(rules: RuleSet) -> Any:
     return rules_tokenizer(rules)
 
 
-def _only(rules: RuleSet, keep: list[Rule]) -> RuleSet:
-    data = to_dict(rules)
-    ids = {r.id for r in keep}
-    data["rules"] = [r for r in data["rules"] if r["id"] in ids]
-    from preflight.config import load_rules
+def _with_malformed(rules: list[Rule]) -> list[Rule]:
+    """The rules as the gate ran them: with its implicit `malformed` rule when none is listed."""
+    from preflight.pipeline import IMPLICIT_MALFORMED
 
-    return load_rules(data)
+    return rules if any(r.check == "malformed" for r in rules) else [*rules, IMPLICIT_MALFORMED]
+
+
+def _only(rules: RuleSet, keep: list[Rule]) -> RuleSet:
+    """The same rule set (its path too: relative eval and tokenizer paths) with fewer rules."""
+    return rules.model_copy(update={"rules": keep})
 
 
 # -- writing ----------------------------------------------------------------------------

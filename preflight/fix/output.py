@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import re
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,13 @@ def records(path: Path, fmt: str | None) -> Iterator[tuple[str | None, int, byte
 
     JSON Lines is read line by line so unchanged lines are copied byte for byte and
     malformed lines travel verbatim; other formats go through the Source."""
+    if fmt == "json":
+        with _open_raw(path) as f:
+            head = f.read(4096).lstrip().removeprefix(b"\xef\xbb\xbf").lstrip()
+        if head.startswith(b"["):
+            yield from _json_array(path)
+            return
+        fmt = "jsonl"  # JSON Lines under a .json name
     if fmt == "jsonl":
         from preflight.source.jsonl import parse_line
 
@@ -36,6 +44,36 @@ def records(path: Path, fmt: str | None) -> Iterator[tuple[str | None, int, byte
                     continue
                 yield None, row, line, Lazy(body, parse_line)
         return
+    yield from _via_source(path)
+
+
+def _json_array(path: Path) -> Iterator[tuple[str | None, int, bytes | None, Any]]:
+    """The elements of a JSON array as written (no typing into columns: an integer stays an
+    integer, an absent key stays absent). The array is loaded whole: fix on a JSON array is
+    for the modest files that format is used for."""
+    from preflight.batch import Malformed
+
+    with _open_raw(path) as f:
+        text = f.read().decode("utf-8", "surrogateescape")
+    try:
+        elements = json.loads(text)
+    except json.JSONDecodeError:  # the reader already reported it; fall back to its view
+        yield from _via_source(path)
+        return
+    for row, element in enumerate(elements):
+        if isinstance(element, dict):
+            yield None, row, None, element
+        else:
+            yield (
+                None,
+                row,
+                None,
+                Malformed(row, "not_an_object", f"a JSON {type(element).__name__}, not an object"),
+            )
+
+
+def _via_source(path: Path) -> Iterator[tuple[str | None, int, bytes | None, Any]]:
+    """Records of any other source (CSV, Parquet, Arrow, folders), typed as read."""
     source = open_source(path)
     for batch in source.batches():
         values = {name: batch.values(name) for name in batch.frame.columns}
@@ -76,8 +114,8 @@ def write_round(
     clean: Path,
     quarantined: Path,
     *,
-    origin: array[int] | None,
-    later: dict[int, list[dict[str, Any]]] | None = None,
+    origin: Origin | None,
+    later: dict[tuple[str | None, int], list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """One round: the clean output, and the quarantine. In a later round (reading an earlier
     round's clean output, ``origin`` mapping its lines to input rows) quarantine decisions go
@@ -89,27 +127,24 @@ def write_round(
         "changed": set(),
         "blank": 0,
     }
-    new_origin = array("q")  # input row of each clean line, 8 bytes each
+    new_origin = Origin()
     writer = Writer(clean, out_format)
     with writer, open(quarantined, "ab" if later is not None else "wb") as q:
         for file, row, line, rec in records(path, fmt):
-            original_row = origin[row] if origin is not None else row
+            original_file, original_row = origin[row] if origin is not None else (file, row)
             key = (file, row)
             if rec is None and line is not None:  # blank line: kept in JSON Lines output
                 counts["blank"] += 1
                 if writer.fmt == "jsonl":
                     writer.raw(line)
-                    new_origin.append(original_row)
+                    new_origin.append(original_file, original_row)
                 continue
             counts["input"] += 1
             if key in the_plan.quarantine:
                 reasons = the_plan.quarantine[key]
                 if later is not None:
                     assert origin is not None
-                    for reason in reasons:
-                        if "kept_row" in reason:
-                            reason["kept_row"] = origin[reason["kept_row"]]
-                    later[original_row] = reasons
+                    later[(original_file, original_row)] = [origin.renumber(r) for r in reasons]
                 else:
                     q.write(_quarantine_line(file, original_row, rec, line, reasons, mender))
                 counts["quarantined"] += 1
@@ -130,13 +165,13 @@ def write_round(
                         }
                     ]
                     if later is not None:
-                        later[original_row] = reasons
+                        later[(original_file, original_row)] = reasons
                     else:
                         q.write(_quarantine_line(file, original_row, rec, line, reasons, mender))
                     counts["quarantined"] += 1
                     continue
                 writer.record(mended)
-                counts["changed"].add(original_row)
+                counts["changed"].add((original_file, original_row))
             elif line is not None and writer.fmt == "jsonl":
                 writer.raw(line if line.endswith(b"\n") else line + b"\n")
             else:
@@ -147,7 +182,7 @@ def write_round(
                             "rule": "fix",
                             "check": "malformed",
                             "code": "not_a_record",
-                            "detail": "a malformed line cannot be written to Parquet",
+                            "detail": "not a record, so it cannot be written as one",
                             "action": "quarantine",
                         }
                     ]
@@ -156,7 +191,7 @@ def write_round(
                     continue
                 writer.record(record)
             counts["clean"] += 1
-            new_origin.append(original_row)
+            new_origin.append(original_file, original_row)
     counts["origin"] = new_origin
     return counts
 
@@ -165,26 +200,64 @@ def merge_quarantine(
     src: Path,
     fmt: str | None,
     quarantined: Path,
-    later: dict[int, list[dict[str, Any]]],
+    later: dict[tuple[str | None, int], list[dict[str, Any]]],
     mender: Mender,
 ) -> None:
     """Add the records quarantined in later rounds to the quarantine, in input order and
     with their original (input) records."""
-    extra = {}
+    files: dict[str | None, int] = {}  # file label -> its place in the read order
+    pending = []
     for file, row, line, rec in records(src, fmt):
-        if row in later and not (rec is None and line is not None):
-            extra[row] = _quarantine_line(file, row, rec, line, later[row], mender)
+        files.setdefault(file, len(files))
+        if (file, row) in later and not (rec is None and line is not None):
+            entry = _quarantine_line(file, row, rec, line, later[(file, row)], mender)
+            pending.append(((files[file], row), entry))
     merged = quarantined.with_name(quarantined.name + ".merge")
     with open(quarantined, "rb") as first, open(merged, "wb") as out:
-        pending = sorted(extra.items())
         for entry in first:
-            row = json.loads(entry)["row"]
-            while pending and pending[0][0] < row:
+            parsed = json.loads(entry)
+            at = (files.get(parsed["file"], 0), parsed["row"])
+            while pending and pending[0][0] < at:
                 out.write(pending.pop(0)[1])
             out.write(entry)
         for _, entry in pending:
             out.write(entry)
     os.replace(merged, quarantined)
+
+
+class Origin:
+    """For each line of a round's clean output, the input file and row it came from."""
+
+    def __init__(self) -> None:
+        self._rows = array("q")
+        self._files = array("H")
+        self._labels: dict[str | None, int] = {}
+        self._names: list[str | None] = []
+
+    def append(self, file: str | None, row: int) -> None:
+        if file not in self._labels:
+            self._labels[file] = len(self._names)
+            self._names.append(file)
+        self._files.append(self._labels[file])
+        self._rows.append(row)
+
+    def __getitem__(self, k: int) -> tuple[str | None, int]:
+        return self._names[self._files[k]], self._rows[k]
+
+    def renumber(self, reason: dict[str, Any]) -> dict[str, Any]:
+        """A later round's reason with rows of the clean output turned into input rows."""
+
+        def where(match: re.Match[str]) -> str:
+            file, row = self[int(match[1].replace(",", ""))]
+            return f"row {row:,}" + (f" of {file}" if file else "")
+
+        reason = dict(reason, detail=_ROW.sub(where, reason["detail"]))
+        if "kept_row" in reason:
+            reason["kept_row"] = self[reason["kept_row"]][1]
+        return reason
+
+
+_ROW = re.compile(r"\brow ([\d,]+)")
 
 
 def _quarantine_line(

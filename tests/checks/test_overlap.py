@@ -121,3 +121,17 @@ def test_no_overlap_passes(tmp_path: Path) -> None:
                                          "rules": [{"id": "overlap", "check": "overlap"}]})
     assert report.rule("overlap").status == "pass"
     assert report.rule("overlap").stats["eval_records"] == 10
+
+
+def test_an_eval_file_without_text_cannot_run(corpora, tmp_path: Path) -> None:
+    train, _ = corpora
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"question": "no text field here"}) + "\n", encoding="utf-8")
+    for evals in (empty, other):
+        report = run_preflight(train, rules={"fields": {"text": "text"}, "eval": str(evals),
+                                             "rules": [{"id": "overlap", "check": "overlap"}]})
+        assert report.rule("overlap").status == "error"
+        assert "no text" in report.rule("overlap").message
+        assert not report.passed
