@@ -17,6 +17,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from preflight.text import fold
+
 # Joins a record's text fields into one document; a private-use character, so folding
 # (whitespace, case, format characters) can never merge two fields' words.
 FIELD_SEPARATOR = "\ue000"
@@ -170,8 +172,6 @@ class Batch:
         key = ("folded", text_fields, messages)
         with self._lock:
             if key not in self._cache:
-                from preflight.text import fold
-
                 folded = fold(self.documents(text_fields, messages))
                 if len(text_fields) > 1 or messages:
                     # Empty fields must not leave a separator behind: two records with only

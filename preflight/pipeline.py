@@ -65,9 +65,8 @@ def run(
     sink = FindingsSink(out_dir, show_text=show_text)
     timings: dict[str, float] = {"read": 0.0}
     notes: list[str] = []
-    rule_list = list(rules.rules)
-    if not any(r.check == "malformed" for r in rule_list):
-        rule_list.insert(0, IMPLICIT_MALFORMED)
+    rule_list = gate_rules(rules)
+    if rule_list[0] is IMPLICIT_MALFORMED:
         notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
 
     running: list[_Running] | None = None
@@ -102,7 +101,7 @@ def run(
                 t_setup = time.perf_counter()
                 running = [_start(rule, ctx) for rule in rule_list]
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
-                keep_ids = any(type(r.check).finish is not Check.finish for r in running)
+                keep_ids = any(r.reports_at_finish for r in running)
             seen.update(batch.frame.columns)
             records += len(batch)
             malformed += len(batch.malformed)
@@ -182,6 +181,14 @@ def run(
     else:
         report.timings["total"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def gate_rules(rules: RuleSet) -> list[Rule]:
+    """The rules as the gate runs them: with an implicit `malformed` rule first when none is
+    listed, since unreadable lines never pass."""
+    if any(r.check == "malformed" for r in rules.rules):
+        return list(rules.rules)
+    return [IMPLICIT_MALFORMED, *rules.rules]
 
 
 def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:

@@ -62,8 +62,11 @@ def _strong(ch: str) -> bool:
     )
 
 
-def confirmed_mojibake(text: str) -> list[tuple[re.Match[str], str]]:
-    """The mojibake sequences of ``text`` with what each stood for.
+def confirmed_mojibake(text: str) -> list[tuple[int, int, str]]:
+    """The mojibake sequences of ``text`` as ``(start, end, character it stood for)``: the
+    characters ``text[start:end]`` are the UTF-8 bytes of that character read one byte per
+    character (cp1252 and Latin-1 are single-byte encodings), so ``end - start`` is its
+    UTF-8 length.
 
     A sequence that decodes to a Latin letter or punctuation counts alone ("cafÃ©",
     "donâ€™t"). One that decodes to anything else counts only next to another such sequence
@@ -72,13 +75,10 @@ def confirmed_mojibake(text: str) -> list[tuple[re.Match[str], str]]:
     found = [(m, r) for m in _MOJIBAKE_PY.finditer(text) if (r := unmojibake(m.group()))]
     out = []
     for k, (m, r) in enumerate(found):
-        if _strong(r):
-            out.append((m, r))
-            continue
         before = k > 0 and found[k - 1][0].end() == m.start()
         after = k + 1 < len(found) and found[k + 1][0].start() == m.end()
-        if before or after:
-            out.append((m, r))
+        if _strong(r) or before or after:
+            out.append((m.start(), m.start() + len(r.encode()), r))
     return out
 
 
@@ -132,11 +132,11 @@ class Encoding(Check):
             if moji:
                 repaired = confirmed_mojibake(value)
                 if repaired:
-                    m, r = repaired[0]
-                    seq = " ".join(f"U+{ord(c):04X}" for c in m.group()[: len(r.encode())])
+                    start, end, r = repaired[0]
+                    seq = " ".join(f"U+{ord(c):04X}" for c in value[start:end])
                     add(i, "mojibake",
                         f"{field}: {len(repaired)} sequence(s) like {seq} → U+{ord(r):04X}",
-                        snippet(value, m.start()))
+                        snippet(value, start))
             if nfc:
                 at = _first_difference(value, unicodedata.normalize("NFC", value))
                 add(i, "not_nfc", f"{field}: not NFC from char {at}", snippet(value, at))

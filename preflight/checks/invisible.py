@@ -102,7 +102,7 @@ class InvisibleUnicode(Check):
         out: dict[str, list[Any]] = {"i": [], "code": [], "detail": [], "snippet": []}
         for i, field, text in hits.iter_rows():
             per_code: dict[str, list[int]] = {}
-            for at, cp in self._violations(text):
+            for at, cp in self.violations(text):
                 per_code.setdefault(code_for(cp), []).append(at)
                 self.code_points[f"U+{cp:04X}"] += 1
             for code, positions in per_code.items():
@@ -123,7 +123,9 @@ class InvisibleUnicode(Check):
             snippet=out["snippet"],
         )
 
-    def _violations(self, text: str) -> list[tuple[int, int]]:
+    def violations(self, text: str) -> list[tuple[int, int]]:
+        """Positions and code points of the invisible characters this rule flags in
+        ``text`` (the allow-list applied); ``fix``'s strip deletes exactly these."""
         return [
             (at, ord(ch))
             for at, ch in enumerate(text)

@@ -36,6 +36,13 @@ class TokenLengthParams(Params):
     bins: int = Field(40, ge=2, le=1000, description="Histogram bins up to twice the limit.")
 
 
+def token_limit(params: TokenLengthParams, model: Any) -> int | None:
+    """The most tokens a text may have: ``max_tokens`` or the context window, minus
+    ``reserve`` (None when neither is set)."""
+    window = params.max_tokens or model.context_window
+    return (window - params.reserve) if window else None
+
+
 @register("token_length")
 class TokenLength(Check):
     """Token count against the context window (minus reserve) and a minimum."""
@@ -48,8 +55,7 @@ class TokenLength(Check):
     def __init__(self, params: TokenLengthParams, ctx: Any) -> None:
         super().__init__(params, ctx)
         self.counter: TokenCounter = ctx.tokenizer or estimate_counter()
-        window = params.max_tokens or ctx.model.context_window
-        self.limit = (window - params.reserve) if window else None
+        self.limit = token_limit(params, ctx.model)
         self._edges = (
             np.append(np.linspace(0, 2 * self.limit, params.bins + 1), np.inf)
             if self.limit

@@ -33,13 +33,14 @@ from typing import Any
 import polars as pl
 
 from preflight.checks.base import Context
-from preflight.config import Rule, RuleSet
+from preflight.config import Fields, Rule, RuleSet
 from preflight.errors import ConfigError
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
 from preflight.fix.output import Writer as _Writer  # noqa: F401 - the seam tests patch
 from preflight.fix.output import merge_quarantine, part, place_text, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
+from preflight.pipeline import gate_rules, rules_tokenizer
 from preflight.report.model import Report
 from preflight.source import format_of
 
@@ -87,11 +88,13 @@ def run_fix(
     with tempfile.TemporaryDirectory(prefix="preflight-fix-") as tmp:
         work = Path(tmp)
         report = run_gate(src_path, rules, work / "report")
-        ctx = Context(fields=_fields(report, rules), model=rules.model, tokenizer=_tokenizer(rules))
+        ctx = Context(
+            fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
+        )
         findings = pl.read_parquet(work / "report" / "findings.parquet")
         the_plan = plan(
             findings,
-            _with_malformed(rules.rules),
+            gate_rules(rules),
             can_truncate=ctx.tokenizer is not None,
             chat=bool(ctx.messages),
         )
@@ -210,23 +213,9 @@ def _can_create_findings(the_plan: Plan) -> bool:
     return the_plan.risky
 
 
-def _fields(report: Report, rules: RuleSet) -> Any:
-    from preflight.config import Fields
-
+def _fields(report: Report, rules: RuleSet) -> Fields:
+    """The fields the gate used (inferred when the rules declare none)."""
     return Fields(**report.rules_file.fields) if rules.fields.is_empty() else rules.fields
-
-
-def _tokenizer(rules: RuleSet) -> Any:
-    from preflight.pipeline import rules_tokenizer
-
-    return rules_tokenizer(rules)
-
-
-def _with_malformed(rules: list[Rule]) -> list[Rule]:
-    """The rules as the gate ran them: with its implicit `malformed` rule when none is listed."""
-    from preflight.pipeline import IMPLICIT_MALFORMED
-
-    return rules if any(r.check == "malformed" for r in rules) else [*rules, IMPLICIT_MALFORMED]
 
 
 def _only(rules: RuleSet, keep: list[Rule]) -> RuleSet:

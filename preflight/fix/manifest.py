@@ -6,27 +6,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import xxhash
-
 from preflight.fix.mend import Mender
 from preflight.fix.output import Lazy, records
 from preflight.fix.plan import ORDER, Plan
 from preflight.report.model import Report
 from preflight.source import format_of
+from preflight.source.tracked import hash_file
 from preflight.text import visible
 
 if TYPE_CHECKING:
     from preflight.fix import FixOptions
 
 _EXAMPLES = 5
-
-
-def _hash(path: Path) -> str:
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def manifest(
@@ -53,12 +44,12 @@ def manifest(
             "path": str(options.out),
             "records": counts["clean"],
             "changed": counts["changed"],
-            "xxh3_128": _hash(clean),
+            "xxh3_128": hash_file(clean),
         },
         "quarantine": {
             "path": str(options.quarantine),
             "records": counts["quarantined"],
-            "xxh3_128": _hash(quarantined),
+            "xxh3_128": hash_file(quarantined),
         },
         "balanced": counts["clean"] + counts["quarantined"] == counts["input"],
         "findings_per_rule_and_action": dict(actions),

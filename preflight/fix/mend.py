@@ -8,6 +8,7 @@ from typing import Any
 from preflight.checks.base import Context
 from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
+from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.fix.plan import ORDER
 
@@ -25,9 +26,7 @@ class Mender:
         )
         token_rule = next((r for r in rules.rules if r.check == "token_length"), None)
         if token_rule is not None:
-            window = token_rule.params.get("max_tokens") or rules.model.context_window
-            if window:
-                self.limit = window - token_rule.params.get("reserve", 0)
+            self.limit = token_limit(TokenLength.Params(**token_rule.params), rules.model)
 
     def apply(self, record: dict[str, Any], actions: set[str]) -> dict[str, Any]:
         record = dict(record)
@@ -57,27 +56,14 @@ class Mender:
             if action not in actions:
                 continue
             if action == "repair":
-                for match, char in reversed(confirmed_mojibake(text)):
-                    size = len(char.encode())
-                    # The sequence's first `size` bytes' characters stand for `char`.
-                    end = match.start() + _chars_for_bytes(match.group(), size)
-                    text = text[: match.start()] + char + text[end:]
+                for start, end, char in reversed(confirmed_mojibake(text)):
+                    text = text[:start] + char + text[end:]
                 text = unicodedata.normalize("NFC", text)
             elif action == "normalize":
                 text = unicodedata.normalize("NFC", text)
             elif action == "strip":
-                drop = {at for at, _ in self._invisible._violations(text)}
+                drop = {at for at, _ in self._invisible.violations(text)}
                 text = "".join(ch for at, ch in enumerate(text) if at not in drop)
             elif action == "truncate" and self.limit and self.ctx.tokenizer:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
-
-
-def _chars_for_bytes(seq: str, size: int) -> int:
-    """How many mojibake characters encode the first ``size`` bytes."""
-    total = 0
-    for k, ch in enumerate(seq):
-        total += len(ch.encode("cp1252", "ignore") or ch.encode("latin-1"))
-        if total >= size:
-            return k + 1
-    return len(seq)
