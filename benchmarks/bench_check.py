@@ -296,14 +296,14 @@ def parse_sizes(text: str) -> list[float]:
     return sizes
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Generate corpora, run both tools per size, print the table and write results.json."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_options(description: str, *, workdir: str, keep: str) -> argparse.ArgumentParser:
+    """The options every scaled-corpus benchmark takes (sizes, workdir, seed, repeats...)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("src", type=Path, help="source corpus (.jsonl or .jsonl.gz)")
     parser.add_argument("--sizes", type=parse_sizes, default=[250.0, 1000.0], help="MB list")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/preflight-bench"))
+    parser.add_argument("--workdir", type=Path, default=Path(workdir))
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (default 0)")
-    parser.add_argument("--keep", action="store_true", help="keep preflight report directories")
+    parser.add_argument("--keep", action="store_true", help=keep)
     parser.add_argument(
         "--preflight", default=None, help="command that runs the CLI (default: find `preflight`)"
     )
@@ -311,6 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per tool and size; the fastest is reported"
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate corpora, run both tools per size, print the table and write results.json."""
+    parser = run_options(__doc__.splitlines()[0], workdir="/tmp/preflight-bench",
+                         keep="keep preflight report directories")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

@@ -30,7 +30,6 @@ printed and the results are written to ``WORKDIR/fix_results.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -49,8 +48,8 @@ from bench_check import (  # noqa: E402
     MB,
     ensure_corpus,
     find_preflight,
-    parse_sizes,
     run_measured,
+    run_options,
     tail,
     warm_cache,
 )
@@ -249,19 +248,8 @@ def print_counts(counts: dict[float, dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run check and fix per size, print the tables and write fix_results.json."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("src", type=Path, help="source corpus (.jsonl or .jsonl.gz)")
-    parser.add_argument("--sizes", type=parse_sizes, default=[250.0, 1000.0], help="MB list")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench"))
-    parser.add_argument("--seed", type=int, default=0, help="corpus seed (default 0)")
-    parser.add_argument("--keep", action="store_true", help="keep the reports and fix outputs")
-    parser.add_argument(
-        "--preflight", default=None, help="command that runs the CLI (default: find `preflight`)"
-    )
-    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="runs per command and size; the fastest counts"
-    )
+    parser = run_options(__doc__.splitlines()[0], workdir="/tmp/bench",
+                         keep="keep the reports and fix outputs")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

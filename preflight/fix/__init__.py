@@ -66,8 +66,8 @@ def run_fix(
     """Clean ``source`` into ``options.out`` and ``options.quarantine``; return the gate's
     report on the input and the manifest (or, with ``dry_run``, what would change).
 
-    ``run_gate(source, rules, out)`` runs the gate and returns its Report (the CLI and API
-    pass ``pipeline.run``)."""
+    ``run_gate(source, rules, out)`` runs the gate and returns its Report; the API passes
+    ``pipeline.run`` with its display options (``show_text``, progress)."""
     src_path = Path(source)
     fmt = format_of(src_path) if src_path.is_file() else None
     out_format = options.format or ("parquet" if fmt == "parquet" else "jsonl")
@@ -163,7 +163,7 @@ def _fix_rounds(
     # fold case, NFC and invisible characters away); a repair or a truncation can.
     last_plan = the_plan
     later: dict[tuple[str | None, int], list[dict[str, Any]]] = {}
-    while rounds < MAX_ROUNDS and fixable and _can_create_findings(last_plan):
+    while rounds < MAX_ROUNDS and fixable and last_plan.risky:
         again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
         if all(r.findings == 0 for r in again.rules):
             break
@@ -207,10 +207,6 @@ def _fix_rounds(
     place_text(json.dumps(manifest, indent=2) + "\n", target)
     manifest["manifest_path"] = str(target)
     return report, manifest
-
-
-def _can_create_findings(the_plan: Plan) -> bool:
-    return the_plan.risky
 
 
 def _fields(report: Report, rules: RuleSet) -> Fields:
