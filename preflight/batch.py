@@ -91,13 +91,13 @@ class Batch:
         key = ("json_types", name)
         if key not in self._cache:
             if name in self.raw:
-                types = [_json_type(v) for v in self.raw[name]]
+                types = [json_type(v) for v in self.raw[name]]
                 self._cache[key] = pl.Series(name, types, dtype=pl.String)
             elif name not in self.frame.columns:
                 self._cache[key] = pl.repeat("null", len(self), eager=True, dtype=pl.String)
             else:
                 col = self.frame.get_column(name)
-                kind = pl.lit(_dtype_kind(col.dtype))
+                kind = pl.lit(dtype_kind(col.dtype))
                 if col.dtype.is_float():  # a whole float is an integer, as on the slow path
                     whole = col.is_finite() & (col == col.floor())
                     kind = pl.when(whole).then(pl.lit("integer")).otherwise(kind)
@@ -308,7 +308,8 @@ JSON_TYPE_NOUNS = {
 }
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """A Python value's JSON type; a whole finite float is an integer."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -324,7 +325,8 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _dtype_kind(dtype: pl.DataType) -> str:
+def dtype_kind(dtype: pl.DataType) -> str:
+    """The JSON type a polars column's values have."""
     if dtype == pl.String:
         return "string"
     if dtype == pl.Boolean:

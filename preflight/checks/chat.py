@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch
+from preflight.batch import JSON_TYPE_NOUNS, Batch, dtype_kind, json_type
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
 
@@ -302,7 +302,7 @@ def _typed_turns(frame: pl.DataFrame, name: str, struct: dict[str, pl.DataType]
             pl.lit("string"))
     else:
         ckind = pl.when(field("content").is_null()).then(pl.lit("null")).otherwise(
-            pl.lit(_dtype_kind(content_type)))
+            pl.lit(dtype_kind(content_type)))
     calls = field("tool_calls")
     if isinstance(struct.get("tool_calls"), pl.List):
         calls = calls.list.len() > 0
@@ -346,42 +346,16 @@ def _python_tables(values: list[Any], index: pl.Series, kind: pl.Series
             cols["i"].append(i)
             cols["turn"].append(t)
             cols["is_object"].append(is_object)
-            cols["turn_type"].append(_kind(turn))
+            cols["turn_type"].append(json_type(turn))
             cols["role"].append(role if isinstance(role, str) else None)
             cols["role_other"].append(
                 None if role is None or isinstance(role, str) else _shown(role))
-            cols["content_kind"].append(_kind(content))
+            cols["content_kind"].append(json_type(content))
             cols["content"].append(content if isinstance(content, str) else None)
             cols["tool_calls"].append(is_object and bool(turn.get("tool_calls")))
     records = pl.DataFrame({"i": index, "kind": kind,
                             "n": pl.Series(lengths, dtype=pl.UInt32)})
     return records, pl.DataFrame(cols, schema=_TURNS_SCHEMA)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _dtype_kind(dtype: pl.DataType) -> str:
-    if isinstance(dtype, pl.List | pl.Array):
-        return "array"
-    if isinstance(dtype, pl.Struct):
-        return "object"
-    if dtype == pl.Boolean:
-        return "boolean"
-    if dtype.is_numeric():
-        return "number"
-    return "string"
 
 
 def _shown(value: Any) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch
+from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
 
@@ -415,9 +415,9 @@ def _int_lists_raw(values: list[Any], name: str, code: str) -> tuple[pl.Series, 
             details.append(f"{name}: missing or null, expected a list of integers")
         elif not isinstance(value, list):
             details.append(f"{name}: expected a list of integers, got "
-                           f"{_NOUN.get(_kind(value), 'a value')}")
+                           f"{_NOUN.get(json_type(value), 'a value')}")
         else:
-            first = next((k for k, e in enumerate(value) if not _is_int(e)), None)
+            first = next((k for k, e in enumerate(value) if json_type(e) != "integer"), None)
             if first is None:
                 out = [_clip(int(e)) for e in value]
             else:
@@ -429,28 +429,8 @@ def _int_lists_raw(values: list[Any], name: str, code: str) -> tuple[pl.Series, 
     return series, findings({"i": pl.Series(rows, dtype=pl.UInt32)}, code, details)
 
 
-def _is_int(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and value.is_integer()
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, int | float):
-        return "integer" if _is_int(value) else "number"
-    return "array"
-
-
 def _element_detail(name: str, index: int, value: Any) -> str:
-    shown = "null" if value is None else _shown(value) or _NOUN.get(_kind(value), "a value")
+    shown = "null" if value is None else _shown(value) or _NOUN.get(json_type(value), "a value")
     return f"{name}[{index}]: {shown} is not an integer"
 
 

@@ -124,7 +124,7 @@ def test_shapes_that_are_not_conversations(gate):
         "messages[1]: a string is not an object with role and content",
         "messages[2]: null is not an object with role and content",
         "messages[3]: role 5 not in system, user, assistant, tool",
-        "messages[3]: content is a number, not a string",
+        "messages[3]: content is an integer, not a string",
     ]
     assert d[5] == ["messages: expected a list of turns, got an object"]
 
