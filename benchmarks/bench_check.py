@@ -350,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(out_dir),
                 "--quiet",
                 "--no-progress",
+                "--no-smoke",
             ]
         tool, _ = measure_tool(
             "preflight", tool_cmd, size, corpus, logs, args.timeout, args.repeat, out_dir

@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             str(report_dir),
             "--quiet",
             "--no-progress",
+            "--no-smoke",
         ]
         check = measure(
             "check", check_cmd, size, corpus, logs, args.timeout, args.repeat, [report_dir]

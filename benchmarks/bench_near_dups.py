@@ -304,7 +304,7 @@ def run_preflight(cmd: list[str], data: Path, rules: Path, out_dir: Path, logs: 
     """One measured ``preflight check`` run; its report's timings and stats."""
     shutil.rmtree(out_dir, ignore_errors=True)
     full = [*cmd, "check", str(data), "--rules", str(rules), "--out", str(out_dir), "--quiet",
-            "--no-progress"]
+            "--no-progress", "--no-smoke"]
     os.environ["NUMBA_CACHE_DIR"] = str(env_cache)
     m = run_measured(full, logs / "preflight.stdout", logs / "preflight.stderr", timeout)
     if m.timed_out or m.exit_code not in (0, 1):

@@ -40,6 +40,7 @@ def run_preflight(
     show_text: bool = False,
     progress: Progress | None = None,
     fix: FixOptions | None = None,
+    smoke: bool | None = None,
 ) -> Report:
     """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
 
@@ -51,6 +52,10 @@ def run_preflight(
     With ``fix`` (a ``FixOptions``), a cleaned copy and a quarantine are written as well
     (see ``preflight.fix``); the report is the gate's on the input, with ``report.fix``
     holding the manifest.
+
+    ``smoke``: run the smoke test after the checks (``report.smoke``; a data or code fault
+    fails the gate). None follows the rules file's ``smoke.enabled`` (on by default); fix
+    never trains.
     """
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     if limit is not None and limit < 1:
@@ -66,4 +71,4 @@ def run_preflight(
         report.fix = manifest
         return report
     return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
-               progress=progress)
+               progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke)

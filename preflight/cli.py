@@ -28,10 +28,10 @@ from rich.table import Table
 
 from preflight import FixOptions, run_preflight
 from preflight.checks import registry
-from preflight.config import RULE_KEYS, load_rules, preset_names, with_overrides
+from preflight.config import RULE_KEYS, RuleSet, load_rules, preset_names, with_overrides
 from preflight.errors import PreflightError
 from preflight.pipeline import rules_tokenizer
-from preflight.report.console import render_console
+from preflight.report.console import render_console, render_smoke
 
 _err = Console(stderr=True, soft_wrap=True)
 
@@ -89,25 +89,99 @@ def main() -> None:
 @click.option("--eval", "eval_path", type=click.Path(path_type=Path),
               help="Eval file: flag train records found in it (adds an overlap rule if none).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
-              help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01 (repeatable).")
+              help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
+                   "setting, e.g. --set smoke.steps=50 (repeatable).")
+@click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
+@click.option("--model", "model_spec", metavar="SPEC",
+              help="Smoke-test your model: package.module:build or file.py:build.")
+@click.option("--checkpoint", type=click.Path(path_type=Path),
+              help="Weights the smoke test starts from (.safetensors or a state dict).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
+          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
           debug: bool) -> None:
-    """Check DATA (a file, a folder of shards, or a datasets folder) against the rules."""
+    """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
+    then run the smoke test (a short training run on a sample) unless --no-smoke."""
+    rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
+                   num_classes=num_classes, eval_path=eval_path, sets=sets,
+                   model_spec=model_spec, checkpoint=checkpoint)
+    _gate(data, rules, out, smoke=None if not no_smoke else False, limit=limit, strict=strict,
+          show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress)
+
+
+@main.command()
+@click.argument("data", type=click.Path(path_type=Path), required=False)
+@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--preset", help="A shipped rule set instead of a file.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
+              show_default=True, help="Folder for report.json and the replay file.")
+@click.option("--model", "model_spec", metavar="SPEC",
+              help="Your model: package.module:build or file.py:build (default: built-in).")
+@click.option("--checkpoint", type=click.Path(path_type=Path),
+              help="Weights to start from (.safetensors or a torch state dict).")
+@click.option("--replay", "replay_path", type=click.Path(path_type=Path),
+              help="Rerun a replay file written by an earlier smoke test (no DATA needed).")
+@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records.")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: Path,
+          model_spec: str | None, checkpoint: Path | None, replay_path: Path | None,
+          limit: int | None, tokenizer: str | None, num_classes: int | None,
+          sets: tuple[str, ...], quiet: bool, as_json: bool, no_progress: bool,
+          debug: bool) -> None:
+    """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
+    model (or yours) on a sample and tell a data fault from a code fault."""
+    if replay_path is not None:
+        from preflight.smoke import replay
+
+        result = replay(replay_path)
+        if as_json:
+            click.echo(result.model_dump_json(indent=2))
+        if not quiet:
+            render_smoke(result, _err if as_json else _stdout())
+        sys.exit(1 if result.failed else 0)
+    if data is None:
+        raise click.UsageError("give DATA, or --replay FILE")
+    rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
+                   model_spec=model_spec, checkpoint=checkpoint)
+    _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
+          quiet=quiet, as_json=as_json, no_progress=no_progress)
+
+
+def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
+           tokenizer: str | None = None, num_classes: int | None = None,
+           eval_path: Path | None = None, sets: tuple[str, ...] = (),
+           model_spec: str | None = None, checkpoint: Path | None = None) -> RuleSet:
+    """The rules file (or preset) with the command line's overrides applied."""
     rules = load_rules(rules_file, preset=preset)
-    if context_window or tokenizer or num_classes or eval_path or sets:
+    smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None}
+    if context_window or tokenizer or num_classes or eval_path or sets or any(
+        smoke_set.values()
+    ):
         rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
                                num_classes=num_classes,
                                eval_path=str(eval_path) if eval_path else None,
-                               sets=list(sets))
+                               sets=list(sets), smoke=smoke_set)
+    return rules
+
+
+def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
+          strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
-                               show_text=show_text, progress=update)
+                               show_text=show_text, progress=update, smoke=smoke)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
     if not quiet:
@@ -128,6 +202,7 @@ class _progress:
         self._enabled = enabled
         self._bar: Progress | None = None
         self._task: Any = None
+        self._unit = ""
 
     def __enter__(self) -> Callable[[int, int, str], None] | None:
         if not self._enabled:
@@ -135,8 +210,13 @@ class _progress:
         return self.update
 
     def update(self, done: int, total: int, unit: str) -> None:
+        if self._bar is not None and unit != self._unit:  # a new stage: a new bar
+            self._bar.stop()
+            self._bar = None
         if self._bar is None:
-            columns: list[Any] = [TextColumn("reading"), BarColumn()]
+            self._unit = unit
+            label = "smoke test" if unit == "runs" else "reading"
+            columns: list[Any] = [TextColumn(label), BarColumn()]
             if unit == "bytes":
                 columns += [DownloadColumn(), TransferSpeedColumn()]
             else:
@@ -179,10 +259,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
         context_window: int | None, tokenizer: str | None, num_classes: int | None,
         sets: tuple[str, ...], quiet: bool, debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
-    rules = load_rules(rules_file, preset=preset)
-    if context_window or tokenizer or num_classes or sets:
-        rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
-                               num_classes=num_classes, sets=list(sets))
+    rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
+                   num_classes=num_classes, sets=sets)
     options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
                          marker=marker, dry_run=dry_run)
     report = run_preflight(data, rules, fix=options)

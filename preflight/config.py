@@ -81,6 +81,35 @@ class ModelFacts(_Strict):
     vocab_size: int | None = Field(None, gt=0, description="Vocabulary size for token ids.")
 
 
+class SmokeConfig(_Strict):
+    """The smoke test: a short, seeded training run on a sample of the corpus."""
+
+    enabled: bool = Field(True, description="Run the smoke stage in `preflight check`.")
+    samples: int = Field(100, ge=2, description="Rows in the sample (flagged rows first).")
+    steps: int = Field(30, ge=4, description="Training steps per run.")
+    seed: int = Field(0, ge=0, description="Seed for the sample, weights and data order.")
+    lr: float = Field(1e-2, gt=0, description="AdamW learning rate.")
+    batch_size: int | None = Field(
+        None, ge=1, description="Rows per step; default: the whole sample (overfit it)."
+    )
+    max_length: int = Field(64, ge=2, description="Tokens per row the tiny models see.")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="On CUDA: auto = bf16 where supported, else fp16. CPU: fp32."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train.")
+    clip: float | None = Field(1.0, gt=0, description="Gradient-norm clipping (None: off).")
+    grad_norm_warn: float = Field(100.0, gt=0, description="Warn above this gradient norm.")
+    min_loss_drop: float = Field(
+        0.1, ge=0, lt=1, description="Fraction the loss must fall when overfitting the sample."
+    )
+    model: str | None = Field(
+        None, description="Your model: package.module:build or path/to/file.py:build."
+    )
+    checkpoint: str | None = Field(
+        None, description="Weights to start from: .safetensors or a torch state dict."
+    )
+
+
 class Rule(_Strict):
     """One rule: a check, how bad a violation is, and how many violations are allowed."""
 
@@ -107,6 +136,7 @@ class RuleSet(_Strict):
     fields: Fields = Fields()
     model: ModelFacts = ModelFacts()
     eval: str | None = Field(None, description="Eval file for the `overlap` check.")
+    smoke: SmokeConfig = SmokeConfig()
     rules: list[Rule]
     path: str | None = Field(None, exclude=True)
     sha256: str | None = Field(None, exclude=True)
@@ -156,12 +186,14 @@ def with_overrides(
     num_classes: int | None = None,
     eval_path: str | None = None,
     sets: list[str] = (),  # type: ignore[assignment]
+    smoke: dict[str, Any] | None = None,
 ) -> RuleSet:
-    """Apply command-line overrides: model facts, and ``RULE_ID.PARAM=VALUE`` settings
-    (VALUE read as YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types). Naming a
-    model fact adds the rule that uses it when the rules lack one. The result is validated
-    like a rules file."""
+    """Apply command-line overrides: model facts, smoke settings, and ``RULE_ID.PARAM=VALUE``
+    settings (VALUE read as YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types;
+    ``smoke.PARAM=VALUE`` sets the smoke section). Naming a model fact adds the rule that
+    uses it when the rules lack one. The result is validated like a rules file."""
     data = to_dict(ruleset)
+    data["smoke"].update({k: v for k, v in (smoke or {}).items() if v is not None})
     facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
     data["model"].update({k: v for k, v in facts.items() if v is not None})
     checks = {r["check"] for r in data["rules"]}
@@ -181,10 +213,12 @@ def with_overrides(
             raise ConfigError(
                 f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. dupes.max_fraction=0.01"
             )
-        if rule_id not in by_id:
-            raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}")
+        section = data["smoke"] if rule_id == "smoke" else by_id.get(rule_id)
+        if section is None:
+            raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}"
+                              " (or smoke.PARAM for the smoke test)")
         try:
-            by_id[rule_id][key] = yaml.safe_load(raw) if raw else None
+            section[key] = yaml.safe_load(raw) if raw else None
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML") from e
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
@@ -197,6 +231,7 @@ def to_dict(ruleset: RuleSet) -> dict[str, Any]:
     data = ruleset.model_dump(exclude={"rules"}, exclude_none=True)
     data.setdefault("model", {})
     data["fields"] = ruleset.fields.model_dump(exclude_none=True)
+    data["smoke"] = ruleset.smoke.model_dump()  # None is a setting there (clip: off)
     data["rules"] = [
         {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
         for rule in ruleset.rules

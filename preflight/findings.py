@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from preflight.batch import Batch, record_key
 from preflight.config import Rule
 from preflight.report.model import Example
+from preflight.sampling import BottomK
 from preflight.text import redact, visible
 
 MAX_EXAMPLES = 20
@@ -50,8 +51,10 @@ class Tally:
 class FindingsSink:
     """Collects the findings of every rule for one run."""
 
-    def __init__(self, out_dir: Path | None, *, show_text: bool) -> None:
+    def __init__(self, out_dir: Path | None, *, show_text: bool,
+                 flagged: BottomK | None = None) -> None:
         self._out_dir = out_dir
+        self.flagged = flagged  # a bounded sample of flagged records, for the smoke test
         self._show_text = show_text
         self._tallies: dict[str, Tally] = {}
         self._pending: list[pl.DataFrame] = []
@@ -97,6 +100,8 @@ class FindingsSink:
         elif remember:
             tally.seen.append(keys)
         tally.violations += len(keys) + frame.height - located.height
+        if self.flagged is not None:
+            self.flagged.add(keys)
         for code, n in frame.group_by("code", maintain_order=True).len().iter_rows():
             tally.codes[code] = tally.codes.get(code, 0) + n
         room = MAX_EXAMPLES - len(tally.examples)

@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
-from preflight.config import Rule, RuleSet
+from preflight.config import Fields, Rule, RuleSet
 from preflight.environment import environment
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
-from preflight.report.model import Report, RuleResult, RulesInfo, SourceInfo
+from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
 from preflight.report.writer import write_report
+from preflight.sampling import BottomK
 from preflight.source import Source, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -55,14 +58,18 @@ def run(
     strict: bool = False,
     show_text: bool = False,
     progress: Progress | None = None,
+    smoke: bool = False,
 ) -> Report:
-    """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given."""
+    """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given.
+    With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
+    they flagged) and its verdict joins the gate's."""
     started = time.perf_counter()
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
     eval_path = _eval_path(rules)
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
-    sink = FindingsSink(out_dir, show_text=show_text)
+    sink = FindingsSink(out_dir, show_text=show_text,
+                        flagged=BottomK(rules.smoke.samples, rules.smoke.seed) if smoke else None)
     timings: dict[str, float] = {"read": 0.0}
     notes: list[str] = []
     rule_list = gate_rules(rules)
@@ -144,7 +151,13 @@ def run(
         error = r.error or _could_not_run(r.check, seen, records)
         results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
                                stats=r.stats, strict=strict))
-    verdict, reasons = decide(results, records=records)
+    smoke_result = None
+    if smoke:
+        t0 = time.perf_counter()
+        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sink=sink,
+                              out_dir=out_dir, limit=limit, records=records, progress=progress)
+        timings["smoke"] = round(time.perf_counter() - t0, 4)
+    verdict, reasons = decide(results, records=records, smoke=smoke_result)
     timings["read"] = round(timings["read"], 4)
     report = Report(
         verdict=verdict,
@@ -171,7 +184,10 @@ def run(
         rules=results,
         timings=timings,
         environment=environment(),
+        smoke=smoke_result,
     )
+    if smoke_result is not None:
+        report.environment.update(seed=smoke_result.seed, **_device_facts(smoke_result))
     t0 = time.perf_counter()
     if out_dir is not None:
         report.outputs = sink.close()
@@ -181,6 +197,28 @@ def run(
     else:
         report.timings["total"] = round(time.perf_counter() - started, 4)
     return report
+
+
+def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
+           sink: FindingsSink, out_dir: Path | None, limit: int | None, records: int,
+           progress: Progress | None) -> SmokeResult:
+    """The smoke stage (torch is imported here, only when it runs)."""
+    if records == 0:
+        return SmokeResult(verdict="skipped", reason="no readable records",
+                           seed=rules.smoke.seed)
+    from preflight.smoke import run_smoke
+
+    flagged = sink.flagged.keys() if sink.flagged is not None else np.zeros(0, np.int64)
+    return run_smoke(src, rules, fields=fields, tokenizer=tokenizer, flagged=flagged,
+                     out_dir=out_dir, limit=limit, progress=progress)
+
+
+def _device_facts(smoke: SmokeResult) -> dict[str, Any]:
+    if not smoke.device.startswith("cuda"):
+        return {}
+    import torch  # already imported by the smoke stage
+
+    return {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
 
 
 def gate_rules(rules: RuleSet) -> list[Rule]:
@@ -312,8 +350,9 @@ def judge(violations: int, total: int, rule: Rule) -> str:
     return "fail" if over_count or over_fraction else "pass"
 
 
-def decide(results: list[RuleResult], *, records: int) -> tuple[str, list[str]]:
-    """The gate's verdict and its reasons, from the rule results."""
+def decide(results: list[RuleResult], *, records: int,
+           smoke: SmokeResult | None = None) -> tuple[str, list[str]]:
+    """The gate's verdict and its reasons, from the rule results and the smoke test."""
     reasons = []
     if records == 0:
         reasons.append("no readable records in the input")
@@ -322,4 +361,9 @@ def decide(results: list[RuleResult], *, records: int) -> tuple[str, list[str]]:
             reasons.append(f"rule {r.id!r} could not run: {r.message}")
         elif r.blocking and r.status == "fail":
             reasons.append(f"rule {r.id!r} ({r.severity}) failed: {r.violations} violation(s)")
+    if smoke is not None and smoke.failed:
+        rows = ", ".join(str(r) for r in smoke.minimal_rows[:10])
+        more = " …" if len(smoke.minimal_rows) > 10 else ""
+        reasons.append(f"smoke test: {smoke.verdict}: {smoke.reason}"
+                       + (f" (rows {rows}{more})" if rows else ""))
     return ("fail" if reasons else "pass"), reasons

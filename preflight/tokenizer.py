@@ -50,6 +50,9 @@ class TokenCounter:
     template_vars: dict[str, Any] = field(default_factory=dict)
     # Text of the first ``k`` tokens, cut on a token boundary (None when not supported).
     prefix: Callable[[str, int], str] | None = None
+    # Token ids per text (the smoke test trains on them) and the vocabulary's size.
+    ids: Callable[[list[str]], list[list[int]]] | None = None
+    vocab_size: int | None = None
     _compiled: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +172,9 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         offsets = tok.encode(text, add_special_tokens=False).offsets
         return text[: offsets[min(k, len(offsets)) - 1][1]] if k > 0 and offsets else ""
 
+    def ids(texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=True)]
+
     return TokenCounter(
         name=str(path),
         family="byte_level_bpe" if byte_bound else spec.get("model", {}).get("type", "other"),
@@ -179,6 +185,8 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         chat_template=template,
         template_vars=variables,
         prefix=prefix,
+        ids=ids,
+        vocab_size=tok.get_vocab_size(with_added_tokens=True),
     )
 
 
@@ -259,6 +267,9 @@ def _transformers(path: Path) -> TokenCounter:
         ids = tok(texts, add_special_tokens=add_special_tokens)["input_ids"]
         return [len(x) for x in ids]
 
+    def ids(texts: list[str]) -> list[list[int]]:
+        return [list(x) for x in tok(texts, add_special_tokens=True)["input_ids"]]
+
     return TokenCounter(
         name=str(path),
         family=type(tok).__name__,
@@ -266,6 +277,8 @@ def _transformers(path: Path) -> TokenCounter:
         specials=len(tok("", add_special_tokens=True)["input_ids"]),
         chat_template=getattr(tok, "chat_template", None),
         template_vars={k: getattr(tok, k, None) for k in ("bos_token", "eos_token")},
+        ids=ids,
+        vocab_size=len(tok),
     )
 
 
@@ -289,6 +302,10 @@ def _tiktoken(name: str) -> TokenCounter:
     def prefix(text: str, k: int) -> str:
         return enc.decode_bytes(enc.encode_ordinary(text)[:k]).decode("utf-8", "ignore")
 
+    def ids(texts: list[str]) -> list[list[int]]:
+        return enc.encode_ordinary_batch(texts, num_threads=threads)
+
     longest = max((len(b) for b in enc.token_byte_values()), default=1)
     return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
-                        byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix)
+                        byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix,
+                        ids=ids, vocab_size=enc.n_vocab)

@@ -47,7 +47,7 @@ def test_exception_tree_and_exit_codes() -> None:
 
 
 def test_run_preflight_on_a_clean_file(tmp_path: Path) -> None:
-    report = run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN))
+    report = run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN), smoke=False)
     assert isinstance(report, Report)
     assert report.passed
     assert report.verdict == "pass"
@@ -56,7 +56,7 @@ def test_run_preflight_on_a_clean_file(tmp_path: Path) -> None:
 
 
 def test_raise_for_status_on_a_failing_run(tmp_path: Path) -> None:
-    report = run_preflight(str(write_jsonl(tmp_path / "faulty.jsonl", FAULTY)))
+    report = run_preflight(str(write_jsonl(tmp_path / "faulty.jsonl", FAULTY)), smoke=False)
     assert not report.passed
     with pytest.raises(PreflightFailed) as info:
         report.raise_for_status()
@@ -69,12 +69,12 @@ def test_raise_for_status_on_a_failing_run(tmp_path: Path) -> None:
 def test_run_preflight_on_a_datasets_dataset() -> None:
     datasets = pytest.importorskip("datasets")
     good = datasets.Dataset.from_dict({"id": [1, 2], "text": ["hello world", "bye now"]})
-    report = run_preflight(good)
+    report = run_preflight(good, smoke=False)
     assert report.passed
     assert report.source.records == 2
 
     bad = datasets.Dataset.from_dict({"text": ["hello world", "bad\u202etext"]})
-    report = run_preflight(bad)
+    report = run_preflight(bad, smoke=False)
     assert not report.passed
     assert report.rule("hidden-chars").codes == {"bidi_control": 1}
     assert report.rule("hidden-chars").examples[0].row == 1
@@ -83,7 +83,7 @@ def test_run_preflight_on_a_datasets_dataset() -> None:
 def test_rules_as_a_dict(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "faulty.jsonl", FAULTY)
     rules = {"fields": {"text": "text"}, "rules": [{"id": "only-empty", "check": "empty"}]}
-    report = run_preflight(data, rules=rules)
+    report = run_preflight(data, rules=rules, smoke=False)
     assert report.passed  # the hidden character is not checked by these rules
     assert "only-empty" in [r.id for r in report.rules]
     assert "hidden-chars" not in [r.id for r in report.rules]
@@ -95,17 +95,18 @@ def test_rules_as_a_path_and_as_a_ruleset(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - {id: hidden, check: invisible_unicode}\n")
     for given in (rules, str(rules)):
-        report = run_preflight(data, rules=given)
+        report = run_preflight(data, rules=given, smoke=False)
         assert not report.passed
         assert report.rule("hidden").status == "fail"
         assert report.rules_file.path == str(rules)
     ruleset = load_rules(rules)
     assert isinstance(ruleset, RuleSet)
-    assert run_preflight(data, rules=ruleset).rule("hidden").violations == 1
+    assert run_preflight(data, rules=ruleset, smoke=False).rule("hidden").violations == 1
 
 
 def test_preset_keyword(tmp_path: Path) -> None:
-    report = run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN), preset="pretrain-text")
+    report = run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN), preset="pretrain-text",
+                           smoke=False)
     assert report.passed
     assert report.rules_file.preset == "pretrain-text"
 
@@ -114,7 +115,7 @@ def test_out_none_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     data = write_jsonl(tmp_path / "faulty.jsonl", FAULTY)
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    report = run_preflight(data, out=None)
+    report = run_preflight(data, out=None, smoke=False)
     assert not report.passed
     assert report.outputs == {}
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -122,7 +123,7 @@ def test_out_none_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_out_writes_report_and_findings(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "faulty.jsonl", FAULTY)
-    report = run_preflight(data, out=tmp_path / "out")
+    report = run_preflight(data, out=tmp_path / "out", smoke=False)
     assert (tmp_path / "out" / "report.json").is_file()
     assert (tmp_path / "out" / "findings.parquet").is_file()
     assert set(report.outputs) == {"report", "findings"}
@@ -133,16 +134,17 @@ def test_out_writes_report_and_findings(tmp_path: Path) -> None:
 
 def test_strict_and_limit_keywords(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "dupes.jsonl", [*CLEAN, CLEAN[0]])
-    assert run_preflight(data).passed  # duplicates are a warn rule by default
-    assert not run_preflight(data, strict=True).passed
-    assert run_preflight(data, limit=2, strict=True).passed  # the copy is past the limit
+    assert run_preflight(data, smoke=False).passed  # duplicates are a warn rule by default
+    assert not run_preflight(data, strict=True, smoke=False).passed
+    assert run_preflight(data, limit=2, strict=True,
+                         smoke=False).passed  # the copy is past the limit
     with pytest.raises(ConfigError):
-        run_preflight(data, limit=0)
+        run_preflight(data, limit=0, smoke=False)
 
 
 def test_errors_raise_preflight_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError):
-        run_preflight(tmp_path / "absent.jsonl")
+        run_preflight(tmp_path / "absent.jsonl", smoke=False)
     with pytest.raises(ConfigError):
         run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN),
-                      rules={"rules": [{"check": "no_such_check"}]})
+                      rules={"rules": [{"check": "no_such_check"}]}, smoke=False)

@@ -65,14 +65,15 @@ def faulty(tmp_path: Path) -> Path:
 
 def test_subprocess_clean_file_exits_0(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    proc = run_cli("check", data, "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
+    proc = run_cli("check", "--no-smoke", data, "--out", tmp_path / "out", "--no-progress",
+                   cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "PASS" in proc.stdout
     assert (tmp_path / "out" / "report.json").is_file()
 
 
 def test_subprocess_planted_fault_exits_1(tmp_path: Path) -> None:
-    proc = run_cli("check", faulty(tmp_path), "--out", tmp_path / "out", cwd=tmp_path)
+    proc = run_cli("check", "--no-smoke", faulty(tmp_path), "--out", tmp_path / "out", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr + proc.stdout
     assert "FAIL" in proc.stdout
     assert "hidden-chars" in proc.stdout
@@ -83,7 +84,8 @@ def test_subprocess_bad_rules_exits_2_without_traceback(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - {id: a, check: empty, max_fracton: 0.1}\n")
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    proc = run_cli("check", data, "--rules", rules, "--out", tmp_path / "out", cwd=tmp_path)
+    proc = run_cli("check", "--no-smoke", data, "--rules", rules, "--out", tmp_path / "out",
+                   cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "rules.yaml" in proc.stderr
@@ -92,7 +94,7 @@ def test_subprocess_bad_rules_exits_2_without_traceback(tmp_path: Path) -> None:
 
 
 def test_subprocess_missing_input_exits_3_without_traceback(tmp_path: Path) -> None:
-    proc = run_cli("check", tmp_path / "nowhere.jsonl", cwd=tmp_path)
+    proc = run_cli("check", "--no-smoke", tmp_path / "nowhere.jsonl", cwd=tmp_path)
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "nowhere.jsonl" in proc.stderr
@@ -105,7 +107,7 @@ def test_error_message_keeps_a_long_path_intact(tmp_path: Path) -> None:
     deep = tmp_path / ("a" * 40) / ("b" * 50)
     deep.mkdir(parents=True)
     missing = deep / "missing-file.jsonl"
-    proc = run_cli("check", missing, cwd=tmp_path)
+    proc = run_cli("check", "--no-smoke", missing, cwd=tmp_path)
     assert proc.returncode == 3
     assert str(missing) in proc.stderr
 
@@ -115,7 +117,7 @@ def test_error_message_keeps_a_long_path_intact(tmp_path: Path) -> None:
 
 def test_clean_file_passes(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == "pass"
@@ -123,7 +125,7 @@ def test_clean_file_passes(tmp_path: Path) -> None:
 
 
 def test_planted_fault_fails(tmp_path: Path) -> None:
-    result = invoke("check", faulty(tmp_path), "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", tmp_path / "out")
     assert result.exit_code == 1
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == "fail"
@@ -136,7 +138,8 @@ def test_planted_fault_fails(tmp_path: Path) -> None:
 
 def test_unknown_preset_exits_2(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    result = invoke("check", data, "--preset", "no-such-preset", "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--preset", "no-such-preset", "--out",
+                    tmp_path / "out")
     assert result.exit_code == 2
     assert "Traceback" not in result.output
     message = flat(result.stderr)
@@ -149,7 +152,7 @@ def test_rules_and_preset_together_exits_2(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
     rules = tmp_path / "rules.yaml"
     rules.write_text("rules:\n  - {id: e, check: empty}\n")
-    result = invoke("check", data, "--rules", rules, "--preset", "default",
+    result = invoke("check", "--no-smoke", data, "--rules", rules, "--preset", "default",
                     "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert "Traceback" not in result.output
@@ -159,7 +162,7 @@ def test_rules_and_preset_together_exits_2(tmp_path: Path) -> None:
 
 def test_limit_zero_exits_2(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    result = invoke("check", data, "--limit", "0", "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--limit", "0", "--out", tmp_path / "out")
     assert result.exit_code == 2
     assert "Traceback" not in result.output
     assert "--limit" in result.stderr
@@ -168,13 +171,13 @@ def test_limit_zero_exits_2(tmp_path: Path) -> None:
 
 def test_missing_rules_file_exits_2(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    result = invoke("check", data, "--rules", tmp_path / "nope.yaml")
+    result = invoke("check", "--no-smoke", data, "--rules", tmp_path / "nope.yaml")
     assert result.exit_code == 2
     assert "nope.yaml" in squash(result.stderr)
 
 
 def test_missing_input_exits_3(tmp_path: Path) -> None:
-    result = invoke("check", tmp_path / "absent.jsonl", "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", tmp_path / "absent.jsonl", "--out", tmp_path / "out")
     assert result.exit_code == 3
     assert "Traceback" not in result.output
     assert "absent.jsonl" in squash(result.stderr)
@@ -183,7 +186,7 @@ def test_missing_input_exits_3(tmp_path: Path) -> None:
 def test_unknown_extension_exits_3(tmp_path: Path) -> None:
     data = tmp_path / "data.xyz"
     data.write_text("hello\n")
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert result.exit_code == 3
     assert "Traceback" not in result.output
     message = flat(result.stderr)
@@ -194,7 +197,7 @@ def test_unknown_extension_exits_3(tmp_path: Path) -> None:
 def test_gzip_with_a_bad_header_exits_3(tmp_path: Path) -> None:
     data = tmp_path / "data.jsonl.gz"
     data.write_bytes(b"this is not gzip at all\n")
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert result.exit_code == 3
     assert "Traceback" not in result.output
     assert "data.jsonl.gz" in squash(result.stderr)
@@ -207,7 +210,7 @@ def test_truncated_gzip_exits_3(tmp_path: Path) -> None:
     ))
     data = tmp_path / "data.jsonl.gz"
     data.write_bytes(payload[: len(payload) // 2])
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert result.exit_code == 3
     assert "Traceback" not in result.output
     assert "data.jsonl.gz" in squash(result.stderr)
@@ -218,7 +221,7 @@ def test_gzip_with_a_corrupt_stream_exits_3(tmp_path: Path) -> None:
     # "internal error".
     data = tmp_path / "data.jsonl.gz"
     data.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"garbage-deflate-stream" * 4)
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert "Traceback" not in result.output
     assert "internal error" not in result.stderr
     assert result.exit_code == 3
@@ -228,7 +231,7 @@ def test_gzip_with_a_corrupt_stream_exits_3(tmp_path: Path) -> None:
 def test_zero_readable_records_fails_the_gate(tmp_path: Path) -> None:
     data = tmp_path / "empty.jsonl"
     data.write_bytes(b"")
-    result = invoke("check", data, "--out", tmp_path / "out")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
     assert result.exit_code == 1
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["verdict"] == "fail"
@@ -297,7 +300,7 @@ def test_report_json_contract(tmp_path: Path) -> None:
         "  - {id: dupes, check: exact_duplicate, severity: warn, max_fraction: 0.5}\n"
     )
     out = tmp_path / "out"
-    result = invoke("check", faulty(tmp_path), "--rules", rules, "--out", out)
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--rules", rules, "--out", out)
     assert result.exit_code == 1, result.output
     report = json.loads((out / "report.json").read_text())
 
@@ -330,7 +333,7 @@ def test_report_json_contract(tmp_path: Path) -> None:
 
 def test_findings_parquet_columns(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    invoke("check", faulty(tmp_path), "--out", out)
+    invoke("check", "--no-smoke", faulty(tmp_path), "--out", out)
     table = pq.read_table(out / "findings.parquet")
     assert table.schema.names == ["row", "file", "rule", "check", "code", "detail", "id",
                                   "cluster"]
@@ -347,7 +350,8 @@ def test_findings_parquet_columns(tmp_path: Path) -> None:
 
 def test_findings_parquet_written_even_when_empty(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("check", write_jsonl(tmp_path / "clean.jsonl", CLEAN), "--out", out)
+    result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "clean.jsonl", CLEAN), "--out",
+                    out)
     assert result.exit_code == 0
     table = pq.read_table(out / "findings.parquet")
     assert table.num_rows == 0
@@ -357,7 +361,7 @@ def test_findings_parquet_written_even_when_empty(tmp_path: Path) -> None:
 
 def test_snippets_are_redacted_by_default(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("check", faulty(tmp_path), "--out", out)
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", out)
     assert result.exit_code == 1
     report_text = (out / "report.json").read_text(encoding="utf-8")
     assert SECRET not in report_text
@@ -370,7 +374,7 @@ def test_snippets_are_redacted_by_default(tmp_path: Path) -> None:
 
 def test_show_text_puts_raw_text_in_examples(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("check", faulty(tmp_path), "--out", out, "--show-text")
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", out, "--show-text")
     assert result.exit_code == 1
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     hidden = next(r for r in report["rules"] if r["id"] == "hidden-chars")
@@ -379,7 +383,7 @@ def test_show_text_puts_raw_text_in_examples(tmp_path: Path) -> None:
 
 def test_json_prints_the_report_on_stdout(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("check", faulty(tmp_path), "--out", out, "--json")
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", out, "--json")
     assert result.exit_code == 1
     printed = json.loads(result.stdout)
     assert printed["verdict"] == "fail"
@@ -387,10 +391,10 @@ def test_json_prints_the_report_on_stdout(tmp_path: Path) -> None:
 
 
 def test_quiet_prints_nothing_on_stdout(tmp_path: Path) -> None:
-    result = invoke("check", faulty(tmp_path), "--out", tmp_path / "out", "--quiet")
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", tmp_path / "out", "--quiet")
     assert result.exit_code == 1
     assert result.stdout == ""
-    result = invoke("check", write_jsonl(tmp_path / "clean.jsonl", CLEAN),
+    result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "clean.jsonl", CLEAN),
                     "--out", tmp_path / "out2", "-q")
     assert result.exit_code == 0
     assert result.stdout == ""
@@ -401,7 +405,7 @@ def test_limit_checks_only_the_first_records(tmp_path: Path) -> None:
     records[10]["text"] = "late \u200b fault"
     data = write_jsonl(tmp_path / "many.jsonl", records)
     out = tmp_path / "out"
-    result = invoke("check", data, "--limit", "5", "--out", out)
+    result = invoke("check", "--no-smoke", data, "--limit", "5", "--out", out)
     assert result.exit_code == 0, result.output  # the fault at row 10 is past the limit
     report = json.loads((out / "report.json").read_text())
     assert report["source"]["records"] == 5
@@ -411,14 +415,14 @@ def test_limit_checks_only_the_first_records(tmp_path: Path) -> None:
 def test_strict_fails_on_a_failed_warn_rule(tmp_path: Path) -> None:
     records = [*CLEAN, {"id": "copy", "text": CLEAN[0]["text"]}]
     data = write_jsonl(tmp_path / "dupes.jsonl", records)
-    result = invoke("check", data, "--out", tmp_path / "lenient")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "lenient")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "lenient" / "report.json").read_text())
     dupes = next(r for r in report["rules"] if r["check"] == "exact_duplicate")
     assert dupes["severity"] == "warn"
     assert dupes["status"] == "fail"
 
-    result = invoke("check", data, "--out", tmp_path / "strict", "--strict")
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "strict", "--strict")
     assert result.exit_code == 1
     report = json.loads((tmp_path / "strict" / "report.json").read_text())
     assert report["strict"] is True
@@ -443,7 +447,7 @@ def test_two_runs_give_identical_outputs(tmp_path: Path) -> None:
     ]
     data = write_jsonl(tmp_path / "data.jsonl", records)
     for name in ("one", "two"):
-        result = invoke("check", data, "--out", tmp_path / name)
+        result = invoke("check", "--no-smoke", data, "--out", tmp_path / name)
         assert result.exit_code == 1
     one, two = tmp_path / "one", tmp_path / "two"
     assert (one / "findings.parquet").read_bytes() == (two / "findings.parquet").read_bytes()
@@ -456,7 +460,8 @@ def test_two_runs_give_identical_outputs(tmp_path: Path) -> None:
 
 def test_default_rules_infer_fields_and_say_so(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = invoke("check", write_jsonl(tmp_path / "clean.jsonl", CLEAN), "--out", out)
+    result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "clean.jsonl", CLEAN), "--out",
+                    out)
     assert result.exit_code == 0
     report = json.loads((out / "report.json").read_text())
     assert report["rules_file"]["preset"] == "default"
@@ -469,7 +474,7 @@ def test_default_rules_infer_fields_and_say_so(tmp_path: Path) -> None:
 def test_a_content_field_is_inferred_as_text(tmp_path: Path) -> None:
     records = [{"content": "hello \u200b there"}, {"content": "plain text record"}]
     out = tmp_path / "out"
-    result = invoke("check", write_jsonl(tmp_path / "c.jsonl", records), "--out", out)
+    result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "c.jsonl", records), "--out", out)
     assert result.exit_code == 1  # the zero-width space was found in `content`
     report = json.loads((out / "report.json").read_text())
     assert report["rules_file"]["fields"]["text"] == "content"
@@ -481,7 +486,7 @@ def test_a_content_field_is_inferred_as_text(tmp_path: Path) -> None:
 def test_preset_pretrain_text(tmp_path: Path) -> None:
     out = tmp_path / "out"
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
-    result = invoke("check", data, "--preset", "pretrain-text", "--out", out)
+    result = invoke("check", "--no-smoke", data, "--preset", "pretrain-text", "--out", out)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["rules_file"]["preset"] == "pretrain-text"
@@ -489,6 +494,6 @@ def test_preset_pretrain_text(tmp_path: Path) -> None:
     checks = {r["check"] for r in report["rules"]}
     assert {"invisible_unicode", "exact_duplicate", "encoding", "empty"} <= checks
 
-    result = invoke("check", faulty(tmp_path), "--preset", "pretrain-text",
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--preset", "pretrain-text",
                     "--out", tmp_path / "out2")
     assert result.exit_code == 1

@@ -180,7 +180,7 @@ def test_check_with_bad_rules_exits_2_before_reading(
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"text": "hello there"}) + "\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["check", str(data), "--rules", str(path),
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(data), "--rules", str(path),
                                        "--out", str(out)])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output

@@ -68,7 +68,7 @@ def fix(src: Path, folder: Path, rule_set: Any = None, **options: Any
     """Run fix; return the manifest, the clean output's lines and the quarantine entries."""
     out, quarantine = folder / "clean.jsonl", folder / "rejected.jsonl"
     report = run_preflight(src, rule_set, fix=FixOptions(out=out, quarantine=quarantine,
-                                                        **options))
+                                                        **options), smoke=False)
     assert report.fix is not None
     assert quarantine.is_file()  # always written, even when empty
     entries = [json.loads(x) for x in quarantine.read_bytes().splitlines()]
@@ -392,7 +392,7 @@ def test_quarantine_file_and_manifest_are_written_when_nothing_is_wrong(tmp_path
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": str(k), "text": t}
                                               for k, t in enumerate(PLAIN)])
     out, quarantine = tmp_path / "o" / "clean.jsonl", tmp_path / "q" / "rejected.jsonl"
-    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine))
+    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine), smoke=False)
     assert quarantine.read_bytes() == b""
     assert out.read_bytes() == src.read_bytes()
     manifest_path = tmp_path / "o" / "fix-manifest.json"
@@ -405,7 +405,7 @@ def test_quarantine_file_and_manifest_are_written_when_nothing_is_wrong(tmp_path
     # --manifest puts it elsewhere
     elsewhere = tmp_path / "m" / "where.json"
     report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine,
-                                               manifest=elsewhere))
+                                               manifest=elsewhere), smoke=False)
     assert json.loads(elsewhere.read_text())["balanced"] is True
 
 
@@ -487,7 +487,7 @@ def test_cli_fix_on_the_sample_corpus(tmp_path: Path) -> None:
     assert "café" in json.loads(clean[kept_rows.index(145)])["text"]
 
     report_dir = tmp_path / "report"
-    result = invoke("check", out, "--out", report_dir, "--quiet")
+    result = invoke("check", "--no-smoke", out, "--out", report_dir, "--quiet")
     assert result.exit_code == 0, result.output
 
     again = tmp_path / "again"
@@ -520,7 +520,8 @@ def test_dry_run_through_the_api(tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "Hid\u200bden text."},
                                               {"id": "b", "text": ""}])
     out, quarantine = tmp_path / "clean.jsonl", tmp_path / "rejected.jsonl"
-    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine, dry_run=True))
+    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine, dry_run=True),
+                           smoke=False)
     result = report.fix
     assert result["dry_run"] is True
     assert (result["would_change"], result["would_quarantine"]) == (1, 1)
@@ -621,7 +622,7 @@ def test_an_interrupted_run_leaves_no_output(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(preflight.fix._Writer, "record", failing)
     with pytest.raises(error):
         run_preflight(src, fix=FixOptions(out=folder / "clean.jsonl",
-                                          quarantine=folder / "rejected.jsonl"))
+                                          quarantine=folder / "rejected.jsonl"), smoke=False)
     assert calls["n"] == 3
     assert list(folder.iterdir()) == []  # no output, no manifest, no temporary file
     assert sorted(p.name for p in src.parent.iterdir()) == ["in.jsonl"]
@@ -632,7 +633,7 @@ def test_an_interrupted_run_keeps_the_previous_outputs(tmp_path: Path,
     src = write_jsonl(tmp_path / "in.jsonl",
                       [{"id": str(k), "text": f"Hid\u200bden {t}"} for k, t in enumerate(PLAIN)])
     out, quarantine = tmp_path / "out" / "clean.jsonl", tmp_path / "out" / "rejected.jsonl"
-    run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine))
+    run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine), smoke=False)
     previous = {p.name: p.read_bytes() for p in out.parent.iterdir()}
     assert sorted(previous) == ["clean.jsonl", "fix-manifest.json", "rejected.jsonl"]
 
@@ -641,7 +642,7 @@ def test_an_interrupted_run_keeps_the_previous_outputs(tmp_path: Path,
 
     monkeypatch.setattr(preflight.fix._Writer, "record", failing)
     with pytest.raises(RuntimeError):
-        run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine))
+        run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine), smoke=False)
     assert {p.name: p.read_bytes() for p in out.parent.iterdir()} == previous
 
 
@@ -727,7 +728,7 @@ def test_a_text_that_strip_empties_is_quarantined(tmp_path: Path) -> None:
     _, clean, entries = fix(src, tmp_path / "out")
     assert list(texts(clean)) == ["a"]
     assert [(e["row"], e["record"]) for e in entries] == [(1, {"id": "b", "text": "\u200b\u2060"})]
-    assert run_preflight(tmp_path / "out" / "clean.jsonl").passed
+    assert run_preflight(tmp_path / "out" / "clean.jsonl", smoke=False).passed
 
 
 def test_a_lone_surrogate_is_quarantined(tmp_path: Path) -> None:
@@ -795,5 +796,5 @@ def test_config_errors_come_before_any_output(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         run_preflight(src, fix=FixOptions(out=tmp_path / "o" / "clean.jsonl",
                                           quarantine=tmp_path / "o" / "q.jsonl",
-                                          format="csv"))
+                                          format="csv"), smoke=False)
     assert not (tmp_path / "o").exists()

@@ -234,7 +234,7 @@ def check_invariants(corpus: Corpus, folder: Path) -> None:
     src.write_bytes(data)
     before = hashlib.sha256(data).hexdigest()
     out, quarantine = folder / "out" / "clean.jsonl", folder / "out" / "rejected.jsonl"
-    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine))
+    report = run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine), smoke=False)
     manifest = report.fix
 
     # (d) the input is not modified; nothing else is written beside it
@@ -331,14 +331,14 @@ def check_invariants(corpus: Corpus, folder: Path) -> None:
 
     # (f) fixing the clean output changes nothing and quarantines nothing
     out2, q2 = folder / "again" / "clean.jsonl", folder / "again" / "rejected.jsonl"
-    again = run_preflight(out, fix=FixOptions(out=out2, quarantine=q2)).fix
+    again = run_preflight(out, fix=FixOptions(out=out2, quarantine=q2), smoke=False).fix
     assert out2.read_bytes() == out.read_bytes()
     assert q2.read_bytes() == b""
     assert (again["clean"]["changed"], again["quarantine"]["records"]) == (0, 0)
 
     # (g) the gate on the clean output passes every rule with a fix action
     fixable = {r.id for r in load_rules(None).rules if r.fix not in (None, "none")}
-    verdict = run_preflight(out)
+    verdict = run_preflight(out, smoke=False)
     results = {r.id: r for r in verdict.rules}
     assert fixable <= results.keys()
     for rule_id in fixable:

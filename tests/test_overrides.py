@@ -196,14 +196,15 @@ def data(tmp_path: Path) -> Path:
 
 def test_context_window_fails_long_texts(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", "64")
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "64")
     assert result.exit_code == 1, result.output
     rule = _rule(_report(out), "token-length")
     assert rule["status"] == "fail" and rule["violations"] == 1
     assert rule["stats"]["estimated"] is True and rule["stats"]["limit"] == 64
     assert rule["examples"][0]["row"] == 1
     assert "token-length" in result.output
-    ok = _invoke("check", data, "--no-progress", "--out", tmp_path / "ok",
+    ok = _invoke("check", "--no-smoke", data, "--no-progress", "--out", tmp_path / "ok",
                  "--context-window", "4096")
     assert ok.exit_code == 0, ok.output
 
@@ -211,14 +212,14 @@ def test_context_window_fails_long_texts(data: Path, tmp_path: Path) -> None:
 def test_tokenizer_option_counts_with_it(data: Path, tmp_path: Path, bpe: Path) -> None:
     out = tmp_path / "out"
     real = encode_all(bpe, [LONG])[0]
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out, "--context-window",
                      str(real - 1), "--tokenizer", bpe)
     assert result.exit_code == 1, result.output
     rule = _rule(_report(out), "token-length")
     assert rule["stats"]["estimated"] is False
     assert Path(rule["stats"]["tokenizer"]) == bpe
     assert rule["codes"] == {"too_long": 1}
-    ok = _invoke("check", data, "--no-progress", "--out", tmp_path / "ok",
+    ok = _invoke("check", "--no-smoke", data, "--no-progress", "--out", tmp_path / "ok",
                  "--context-window", str(real), "--tokenizer", bpe)
     assert ok.exit_code == 0, ok.output
 
@@ -226,7 +227,7 @@ def test_tokenizer_option_counts_with_it(data: Path, tmp_path: Path, bpe: Path) 
 def test_tokenizer_without_a_window_is_reported_not_passed(data: Path, tmp_path: Path,
                                                            bpe: Path) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--tokenizer", bpe)
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out, "--tokenizer", bpe)
     assert result.exit_code == 1, result.output
     rule = _rule(_report(out), "token-length")
     assert rule["status"] == "error" and "context_window" in rule["message"]
@@ -234,11 +235,11 @@ def test_tokenizer_without_a_window_is_reported_not_passed(data: Path, tmp_path:
 
 def test_set_loosens_a_rule(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "strict"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--strict")
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out, "--strict")
     assert result.exit_code == 1, result.output
     assert _rule(_report(out), "exact-dupes")["status"] == "fail"
     out = tmp_path / "loose"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--strict",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out, "--strict",
                      "--set", "exact-dupes.max_fraction=0.5")
     assert result.exit_code == 0, result.output
     rule = _rule(_report(out), "exact-dupes")
@@ -249,9 +250,9 @@ def test_set_loosens_a_rule(data: Path, tmp_path: Path) -> None:
 def test_set_a_check_parameter(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "zw.jsonl",
                        [{"id": "1", "text": "zero\u200bwidth"}, {"id": "2", "text": "plain"}])
-    result = _invoke("check", path, "--no-progress", "--out", tmp_path / "a")
+    result = _invoke("check", "--no-smoke", path, "--no-progress", "--out", tmp_path / "a")
     assert result.exit_code == 1, result.output
-    result = _invoke("check", path, "--no-progress", "--out", tmp_path / "b",
+    result = _invoke("check", "--no-smoke", path, "--no-progress", "--out", tmp_path / "b",
                      "--set", "hidden-chars.allow=[U+200B]")
     assert result.exit_code == 0, result.output
     assert _rule(_report(tmp_path / "b"), "hidden-chars")["status"] == "pass"
@@ -259,7 +260,8 @@ def test_set_a_check_parameter(tmp_path: Path) -> None:
 
 def test_set_on_an_added_rule(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", "200",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "200",
                      "--set", "token-length.reserve=100")
     assert result.exit_code == 1, result.output
     assert _rule(_report(out), "token-length")["stats"]["limit"] == 100
@@ -277,7 +279,7 @@ def test_set_on_an_added_rule(data: Path, tmp_path: Path) -> None:
 )
 def test_cli_bad_set_is_exit_2(data: Path, tmp_path: Path, item: str, words: list[str]) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--set", item)
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out, "--set", item)
     assert result.exit_code == 2, result.output
     assert "error:" in result.output and "Traceback" not in result.output
     for word in words:
@@ -290,7 +292,8 @@ def test_cli_num_classes(tmp_path: Path) -> None:
                        [{"id": str(i), "text": f"sample number {i}", "label": i % 4}
                         for i in range(8)])
     out = tmp_path / "out"
-    result = _invoke("check", path, "--no-progress", "--out", out, "--num-classes", "3")
+    result = _invoke("check", "--no-smoke", path, "--no-progress", "--out", out, "--num-classes",
+                     "3")
     assert result.exit_code in (0, 1), result.output
     ids = [r["id"] for r in _report(out)["rules"]]
     if registry.get("label_range") is None:
@@ -303,6 +306,7 @@ def test_cli_num_classes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["0", "-5", "many"])
 def test_cli_bad_context_window_is_exit_2(data: Path, tmp_path: Path, value: str) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", value)
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", value)
     assert result.exit_code == 2, result.output
     assert not out.exists()

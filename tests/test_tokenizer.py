@@ -296,7 +296,8 @@ def data(tmp_path: Path) -> Path:
 
 def test_cli_missing_tokenizer_is_exit_2_before_reading(data: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", "64",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "64",
                      "--tokenizer", tmp_path / "missing" / "tokenizer.json")
     assert result.exit_code == 2, result.output
     assert "tokenizer not found" in result.output
@@ -315,7 +316,7 @@ def test_cli_missing_tokenizer_in_rules_names_both_paths(data: Path, tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    result = _invoke("check", data, "--rules", rules, "--no-progress", "--out", "out")
+    result = _invoke("check", "--no-smoke", data, "--rules", rules, "--no-progress", "--out", "out")
     assert result.exit_code == 2, result.output
     squashed = _squash(result.output)
     assert "tok.json" in squashed
@@ -339,7 +340,8 @@ def test_cli_relative_tokenizer_resolves_beside_the_rules(
     work.mkdir()
     monkeypatch.chdir(work)
     assert _invoke("rules", "validate", rules).exit_code == 0
-    result = _invoke("check", data, "--rules", rules, "--no-progress", "--out", "out", "--json",
+    result = _invoke("check", "--no-smoke", data, "--rules", rules, "--no-progress", "--out",
+                     "out", "--json",
                      "--quiet")
     assert result.exit_code == 0, result.output
     report = json.loads((work / "out" / "report.json").read_text())
@@ -364,7 +366,8 @@ def test_cli_tiktoken_offline_is_exit_2(data: Path, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     install_tiny_tiktoken(monkeypatch)
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", "64",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "64",
                      "--tokenizer", "tiktoken:o200k_base")
     assert result.exit_code == 2, result.output
     assert "o200k_base" in result.output
@@ -376,7 +379,8 @@ def test_cli_broken_chat_template_is_a_config_error(tok_dir: Path, tmp_path: Pat
     data = write_jsonl(tmp_path / "chat.jsonl",
                        [{"id": "1", "messages": [{"role": "user", "content": "hi"}]}])
     out = tmp_path / "out"
-    result = _invoke("check", data, "--no-progress", "--out", out, "--context-window", "64",
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "64",
                      "--tokenizer", folder)
     assert result.exit_code == 2, result.output
     assert "internal error" not in result.output

@@ -108,7 +108,7 @@ def one_empty_in_1000(tmp_path: Path) -> Path:
 
 
 def test_one_violation_fails_by_default(one_empty_in_1000):
-    report = run_preflight(one_empty_in_1000, rules=_rules())
+    report = run_preflight(one_empty_in_1000, rules=_rules(), smoke=False)
     assert report.rule("r").status == "fail"
     assert report.rule("r").violations == 1
     assert report.verdict == "fail"
@@ -117,21 +117,22 @@ def test_one_violation_fails_by_default(one_empty_in_1000):
 
 def test_fraction_threshold_through_the_pipeline(tmp_path):
     one = run_preflight(_write(tmp_path / "a.jsonl", ["x"] * 999 + [""]),
-                        rules=_rules(max_fraction=0.01))
+                        rules=_rules(max_fraction=0.01), smoke=False)
     assert one.rule("r").status == "pass"
     assert one.verdict == "pass"
     eleven = run_preflight(_write(tmp_path / "b.jsonl", ["x"] * 989 + [""] * 11),
-                           rules=_rules(max_fraction=0.01))
+                           rules=_rules(max_fraction=0.01), smoke=False)
     assert eleven.rule("r").status == "fail"
     assert eleven.verdict == "fail"
 
 
 def test_failing_warn_rule_passes_the_gate_unless_strict(one_empty_in_1000):
-    report = run_preflight(one_empty_in_1000, rules=_rules(severity="warn"))
+    report = run_preflight(one_empty_in_1000, rules=_rules(severity="warn"), smoke=False)
     assert report.rule("r").status == "fail"
     assert not report.rule("r").blocking
     assert report.verdict == "pass"
-    strict = run_preflight(one_empty_in_1000, rules=_rules(severity="warn"), strict=True)
+    strict = run_preflight(one_empty_in_1000, rules=_rules(severity="warn"), strict=True,
+                           smoke=False)
     assert strict.rule("r").blocking
     assert strict.verdict == "fail"
     assert strict.strict
@@ -139,7 +140,8 @@ def test_failing_warn_rule_passes_the_gate_unless_strict(one_empty_in_1000):
 
 def test_failing_info_rule_never_fails_the_gate(one_empty_in_1000):
     for strict in (False, True):
-        report = run_preflight(one_empty_in_1000, rules=_rules(severity="info"), strict=strict)
+        report = run_preflight(one_empty_in_1000, rules=_rules(severity="info"), strict=strict,
+                               smoke=False)
         assert report.rule("r").status == "fail"
         assert report.verdict == "pass"
 
@@ -147,7 +149,7 @@ def test_failing_info_rule_never_fails_the_gate(one_empty_in_1000):
 def test_declared_field_absent_from_the_data_is_an_error(tmp_path):
     path = _write(tmp_path / "d.jsonl", ["x", "y"])
     rules = {"fields": {"text": "body"}, "rules": [{"id": "r", "check": "invisible_unicode"}]}
-    report = run_preflight(path, rules=rules)
+    report = run_preflight(path, rules=rules, smoke=False)
     result = report.rule("r")
     assert result.status == "error"
     assert result.message
@@ -160,7 +162,7 @@ def test_absent_field_is_an_error_even_for_a_warn_rule(tmp_path):
     path = _write(tmp_path / "d.jsonl", ["x"])
     rules = {"fields": {"text": "body"},
              "rules": [{"id": "r", "check": "empty", "severity": "warn"}]}
-    report = run_preflight(path, rules=rules)
+    report = run_preflight(path, rules=rules, smoke=False)
     assert report.rule("r").status == "error"
     assert report.verdict == "fail"
 
@@ -168,7 +170,7 @@ def test_absent_field_is_an_error_even_for_a_warn_rule(tmp_path):
 def test_only_malformed_lines_fail_with_a_reason(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("not json\n[1]\n{oops\n", encoding="utf-8")
-    report = run_preflight(path, rules=_rules(max_count=100))
+    report = run_preflight(path, rules=_rules(max_count=100), smoke=False)
     assert report.source.records == 0
     assert report.source.malformed == 3
     assert report.verdict == "fail"
@@ -178,7 +180,7 @@ def test_only_malformed_lines_fail_with_a_reason(tmp_path):
 def test_empty_file_fails_with_a_reason(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
-    report = run_preflight(path, rules=_rules())
+    report = run_preflight(path, rules=_rules(), smoke=False)
     assert report.source.records == 0
     assert report.verdict == "fail"
     assert report.reasons
@@ -190,7 +192,7 @@ def test_malformed_lines_count_in_the_fraction_denominator(tmp_path):
                     encoding="utf-8")
     report = run_preflight(path, rules={"fields": {"text": "text"},
                                         "rules": [{"id": "m", "check": "malformed",
-                                                   "max_fraction": 0.1}]})
+                                                   "max_fraction": 0.1}]}, smoke=False)
     assert report.source.total == 10
     assert report.rule("m").fraction == pytest.approx(0.1)
     assert report.rule("m").status == "pass"
@@ -206,7 +208,7 @@ def test_a_record_found_in_scan_and_at_the_end_is_one_violation(tmp_path) -> Non
     path.write_text("".join(_json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     report = run_preflight(path, rules={"fields": {"target": "target"},
                                         "rules": [{"id": "num", "check": "numeric", "max": 1000,
-                                                   "max_count": 1}]})
+                                                   "max_count": 1}]}, smoke=False)
     result = report.rule("num")
     assert result.findings == 2  # above_max during the scan, outlier at the end
     assert result.violations == 1

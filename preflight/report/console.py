@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from preflight.report.model import Report, RuleResult
+from preflight.report.model import Report, RuleResult, SmokeResult
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "bold red"}
+_SMOKE_STYLE = {"pass": "green", "data_fault": "red", "code_fault": "red", "skipped": "yellow"}
 _MAX_EXAMPLES = 3
 
 
@@ -54,6 +55,8 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
                 at = f"row {where}{ex.row}" if ex.row is not None else "corpus"
                 console.print(f"  {at}{ident} {ex.code}: {ex.detail}{snip}",
                               markup=False, highlight=False)
+    if report.smoke is not None:
+        render_smoke(report.smoke, console)
     if report.passed:
         console.print("[bold green]PASS[/] the gate passed")
     else:
@@ -75,3 +78,25 @@ def _allowed(r: RuleResult) -> str:
     if r.threshold.get("max_fraction") is not None:
         parts.append(f"≤{r.threshold['max_fraction']:.2%}")
     return " & ".join(parts)
+
+
+def render_smoke(smoke: SmokeResult, console: Console) -> None:
+    """Print the smoke test's verdict, its one-line reason and what it found."""
+    style = _SMOKE_STYLE[smoke.verdict]
+    where = f"{smoke.model or 'no model'} on {smoke.device} ({smoke.precision}), seed {smoke.seed}"
+    console.print(f"smoke test [{style}]{smoke.verdict.upper().replace('_', ' ')}[/] · "
+                  f"{smoke.samples} rows · {where}", highlight=False)
+    console.print(f"  {smoke.reason}", markup=False, highlight=False)
+    if smoke.minimal_rows:
+        ids = f" (ids {', '.join(smoke.minimal_ids[:10])})" if smoke.minimal_ids else ""
+        rows = ", ".join(str(r) for r in smoke.minimal_rows[:10])
+        console.print(f"  minimal rows: {rows}{ids}", markup=False, highlight=False)
+    for label, value in (("first non-finite module", smoke.first_bad_module),
+                         ("first non-finite gradient", smoke.first_bad_param),
+                         ("detect_anomaly", smoke.anomaly), ("replay", smoke.replay)):
+        if value:
+            console.print(f"  {label}: {value}", markup=False, highlight=False)
+    for f in smoke.findings:
+        if f.severity != "info":
+            console.print(f"  {f.severity}: {f.code}: {f.detail}", markup=False,
+                          highlight=False)

@@ -70,6 +70,70 @@ class RulesInfo(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class SmokeRun(BaseModel):
+    """One training run of the smoke test: its curves and where it went wrong."""
+
+    loss: list[float | None] = Field(default_factory=list, description="Loss per step.")
+    grad_norm: list[float | None] = Field(
+        default_factory=list, description="Gradient norm per step, before clipping."
+    )
+    scale: list[float] = Field(default_factory=list, description="AMP loss scale per step.")
+    skipped_steps: int = Field(0, description="Steps the GradScaler skipped (inf gradients).")
+    steps: int = 0
+    first_bad_step: int | None = Field(None, description="First step with a non-finite value.")
+    failure: str | None = Field(None, description="What went non-finite, or why it stopped.")
+    learned: bool | None = Field(None, description="The loss fell by min_loss_drop.")
+
+
+class SmokeFinding(BaseModel):
+    """Something the smoke test noticed (a warning unless the verdict says otherwise)."""
+
+    code: str
+    severity: Literal["error", "warn", "info"] = "warn"
+    detail: str
+    rows: list[int] = Field(default_factory=list)
+    step: int | None = None
+
+
+class SmokeResult(BaseModel):
+    """The smoke test: a seeded micro-training on a sample, and whose fault a failure is."""
+
+    verdict: Literal["pass", "data_fault", "code_fault", "skipped"]
+    reason: str
+    task: str | None = None
+    model: str | None = Field(None, description="built-in:TASK or the user's build spec.")
+    device: str = "cpu"
+    precision: str = "fp32"
+    seed: int = 0
+    steps: int = 0
+    samples: int = Field(0, description="Rows in the sample.")
+    sample_rows: list[int] = Field(default_factory=list, description="Rows sampled, sorted.")
+    flagged_in_sample: list[int] = Field(
+        default_factory=list, description="Sampled rows that a rule flagged."
+    )
+    minimal_rows: list[int] = Field(default_factory=list)
+    minimal_ids: list[str] = Field(default_factory=list)
+    minimal_files: list[str | None] = Field(default_factory=list)
+    first_bad_module: str | None = None
+    first_bad_param: str | None = None
+    anomaly: str | None = Field(None, description="detect_anomaly's report on the replay.")
+    control: SmokeRun | None = None
+    real: SmokeRun | None = None
+    repeat: SmokeRun | None = Field(None, description="The real run again, same seed.")
+    activations: list[dict[str, Any]] = Field(
+        default_factory=list, description="Per-module activation abs-max/abs-min, first steps."
+    )
+    findings: list[SmokeFinding] = Field(default_factory=list)
+    checkpoint: dict[str, Any] | None = None
+    replay: str | None = Field(None, description="The replay file, when one was written.")
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """True when the smoke test found a fault (which fails the gate)."""
+        return self.verdict in ("data_fault", "code_fault")
+
+
 class Report(BaseModel):
     """A gate run: the verdict, each rule's result, and how it was reached."""
 
@@ -84,6 +148,7 @@ class Report(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     outputs: dict[str, str] = Field(default_factory=dict, description="Files written.")
     fix: dict[str, Any] | None = Field(None, description="The fix manifest, when fix ran.")
+    smoke: SmokeResult | None = Field(None, description="The smoke test, when it ran.")
 
     @property
     def passed(self) -> bool:

@@ -79,6 +79,6 @@ def gate(tmp_path: Path) -> Callable[..., Gate]:
         spec = {"id": RULE_ID, "check": check, **(rule or {}), **params}
         rules = {"fields": fields or {"text": "text", "id": "id"}, "rules": [spec]}
         out = tmp_path / f"out{n}"
-        return Gate(run_preflight(path, rules=rules, out=out, strict=strict), out)
+        return Gate(run_preflight(path, rules=rules, out=out, strict=strict, smoke=False), out)
 
     return run

@@ -44,7 +44,7 @@ def labels(tmp_path: Path) -> LabelGate:
             "rules": [{"id": RULE_ID, "check": "label_range", **params}],
         }
         out = tmp_path / f"out{n}"
-        return Gate(run_preflight(path, rules=rules, out=out), out)
+        return Gate(run_preflight(path, rules=rules, out=out, smoke=False), out)
 
     return run
 
@@ -151,7 +151,7 @@ def test_csv_labels_are_read_as_numbers(tmp_path):
     path.write_text("id,text,label\n1,a,0\n2,b,x\n3,c,2\n4,d,\n5,e,1.0\n6,f,3\n7,g,0.5\n")
     rules = {"fields": {"id": "id", "label": "label"}, "model": {"num_classes": 3},
              "rules": [{"id": RULE_ID, "check": "label_range"}]}
-    g = Gate(run_preflight(path, rules=rules, out=tmp_path / "out"), tmp_path / "out")
+    g = Gate(run_preflight(path, rules=rules, out=tmp_path / "out", smoke=False), tmp_path / "out")
     assert _record_codes(g) == {1: {"label_wrong_type"}, 3: {"label_null"},
                                 5: {"label_out_of_range"}, 6: {"label_wrong_type"}}
     assert g.result.stats["classes"] == {"0": 1, "1": 1, "2": 1}

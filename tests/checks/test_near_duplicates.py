@@ -306,7 +306,7 @@ def test_bad_parameters_are_config_errors(tmp_path, params):
     path.write_text('{"text": "some text"}\n', encoding="utf-8")
     rules = {"fields": {"text": "text"}, "rules": [{"id": "r", "check": CHECK, **params}]}
     with pytest.raises(ConfigError) as info:
-        run_preflight(path, rules=rules)
+        run_preflight(path, rules=rules, smoke=False)
     assert info.value.exit_code == 2
 
 
@@ -323,7 +323,8 @@ def test_bands_times_rows_over_num_perm_exits_2_on_the_cli(tmp_path):
         encoding="utf-8",
     )
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["check", str(data), "--rules", str(rules), "--out", str(out),
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(data), "--rules", str(rules),
+                                       "--out", str(out),
                                        "--no-progress"])
     assert result.exit_code == 2, result.output
     assert "exceeds num_perm" in " ".join(result.output.split())
@@ -480,7 +481,7 @@ def test_two_near_duplicate_rules_side_by_side(tmp_path):
         {"id": "strict", "check": CHECK, "threshold": 0.99, "seed": 9, "confirm": False},
         {"id": "exact", "check": "exact_duplicate"},
     ]}
-    report = run_preflight(path, rules=rules, out=tmp_path / "out")
+    report = run_preflight(path, rules=rules, out=tmp_path / "out", smoke=False)
     f = pl.read_parquet(tmp_path / "out" / "findings.parquet")
     by_rule = {rule: dict(f.filter(pl.col("rule") == rule).select("row", "cluster").iter_rows())
                for rule in ("loose", "strict", "exact")}

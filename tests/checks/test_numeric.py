@@ -186,7 +186,7 @@ def test_parquet_float32_and_list_columns(tmp_path):
     frame.write_parquet(path)
     rules = {"fields": {"numeric": ["x", "f"]},
              "rules": [{"id": "r", "check": "numeric", "dtype": "fp16", "outlier_z": None}]}
-    run_preflight(path, rules=rules, out=tmp_path / "out")
+    run_preflight(path, rules=rules, out=tmp_path / "out", smoke=False)
     f = pl.read_parquet(tmp_path / "out" / "findings.parquet")
     assert set(f.select("row", "code", "detail").iter_rows()) == {
         (1, "nan", "x: NaN"), (1, "pos_inf", "f[0]: +Inf"), (2, "null", "f: null or missing"),
@@ -370,7 +370,7 @@ def test_csv_numbers_arrive_typed(tmp_path):
     rules = {"fields": {"numeric": "score", "id": "id"},
              "rules": [{"id": "r", "check": "numeric", "min": -5}]}
     out = tmp_path / "out"
-    report = run_preflight(path, rules=rules, out=out)
+    report = run_preflight(path, rules=rules, out=out, smoke=False)
     f = pl.read_parquet(out / "findings.parquet")
     assert dict(f.select("row", "code").iter_rows()) == {
         1: "nan", 2: "pos_inf", 3: "null", 4: "below_min"

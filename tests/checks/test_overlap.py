@@ -46,7 +46,7 @@ def corpora(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _run(train: Path, rules: dict, out: Path) -> pl.DataFrame:
-    report = run_preflight(train, rules=rules, out=out)
+    report = run_preflight(train, rules=rules, out=out, smoke=False)
     assert report.rule("overlap").status == "fail"
     return pl.read_parquet(out / "findings.parquet").filter(pl.col("check") == "overlap")
 
@@ -107,7 +107,8 @@ def test_missing_eval_file_is_a_config_error(corpora, tmp_path: Path) -> None:
 def test_overlap_rule_without_eval_cannot_run(corpora, tmp_path: Path) -> None:
     train, _ = corpora
     report = run_preflight(train, rules={"fields": {"text": "text"},
-                                         "rules": [{"id": "overlap", "check": "overlap"}]})
+                                         "rules": [{"id": "overlap",
+                                                    "check": "overlap"}]}, smoke=False)
     assert report.rule("overlap").status == "error"
     assert "eval" in report.rule("overlap").message
     assert not report.passed
@@ -118,7 +119,8 @@ def test_no_overlap_passes(tmp_path: Path) -> None:
     train = _write(tmp_path / "t.jsonl", [_text(rng) for _ in range(50)])
     evals = _write(tmp_path / "e.jsonl", [_text(rng) for _ in range(10)])
     report = run_preflight(train, rules={"fields": {"text": "text"}, "eval": str(evals),
-                                         "rules": [{"id": "overlap", "check": "overlap"}]})
+                                         "rules": [{"id": "overlap",
+                                                    "check": "overlap"}]}, smoke=False)
     assert report.rule("overlap").status == "pass"
     assert report.rule("overlap").stats["eval_records"] == 10
 
@@ -131,7 +133,8 @@ def test_an_eval_file_without_text_cannot_run(corpora, tmp_path: Path) -> None:
     other.write_text(json.dumps({"question": "no text field here"}) + "\n", encoding="utf-8")
     for evals in (empty, other):
         report = run_preflight(train, rules={"fields": {"text": "text"}, "eval": str(evals),
-                                             "rules": [{"id": "overlap", "check": "overlap"}]})
+                                             "rules": [{"id": "overlap",
+                                                        "check": "overlap"}]}, smoke=False)
         assert report.rule("overlap").status == "error"
         assert "no text" in report.rule("overlap").message
         assert not report.passed

@@ -1,0 +1,8 @@
+"""The smoke test: a seeded micro-training on ~100 sampled rows that tells a data fault
+from a code fault. torch is imported here and nowhere else in preflight."""
+
+from __future__ import annotations
+
+from preflight.smoke.stage import replay, run_smoke
+
+__all__ = ["replay", "run_smoke"]

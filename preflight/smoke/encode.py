@@ -1,0 +1,322 @@
+"""Rows to tensors as training sees them: token ids, assistant-only labels, class ids,
+float targets and features. Bad values are encoded as they are (a NaN stays NaN); what an
+index tensor cannot hold (an id past the vocabulary, a label that is no class) is reported
+per row here, on the CPU, before anything reaches a GPU."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from preflight.config import Fields, ModelFacts
+from preflight.tokenizer import TokenCounter, estimate_counter
+
+IGNORE = -100
+BYTE_VOCAB = 256
+# A class label that is not a class id at all (a string where ints are declared, null).
+NOT_A_CLASS = -1
+
+
+@dataclass
+class Encoded:
+    """One row, encoded: what the tiny models train on, and what is wrong with it."""
+
+    ids: list[int] | None = None
+    labels: list[int] | None = None
+    label: int | None = None
+    target: float | None = None
+    features: list[float] | None = None
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def infer_task(task: str | None, fields: Fields) -> str | None:
+    """The rules' task, or the one the declared fields imply (None when nothing trains)."""
+    if task:
+        return task
+    if fields.messages:
+        return "chat"
+    if fields.label:
+        return "classification"
+    if fields.target:
+        return "regression"
+    if fields.text or fields.input_ids:
+        return "lm"
+    return None
+
+
+class Encoder:
+    """Encodes rows for one task with the rules' tokenizer (UTF-8 bytes when none)."""
+
+    def __init__(self, task: str, fields: Fields, model: ModelFacts,
+                 tokenizer: TokenCounter | None, *, max_length: int) -> None:
+        self.task = task
+        self.fields = fields
+        self.model = model
+        self.max_length = max_length
+        self._ids = tokenizer.ids if tokenizer is not None and tokenizer.ids else None
+        self._render = (tokenizer or estimate_counter()).render
+        self.tokenizer = tokenizer.name if self._ids else "bytes"
+        vocab = tokenizer.vocab_size if self._ids and tokenizer is not None else BYTE_VOCAB
+        self.vocab_size = model.vocab_size or vocab
+        self.classes = _classes(model)
+        self._memo: dict[int, Encoded] = {}
+
+    @property
+    def uses_text(self) -> bool:
+        """True when rows carry text or token ids for this task."""
+        f = self.fields
+        return bool(f.text or f.messages or f.input_ids) and self.task != "regression"
+
+    def encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
+        """Encode ``rows`` (memoised per record object, so subsets re-encode for free)."""
+        todo = [r for r in rows if id(r) not in self._memo]
+        if todo:
+            for r, enc in zip(todo, self._encode(todo), strict=True):
+                self._memo[id(r)] = enc
+        return [self._memo[id(r)] for r in rows]
+
+    def _encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
+        out = [Encoded() for _ in rows]
+        if self.uses_text:
+            for enc, (ids, labels) in zip(out, self._tokens(rows), strict=True):
+                enc.ids, enc.labels = ids, labels
+        if self.task == "classification":
+            for enc, row in zip(out, rows, strict=True):
+                enc.label = self._class_id(row.get(self.fields.label or ""), enc)
+        if self.task == "regression":
+            for enc, row in zip(out, rows, strict=True):
+                enc.target = _number(row.get(self.fields.target or ""))
+        if self.fields.features and self.task in ("classification", "regression"):
+            for enc, row in zip(out, rows, strict=True):
+                enc.features = _features(row, self.fields.features)
+        return out
+
+    def problems(self, rows: list[dict[str, Any]]) -> list[list[tuple[str, str]]]:
+        """Per row, what no model can train on: (code, detail) pairs, empty when fine."""
+        out = []
+        for enc in self.encode(rows):
+            found = list(enc.problems)
+            self._check(enc, found)
+            out.append(found)
+        return out
+
+    def _tokens(self, rows: list[dict[str, Any]]) -> list[tuple[list[int], list[int] | None]]:
+        f = self.fields
+        if f.input_ids:
+            result = []
+            for row in rows:
+                ids = _ints(row.get(f.input_ids))
+                labels = _ints(row.get(f.token_labels)) if f.token_labels else None
+                result.append((ids, labels))
+            return result
+        if f.messages:
+            return [self._chat(row.get(f.messages)) for row in rows]
+        texts = ["\n".join(str(row.get(name) or "") for name in f.text_fields())
+                 for row in rows]
+        # Cut long texts first: the tiny models see max_length tokens, never more.
+        return [(ids, None) for ids in self._encode_texts([t[: self.max_length * 16]
+                                                           for t in texts])]
+
+    def _encode_texts(self, cut: list[str]) -> list[list[int]]:
+        if self._ids is not None:
+            return [list(ids) for ids in self._ids(cut)]
+        return [list(t.encode("utf-8", "surrogatepass")) for t in cut]
+
+    def _chat(self, turns: Any) -> tuple[list[int], list[int] | None]:
+        """Token ids of a conversation and a mask of assistant tokens (labels: 1 where the
+        assistant speaks), from the rendered prefixes turn by turn."""
+        if not isinstance(turns, list):
+            return [], []
+        prefixes = [self._render(turns[: k + 1]) for k in range(len(turns))]
+        encoded = self._encode_texts(prefixes)
+        ids = encoded[-1] if encoded else []
+        mask = [0] * len(ids)
+        start = 0
+        for turn, prefix_ids in zip(turns, encoded, strict=True):
+            end = min(len(prefix_ids), len(ids))
+            if isinstance(turn, dict) and turn.get("role") == "assistant":
+                mask[start:end] = [1] * (end - start)
+            start = end
+        return ids, mask
+
+    def _class_id(self, value: Any, enc: Encoded) -> int:
+        if self.model.labels is not None:
+            for i, declared in enumerate(self.model.labels):
+                if value == declared and type(value) is type(declared):
+                    return i
+            enc.problems.append(("label_not_a_class", f"label {value!r} is not a declared class"))
+            return NOT_A_CLASS
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        enc.problems.append(("label_not_a_class", f"label {value!r} is not a class id"))
+        return NOT_A_CLASS
+
+    def _check(self, enc: Encoded, problems: list[tuple[str, str]]) -> None:
+        if enc.ids is not None:
+            bad = [t for t in enc.ids if not 0 <= t < self.vocab_size]
+            if bad:
+                problems.append(("token_id_out_of_range",
+                                     f"token id {bad[0]} outside [0, {self.vocab_size})"))
+            if not enc.ids:
+                problems.append(("no_tokens", "no tokens to train on"))
+        if enc.labels is not None and self.fields.token_labels:
+            bad = [t for t in enc.labels if t != IGNORE and not 0 <= t < self.vocab_size]
+            if bad:
+                problems.append(("token_label_out_of_range",
+                                     f"token label {bad[0]} outside [0, {self.vocab_size})"))
+        if self.task == "chat" and enc.labels is not None and not any(enc.labels[1:]):
+            problems.append(("all_labels_ignored",
+                                 "no assistant token: every label is ignored (loss 0/0)"))
+        if self.task == "lm" and enc.labels is not None and all(
+            t == IGNORE for t in enc.labels[1 : self.max_length + 1]
+        ):
+            problems.append(("all_labels_ignored",
+                                 "every token label is the ignore index (loss 0/0 = NaN)"))
+        if enc.label is not None and enc.label != NOT_A_CLASS and self.classes is not None and (
+            not 0 <= enc.label < self.classes
+        ):
+            problems.append(("label_out_of_range",
+                                 f"class {enc.label} outside [0, {self.classes})"))
+        if enc.label is not None and enc.label < 0 and enc.label != NOT_A_CLASS:
+            problems.append(("label_out_of_range", f"class {enc.label} is negative"))
+
+    def set_classes(self, encoded: list[Encoded]) -> None:
+        """With no class count declared, take it from the sample's largest class id."""
+        if self.classes is None:
+            seen = [e.label for e in encoded if e.label is not None and e.label >= 0]
+            self.classes = max(seen, default=0) + 1
+
+
+class Collate:
+    """The built-in collate: rows -> ({"ids", "mask", "features"}, targets) for a task.
+
+    ``vocab`` maps token ids to the tiny model's compact ids (the built-in models only
+    embed the ids the sample uses, so a 100k-token vocabulary stays cheap); None keeps the
+    real ids (a user's model with the built-in collate).
+    """
+
+    def __init__(self, encoder: Encoder, vocab: dict[int, int] | None = None) -> None:
+        self.encoder = encoder
+        self.vocab = vocab
+
+    def __call__(self, rows: list[dict[str, Any]]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        enc = self.encoder.encode(rows)
+        task, n = self.encoder.task, self.encoder.max_length
+        inputs: dict[str, torch.Tensor] = {}
+        if self.encoder.uses_text:
+            if task in ("lm", "chat"):
+                xs, ys = [], []
+                for e in enc:
+                    x, y = self._map(e.ids or []), self._targets(e)
+                    s = _window(y, n)
+                    xs.append(x[s : s + n])
+                    ys.append(y[s : s + n])
+            else:
+                xs = [self._map(e.ids or [])[:n] for e in enc]
+                ys = [[] for _ in enc]
+            width = max([len(x) for x in xs] + [1])
+            ids = torch.zeros(len(enc), width, dtype=torch.long)
+            mask = torch.zeros(len(enc), width, dtype=torch.bool)
+            labels = torch.full((len(enc), width), IGNORE, dtype=torch.long)
+            for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+                ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+                mask[i, : len(x)] = True
+                if y:
+                    labels[i, : len(y)] = torch.tensor(y, dtype=torch.long)
+            inputs["ids"], inputs["mask"] = ids, mask
+            if task in ("lm", "chat"):
+                return inputs, labels
+        if any(e.features is not None for e in enc):
+            width = max(len(e.features or []) for e in enc)
+            feats = torch.full((len(enc), width), math.nan, dtype=torch.float32)
+            for i, e in enumerate(enc):
+                values = e.features or []
+                feats[i, : len(values)] = torch.tensor(values, dtype=torch.float64).float()
+            inputs["features"] = feats
+        if task == "classification":
+            return inputs, torch.tensor([e.label for e in enc], dtype=torch.long)
+        return inputs, torch.tensor([e.target for e in enc], dtype=torch.float64).float()
+
+    def _map(self, ids: list[int]) -> list[int]:
+        if self.vocab is None:
+            return ids
+        return [self.vocab.get(t, 0) for t in ids]
+
+    def _targets(self, e: Encoded) -> list[int]:
+        """Next-token targets aligned with the inputs: the label (or the id) of the next
+        position; -100 where the loss ignores it (not the assistant, an ignored label)."""
+        ids = e.ids or []
+        if e.labels is None:
+            return [*self._map(ids[1:]), IGNORE]
+        if self.encoder.task == "chat":  # labels is the assistant mask
+            nxt = self._map(ids[1:])
+            masked = [t if m else IGNORE for t, m in zip(nxt, e.labels[1:], strict=False)]
+            return [*masked, IGNORE]
+        shifted = [*e.labels[1:], IGNORE]
+        return [t if t == IGNORE else self._map([t])[0] for t in shifted]
+
+
+def _window(targets: list[int], n: int) -> int:
+    """Where a row's ``n``-token window starts: 0, unless every target there is ignored
+    and a later one is not (a long prompt before the answer): then around that one."""
+    if any(t != IGNORE for t in targets[:n]):
+        return 0
+    first = next((i for i, t in enumerate(targets) if t != IGNORE), None)
+    return 0 if first is None else max(0, first - n // 2)
+
+
+def compact_vocab(encoded: list[Encoded], vocab_size: int) -> dict[int, int]:
+    """Compact ids (from 1; 0 is padding and unknown) for the in-range ids the rows use."""
+    used: set[int] = set()
+    for e in encoded:
+        used.update(t for t in (e.ids or []) if 0 <= t < vocab_size)
+        used.update(t for t in (e.labels or []) if 0 <= t < vocab_size)
+    return {t: i + 1 for i, t in enumerate(sorted(used))}
+
+
+def _classes(model: ModelFacts) -> int | None:
+    if model.labels is not None:
+        return len(model.labels)
+    return model.num_classes
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            out.append(-1)  # not a token id: the range check reports it
+        elif isinstance(v, float):
+            out.append(int(v) if math.isfinite(v) and v.is_integer() and abs(v) < 2**62 else -1)
+        else:
+            out.append(v)
+    return out
+
+
+def _number(value: Any) -> float:
+    """A value as the float training would see; NaN for what is not a number at all."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def _features(row: dict[str, Any], spec: str | list[str]) -> list[float]:
+    if isinstance(spec, str):
+        value = row.get(spec)
+        if isinstance(value, list):
+            return [_number(v) for v in value]
+        return [_number(value)]
+    return [_number(row.get(name)) for name in spec]

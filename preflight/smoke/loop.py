@@ -1,0 +1,360 @@
+"""One seeded training run with every step checked.
+
+Each step checks the inputs, the loss, the gradients and the parameters for non-finite
+values and records the loss, the gradient norm (before clipping) and the AMP scale. Index
+tensors are range-checked before the embedding or the loss sees them: the comparison is safe
+on any device, the lookup of a bad index on CUDA is a device-side assert that poisons the
+process. On CUDA, autocast runs in bf16 or fp16; fp16 adds a GradScaler in the one correct
+order: scale -> backward -> unscale_ -> clip -> step -> update.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from preflight.config import SmokeConfig
+from preflight.errors import ConfigError
+from preflight.report.model import SmokeRun
+from preflight.smoke.encode import IGNORE
+
+Batch = tuple[Any, Any]
+FP16_MAX = 65504.0
+FP16_TINY = 2.0**-24  # the smallest fp16 subnormal; smaller magnitudes flush to zero
+
+
+class IndexFault(Exception):
+    """An index tensor holds a value its embedding or loss cannot take."""
+
+    def __init__(self, where: str, rows: list[int], detail: str) -> None:
+        super().__init__(detail)
+        self.where, self.rows, self.detail = where, rows, detail
+
+
+@dataclass
+class Setup:
+    """What every run of one smoke test shares: the model, its first weights, the loss."""
+
+    template: nn.Module
+    initial: dict[str, torch.Tensor]
+    loss_fn: Callable[[Any, Any], Any]
+    cfg: SmokeConfig
+    device: torch.device
+    precision: str
+    user: bool = False
+    exempt: set[str] = field(default_factory=set)  # inputs non-finite by design (masks)
+
+    def fresh(self) -> nn.Module:
+        """The model at its initial weights, on the device."""
+        model = copy.deepcopy(self.template)
+        model.load_state_dict(self.initial)
+        return model.to(self.device)
+
+
+@dataclass
+class Outcome:
+    """A run's curves plus what localisation and the report need."""
+
+    run: SmokeRun
+    first_bad_module: str | None = None
+    first_bad_param: str | None = None
+    bad_rows: list[int] = field(default_factory=list)
+    activations: dict[str, list[float]] = field(default_factory=dict)
+    grad_warnings: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.run.failure is not None
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch (every device)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
+          anomaly: bool = False) -> Outcome:
+    """Train a fresh copy of the model on ``batches`` (cycled) for ``steps`` steps; stop at
+    the first non-finite value. ``watch``: record activation ranges for that many steps."""
+    cfg, device = setup.cfg, setup.device
+    seed_everything(cfg.seed)
+    model = setup.fresh()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    amp, dtype = _autocast(setup.precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=setup.precision == "fp16")
+    run = SmokeRun()
+    out = Outcome(run=run)
+    spy = _Spy(model, out)
+    params = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for step in range(steps):
+            inputs, targets = batches[step % len(batches)]
+            problem = _nonfinite_inputs(inputs, targets, setup.exempt)
+            if problem is not None:
+                out.bad_rows, run.failure = problem
+                run.first_bad_step = step
+                break
+            inputs, targets = _to(inputs, device), _to(targets, device)
+            spy.arm(step, record=step < watch)
+            opt.zero_grad(set_to_none=True)
+            try:
+                with torch.autocast(device.type, dtype=dtype, enabled=amp), \
+                        torch.autograd.set_detect_anomaly(anomaly):
+                    outputs = model(inputs)
+                    _check_targets(outputs, targets)
+                    loss = setup.loss_fn(outputs, targets)
+                    _check_loss(loss, setup.user)
+                    loss_value = float(loss.detach().float())
+                    if not math.isfinite(loss_value):
+                        run.loss.append(None)
+                        run.failure = _what_failed(out, f"loss is {loss_value} at step {step}")
+                        run.first_bad_step = step
+                        scaler.scale(loss).backward()  # which gradient it poisons, if any
+                        break
+                    scaler.scale(loss).backward()
+            except IndexFault as e:
+                out.bad_rows, run.failure = e.rows, e.detail
+                run.first_bad_step = step
+                break
+            except RuntimeError as e:
+                if anomaly and "nan" in str(e).lower():
+                    run.failure = f"anomaly: {_first_line(e)}"
+                    run.first_bad_step = step
+                    break
+                raise
+            scaler.unscale_(opt)
+            norm = float(torch.nn.utils.clip_grad_norm_(
+                params, max_norm=cfg.clip if cfg.clip else math.inf))
+            run.loss.append(loss_value)
+            run.grad_norm.append(norm if math.isfinite(norm) else None)
+            if scaler.is_enabled():
+                run.scale.append(float(scaler.get_scale()))
+            if math.isfinite(norm) and norm > cfg.grad_norm_warn:
+                out.grad_warnings.append((step, norm))
+            if not math.isfinite(norm):
+                if scaler.is_enabled():  # fp16 overflow: the scaler skips this step, by design
+                    run.skipped_steps += 1
+                    out.first_bad_param = None  # scaled gradients overflowed, not the model
+                    if run.skipped_steps > steps // 2:
+                        run.failure = (f"gradients non-finite in {run.skipped_steps} steps "
+                                       "even with loss scaling")
+                        run.first_bad_step = step
+                        break
+                else:
+                    run.failure = _what_failed(out, f"gradient norm is {norm} at step {step}")
+                    run.first_bad_step = step
+                    break
+            scaler.step(opt)
+            scaler.update()
+            bad_param = next((n for n, p in model.named_parameters()
+                              if not torch.isfinite(p.detach()).all()), None)
+            if bad_param is not None:
+                run.failure = f"parameter {bad_param} is non-finite after step {step}"
+                run.first_bad_step = step
+                break
+    finally:
+        spy.remove()
+    run.steps = len(run.loss)
+    run.learned = None if run.failure else learned(run.loss, setup.cfg.min_loss_drop)
+    return out
+
+
+def learned(losses: list[float | None], min_drop: float) -> bool:
+    """True when the mean of the last three losses is at least ``min_drop`` below the first."""
+    finite = [x for x in losses if x is not None]
+    if len(finite) < 4:
+        return False
+    first, last = finite[0], sum(finite[-3:]) / 3
+    if first <= 1e-6:
+        return True
+    return last <= first * (1 - min_drop)
+
+
+def per_row_losses(setup: Setup, batches: list[Batch]) -> list[float]:
+    """The initial model's loss on each one-row batch (NaN where it is not finite)."""
+    seed_everything(setup.cfg.seed)
+    model = setup.fresh()
+    model.eval()
+    amp, dtype = _autocast(setup.precision)
+    losses = []
+    with torch.no_grad(), torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
+        for inputs, targets in batches:
+            try:
+                if _nonfinite_inputs(inputs, targets, setup.exempt) is not None:
+                    raise IndexFault("inputs", [0], "non-finite input")
+                inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
+                outputs = model(inputs)
+                _check_targets(outputs, targets)
+                value = float(setup.loss_fn(outputs, targets).detach().float())
+            except IndexFault:
+                value = math.nan
+            losses.append(value if math.isfinite(value) else math.nan)
+    return losses
+
+
+class _Spy:
+    """Forward hooks (first module whose output is non-finite, in call order; activation
+    ranges) and gradient hooks (first parameter whose gradient is non-finite)."""
+
+    def __init__(self, model: nn.Module, out: Outcome) -> None:
+        self.out = out
+        self.record = False
+        self.handles = []
+        for name, module in model.named_modules():
+            label = name or type(module).__name__
+            self.handles.append(module.register_forward_hook(self._forward(label)))
+            if isinstance(module, nn.Embedding | nn.EmbeddingBag):
+                self.handles.append(module.register_forward_pre_hook(_guard(label, module)))
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                self.handles.append(p.register_post_accumulate_grad_hook(self._grad(name)))
+
+    def arm(self, step: int, *, record: bool) -> None:
+        self.record = record
+
+    def _forward(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            for t in _tensors(output):
+                if not t.is_floating_point() or t.numel() == 0:
+                    continue
+                t = t.detach()
+                if self.out.first_bad_module is None and not torch.isfinite(t).all():
+                    self.out.first_bad_module = name
+                if self.record:
+                    a = t.float().abs()
+                    finite = a[torch.isfinite(a)]
+                    top = float(finite.max()) if finite.numel() else math.inf
+                    nonzero = finite[finite > 0]
+                    low = float(nonzero.min()) if nonzero.numel() else 0.0
+                    seen = self.out.activations.setdefault(name, [0.0, math.inf])
+                    seen[0] = max(seen[0], top)
+                    seen[1] = min(seen[1], low) if low > 0 else seen[1]
+        return hook
+
+    def _grad(self, name: str) -> Callable[[torch.Tensor], None]:
+        def hook(p: torch.Tensor) -> None:
+            if (self.out.first_bad_param is None and p.grad is not None
+                    and not torch.isfinite(p.grad).all()):
+                self.out.first_bad_param = name
+        return hook
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _guard(name: str, module: nn.Embedding | nn.EmbeddingBag) -> Callable[..., None]:
+    def hook(mod: nn.Module, args: Any) -> None:
+        if not args or not isinstance(args[0], torch.Tensor) or args[0].is_floating_point():
+            return
+        x = args[0]
+        bad = (x < 0) | (x >= module.num_embeddings)
+        if bool(bad.any()):
+            rows = _rows(bad)
+            value = int(x[bad].flatten()[0])
+            raise IndexFault(name, rows,
+                             f"index {value} outside [0, {module.num_embeddings}) in {name}")
+    return hook
+
+
+def _check_targets(outputs: Any, targets: Any) -> None:
+    """Integer targets against the class dimension of float outputs (cross-entropy)."""
+    if not isinstance(outputs, torch.Tensor) or not isinstance(targets, torch.Tensor):
+        return
+    if targets.is_floating_point() or targets.dtype == torch.bool or outputs.ndim < 2:
+        return
+    if tuple(targets.shape) == tuple(outputs.shape[:-1]):
+        classes = outputs.shape[-1]
+    elif tuple(targets.shape) == (outputs.shape[0], *outputs.shape[2:]):
+        classes = outputs.shape[1]
+    else:
+        return
+    bad = ((targets < 0) | (targets >= classes)) & (targets != IGNORE)
+    if bool(bad.any()):
+        value = int(targets[bad].flatten()[0])
+        rows = _rows(bad)
+        raise IndexFault("targets", rows, f"target {value} outside [0, {classes})")
+
+
+def _check_loss(loss: Any, user: bool) -> None:
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        got = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        who = "your loss_fn" if user else "the loss"
+        raise ConfigError(f"{who} must return a scalar tensor, got {got}")
+
+
+def _nonfinite_inputs(inputs: Any, targets: Any, exempt: set[str]) -> tuple[list[int], str] | None:
+    for path, t in _named(("inputs", inputs), ("targets", targets)):
+        if path in exempt or not t.is_floating_point():
+            continue
+        bad = ~torch.isfinite(t)
+        if bool(bad.any()):
+            rows = _rows(bad)
+            value = float(t[bad].flatten()[0])
+            return rows, f"{path} holds {value}"
+    return None
+
+
+def nonfinite_paths(batch: Batch) -> set[str]:
+    """Float tensors of a batch that hold a non-finite value (e.g. -inf attention masks)."""
+    return {path for path, t in _named(("inputs", batch[0]), ("targets", batch[1]))
+            if t.is_floating_point() and not bool(torch.isfinite(t).all())}
+
+
+def _rows(bad: torch.Tensor) -> list[int]:
+    if bad.ndim == 0:
+        return [0]
+    return torch.nonzero(bad.reshape(bad.shape[0], -1).any(1)).flatten().tolist()
+
+
+def _autocast(precision: str) -> tuple[bool, torch.dtype]:
+    """Whether to autocast, and to what (``resolve_device`` keeps CPU runs in fp32)."""
+    if precision == "bf16":
+        return True, torch.bfloat16
+    return precision == "fp16", torch.float16
+
+
+def _what_failed(out: Outcome, what: str) -> str:
+    if out.first_bad_module:
+        return f"{what} (first non-finite output: {out.first_bad_module})"
+    return what
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0]
+
+
+def _to(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_to(v, device) for v in obj)
+    return obj
+
+
+def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+    for _, t in _named(("", obj)):
+        yield t
+
+
+def _named(*pairs: tuple[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
+    for path, obj in pairs:
+        if isinstance(obj, torch.Tensor):
+            yield path, obj
+        elif isinstance(obj, dict):
+            yield from _named(*((f"{path}.{k}" if path else str(k), v) for k, v in obj.items()))
+        elif isinstance(obj, list | tuple):
+            yield from _named(*((f"{path}[{i}]", v) for i, v in enumerate(obj)))

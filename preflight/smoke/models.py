@@ -1,0 +1,92 @@
+"""The built-in tiny models, one per task, and their losses: small enough that 100 rows
+times a few dozen steps take seconds on two CPU cores, big enough to overfit 100 rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from preflight.smoke.encode import IGNORE
+
+WIDTH = 64
+
+
+class TinyLM(nn.Module):
+    """A causal LM: each position sees its token and the one before (enough to learn the
+    next token of a fixed pattern), then a small MLP and the output layer."""
+
+    def __init__(self, vocab: int, width: int = WIDTH) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.prev = nn.Linear(width, width, bias=False)
+        self.mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width * 2), nn.GELU(),
+                                 nn.Linear(width * 2, width))
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        h = self.embed(inputs["ids"])
+        before = F.pad(h, (0, 0, 1, 0))[:, :-1]  # causal: position t sees t-1, never t+1
+        h = h + self.prev(before)
+        return self.head(h + self.mlp(h))
+
+
+class TinyNet(nn.Module):
+    """A classifier or regressor over mean-pooled token embeddings and/or features."""
+
+    def __init__(self, *, vocab: int | None, features: int | None, outputs: int,
+                 width: int = WIDTH) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width) if vocab else None
+        self.project = nn.Linear(features, width) if features else None
+        trunk = width * (bool(vocab) + bool(features))
+        self.mlp = nn.Sequential(nn.Linear(trunk, width), nn.GELU())
+        self.head = nn.Linear(width, outputs)
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        parts = []
+        if self.embed is not None:
+            mask = inputs["mask"].unsqueeze(-1).to(self.embed.weight.dtype)
+            summed = (self.embed(inputs["ids"]) * mask).sum(1)
+            parts.append(summed / mask.sum(1).clamp(min=1))
+        if self.project is not None:
+            parts.append(self.project(inputs["features"]))
+        out = self.head(self.mlp(torch.cat(parts, dim=-1)))
+        return out.squeeze(-1) if out.shape[-1] == 1 else out
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-sequence mean token loss, averaged over sequences: a row whose labels are all
+    ignored is 0/0 = NaN, as in trainers that normalise per sequence."""
+    per_token = F.cross_entropy(logits.transpose(1, 2).float(), targets,
+                                ignore_index=IGNORE, reduction="none")
+    counted = (targets != IGNORE).sum(1)
+    return (per_token.sum(1) / counted).mean()
+
+
+def classification_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over classes."""
+    return F.cross_entropy(logits.float(), targets)
+
+
+def regression_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean squared error (a target of 1e30 squares past float32: inf)."""
+    return F.mse_loss(outputs.float(), targets.float())
+
+
+LOSSES = {"lm": lm_loss, "chat": lm_loss, "classification": classification_loss,
+          "regression": regression_loss}
+
+
+def build_builtin(task: str, spec: dict[str, Any]) -> tuple[nn.Module, Any]:
+    """A fresh built-in model for ``task`` from its spec (kept in the replay file)."""
+    if task in ("lm", "chat"):
+        return TinyLM(spec["vocab"]), LOSSES[task]
+    outputs = spec["classes"] if task == "classification" else 1
+    model = TinyNet(vocab=spec.get("vocab"), features=spec.get("features"), outputs=outputs)
+    if task == "regression" and spec.get("bias") is not None:
+        with torch.no_grad():  # start at the targets' median, so the loss measures fit
+            model.head.bias.fill_(spec["bias"])
+    return model, LOSSES[task]

@@ -1,0 +1,46 @@
+"""The replay file: the minimal batch (as tensors), the seed, the settings, the model spec
+and the initial weights. It loads with ``torch.load(weights_only=True)``, so a replay file
+from anywhere runs no code but the model it names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from preflight.errors import ConfigError
+
+FORMAT = "preflight-smoke-replay"
+VERSION = 1
+
+
+def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dict[str, Any],
+         batch: tuple[Any, Any], initial: dict[str, torch.Tensor], rows: list[int],
+         ids: list[str], files: list[str | None], failure: str | None) -> Path:
+    """Write the replay file (to a temporary name, then renamed)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({
+        "format": FORMAT, "version": VERSION, "task": task, "model": model, "spec": spec,
+        "config": config, "inputs": batch[0], "targets": batch[1],
+        "initial": {k: v.detach().cpu() for k, v in initial.items()},
+        "rows": rows, "ids": ids, "files": files, "failure": failure,
+    }, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """A replay file's contents; a ``ConfigError`` when it is not one."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"replay file not found: {p}")
+    try:
+        data = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ConfigError(f"{p} is not a preflight replay file: {e}") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ConfigError(f"{p} is not a preflight replay file (written by `preflight smoke`)")
+    if data.get("version") != VERSION:
+        raise ConfigError(f"{p}: replay format version {data.get('version')} is not supported")
+    return data

@@ -1,0 +1,83 @@
+"""The user's own model: ``package.module:build`` or ``path/to/file.py:build``.
+
+``build()`` takes no arguments and returns ``(model, loss_fn, collate)``:
+``collate(rows: list[dict]) -> (inputs, targets)``, ``model(inputs) -> outputs``,
+``loss_fn(outputs, targets) -> scalar tensor``; ``collate=None`` means the built-in one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from preflight.errors import ConfigError
+
+CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
+            "model an torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
+            "collate(rows) -> (inputs, targets) or None for the built-in collate")
+
+
+def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
+    """The ``build`` function ``spec`` names; a clear ``ConfigError`` when it cannot load."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ConfigError(f"--model {spec!r}: write package.module:build or file.py:build")
+    if target.endswith(".py"):
+        module = _from_file(target, base)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as e:
+            raise ConfigError(f"--model {spec!r}: cannot import {target!r}: {e}") from e
+        except Exception as e:
+            raise ConfigError(f"--model {spec!r}: importing {target!r} failed: "
+                              f"{type(e).__name__}: {e}") from e
+    build = getattr(module, attr, None)
+    if not callable(build):
+        raise ConfigError(f"--model {spec!r}: {target!r} has no function {attr!r}")
+    return build
+
+
+def call_build(build: Callable[[], Any], spec: str) -> tuple[nn.Module, Any, Any]:
+    """Call ``build()`` and check what it returned against the contract."""
+    try:
+        made = build()
+    except Exception as e:
+        raise ConfigError(f"--model {spec!r}: build() raised {type(e).__name__}: {e}") from e
+    if not isinstance(made, tuple) or len(made) != 3:
+        raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {CONTRACT}")
+    model, loss_fn, collate = made
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"--model {spec!r}: the model is a {type(model).__name__}, "
+                          f"not a torch.nn.Module; {CONTRACT}")
+    if not callable(loss_fn):
+        raise ConfigError(f"--model {spec!r}: loss_fn is not callable; {CONTRACT}")
+    if collate is not None and not callable(collate):
+        raise ConfigError(f"--model {spec!r}: collate is not callable; {CONTRACT}")
+    return model, loss_fn, collate
+
+
+def _from_file(target: str, base: Path | None) -> Any:
+    tried = [Path(target)]
+    if base is not None and not tried[0].is_absolute():
+        tried.append(base / target)
+    path = next((p for p in tried if p.is_file()), None)
+    if path is None:
+        raise ConfigError("--model: file not found: tried " + ", ".join(map(str, tried)))
+    name = f"preflight_user_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(name, None)
+        raise ConfigError(f"--model: running {path} failed: {type(e).__name__}: {e}") from e
+    return module
