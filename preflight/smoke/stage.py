@@ -80,7 +80,7 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
     if build is not None:
         assert cfg.model is not None
         model, loss_fn, collate = call_build(build, cfg.model)
-        result.model, spec = _model_name(cfg.model, base), {}
+        result.model, spec = cfg.model, {}
     else:
         model, loss_fn, collate = None, None, None
     builtin_collate = collate is None
@@ -170,7 +170,8 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         result.anomaly = _anomaly(setup, batch, real_out.run.first_bad_step or 0)
         if out_dir is not None:
             result.replay = str(replay_file.save(
-                out_dir / REPLAY_NAME, task=task, model=result.model or "", spec=spec,
+                out_dir / REPLAY_NAME, task=task,
+                model=_model_name(cfg.model, base) if cfg.model else str(result.model), spec=spec,
                 config=cfg.model_dump(), batch=batch, initial=setup.initial,
                 rows=result.minimal_rows, ids=result.minimal_ids,
                 files=result.minimal_files, failure=real_out.run.failure))
