@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 import click
 from rich.console import Console
@@ -28,7 +28,14 @@ from rich.table import Table
 
 from preflight import FixOptions, run_preflight
 from preflight.checks import registry
-from preflight.config import RULE_KEYS, RuleSet, load_rules, preset_names, with_overrides
+from preflight.config import (
+    RULE_KEYS,
+    RuleSet,
+    SmokeConfig,
+    load_rules,
+    preset_names,
+    with_overrides,
+)
 from preflight.errors import PreflightError
 from preflight.pipeline import rules_tokenizer
 from preflight.report.console import render_console, render_smoke
@@ -303,9 +310,10 @@ def rules() -> None:
 def rules_list(as_json: bool) -> None:
     """Show every check with its parameters and defaults, and the shipped presets."""
     checks = [_describe(c) for c in registry.all_checks()]
+    smoke = _params(SmokeConfig)
     if as_json:
         click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
-                               "presets": preset_names()}, indent=2))
+                               "smoke": smoke, "presets": preset_names()}, indent=2))
         return
     console = Console()
     console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
@@ -314,14 +322,12 @@ def rules_list(as_json: bool) -> None:
         console.print(f"[bold]{c['check']}[/] — {c['description']}")
         console.print(f"  fix: {', '.join(c['fixes'])}", style="dim")
         if c["params"]:
-            table = Table(show_edge=False, box=None, padding=(0, 2))
-            for col in ("param", "type", "default", "description"):
-                table.add_column(col, style="dim" if col == "type" else None)
-            for p in c["params"]:
-                table.add_row(p["name"], escape(p["type"]), escape(json.dumps(p["default"])),
-                              escape(p["description"]))
-            console.print(table)
+            console.print(_params_table(c["params"]))
         console.print()
+    console.print("[bold]smoke:[/] — the smoke test's section of a rules file "
+                  "(or --set smoke.KEY=VALUE)")
+    console.print(_params_table(smoke))
+    console.print()
     console.print(f"presets: {', '.join(preset_names())} (use --preset NAME)")
 
 
@@ -337,20 +343,31 @@ def rules_validate(file: Path, debug: bool) -> None:
 
 
 def _describe(cls: Any) -> dict[str, Any]:
-    params = []
-    for name, f in cls.Params.model_fields.items():
-        default = f.get_default(call_default_factory=True)
-        params.append({
-            "name": name,
-            "type": _type_name(f.annotation),
-            "default": default,
-            "description": f.description or "",
-        })
     return {"check": cls.name, "description": cls.description, "fixes": list(cls.fixes),
-            "params": params}
+            "params": _params(cls.Params)}
+
+
+def _params(model: Any) -> list[dict[str, Any]]:
+    """Each field of a pydantic model: name, type, default and description."""
+    return [{"name": name, "type": _type_name(f.annotation),
+             "default": f.get_default(call_default_factory=True),
+             "description": f.description or ""}
+            for name, f in model.model_fields.items()]
+
+
+def _params_table(params: list[dict[str, Any]]) -> Table:
+    table = Table(show_edge=False, box=None, padding=(0, 2))
+    for col in ("param", "type", "default", "description"):
+        table.add_column(col, style="dim" if col == "type" else None)
+    for p in params:
+        table.add_row(p["name"], escape(p["type"]), escape(json.dumps(p["default"])),
+                      escape(p["description"]))
+    return table
 
 
 def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return " | ".join(map(str, get_args(annotation)))
     text = getattr(annotation, "__name__", None) or str(annotation)
     return text.replace("typing.", "")
 
