@@ -97,3 +97,34 @@ def test_regenerating_the_sample_is_byte_identical(tmp_path: Path) -> None:
                    capture_output=True, timeout=120)
     for name in ("pretrain.jsonl", "pretrain.faults.json", "README.md"):
         assert (tmp_path / name).read_bytes() == (SAMPLE / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    ("corpus", "preset", "extra"),
+    [
+        ("pretrain", "pretrain-text", {}),
+        ("sft_chat", "sft-chat", {}),
+        ("classification", "classification", {"num_classes": 4}),
+        ("regression", "regression", {}),
+    ],
+)
+def test_smoke_on_each_sample_corpus_blames_planted_rows(
+    corpus: str, preset: str, extra: dict[str, Any], tmp_path: Path
+) -> None:
+    """The smoke test on each sample corpus is a data fault, and the rows it blames are
+    rows with a planted fault (never a clean row); its sample holds the flagged rows."""
+    from preflight.config import with_overrides
+
+    planted = json.loads((SAMPLE / f"{corpus}.faults.json").read_text("utf-8"))
+    planted_rows = {f["row"] for f in planted if f["check"] != "none"}
+    rules = with_overrides(load_rules(preset=preset), **extra)
+    report = run_preflight(SAMPLE / f"{corpus}.jsonl", rules=rules, out=tmp_path, smoke=True)
+    smoke = report.smoke
+    assert smoke is not None
+    assert smoke.verdict == "data_fault", smoke.reason
+    assert smoke.control is not None and smoke.control.failure is None
+    assert smoke.minimal_rows
+    assert set(smoke.minimal_rows) <= planted_rows
+    assert set(smoke.flagged_in_sample) <= set(smoke.sample_rows)
+    assert len(smoke.flagged_in_sample) >= 1
+    assert any("smoke test: data_fault" in r for r in report.reasons)
