@@ -362,7 +362,9 @@ def decide(results: list[RuleResult], *, records: int,
         elif r.blocking and r.status == "fail":
             reasons.append(f"rule {r.id!r} ({r.severity}) failed: {r.violations} violation(s)")
     if smoke is not None and smoke.failed:
-        rows = ", ".join(str(r) for r in smoke.minimal_rows[:10])
+        files = smoke.minimal_files or [None] * len(smoke.minimal_rows)
+        rows = ", ".join(f"{f}:{r}" if f else str(r)
+                         for f, r in zip(files[:10], smoke.minimal_rows[:10], strict=False))
         more = " …" if len(smoke.minimal_rows) > 10 else ""
         reasons.append(f"smoke test: {smoke.verdict}: {smoke.reason}"
                        + (f" (rows {rows}{more})" if rows else ""))

@@ -51,7 +51,7 @@ class TokenCounter:
     # Text of the first ``k`` tokens, cut on a token boundary (None when not supported).
     prefix: Callable[[str, int], str] | None = None
     # Token ids per text (the smoke test trains on them) and the vocabulary's size.
-    ids: Callable[[list[str]], list[list[int]]] | None = None
+    ids: Callable[[list[str], bool], list[list[int]]] | None = None
     vocab_size: int | None = None
     _compiled: Any = field(default=None, repr=False)
 
@@ -172,8 +172,8 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         offsets = tok.encode(text, add_special_tokens=False).offsets
         return text[: offsets[min(k, len(offsets)) - 1][1]] if k > 0 and offsets else ""
 
-    def ids(texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=True)]
+    def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
+        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=add_special_tokens)]
 
     return TokenCounter(
         name=str(path),
@@ -267,8 +267,8 @@ def _transformers(path: Path) -> TokenCounter:
         ids = tok(texts, add_special_tokens=add_special_tokens)["input_ids"]
         return [len(x) for x in ids]
 
-    def ids(texts: list[str]) -> list[list[int]]:
-        return [list(x) for x in tok(texts, add_special_tokens=True)["input_ids"]]
+    def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
+        return [list(x) for x in tok(texts, add_special_tokens=add_special_tokens)["input_ids"]]
 
     return TokenCounter(
         name=str(path),
@@ -302,7 +302,7 @@ def _tiktoken(name: str) -> TokenCounter:
     def prefix(text: str, k: int) -> str:
         return enc.decode_bytes(enc.encode_ordinary(text)[:k]).decode("utf-8", "ignore")
 
-    def ids(texts: list[str]) -> list[list[int]]:
+    def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return enc.encode_ordinary_batch(texts, num_threads=threads)
 
     longest = max((len(b) for b in enc.token_byte_values()), default=1)

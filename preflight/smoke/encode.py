@@ -16,7 +16,8 @@ from preflight.tokenizer import TokenCounter, estimate_counter
 
 IGNORE = -100
 BYTE_VOCAB = 256
-# A class label that is not a class id at all (a string where ints are declared, null).
+# What the targets tensor holds for a label that is no class id at all (a string where ints
+# are declared, a null): out of range, so the loss guard stops it as it would stop a bad id.
 NOT_A_CLASS = -1
 
 
@@ -26,7 +27,7 @@ class Encoded:
 
     ids: list[int] | None = None
     labels: list[int] | None = None
-    label: int | None = None
+    label: int | None = None  # None: not a class id at all (see ``problems``)
     target: float | None = None
     features: list[float] | None = None
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -62,7 +63,8 @@ class Encoder:
         vocab = tokenizer.vocab_size if self._ids and tokenizer is not None else BYTE_VOCAB
         self.vocab_size = model.vocab_size or vocab
         self.classes = _classes(model)
-        self._memo: dict[int, Encoded] = {}
+        # Keyed by the record object's id; the record is kept so its id cannot be reused.
+        self._memo: dict[int, tuple[dict[str, Any], Encoded]] = {}
 
     @property
     def uses_text(self) -> bool:
@@ -75,8 +77,8 @@ class Encoder:
         todo = [r for r in rows if id(r) not in self._memo]
         if todo:
             for r, enc in zip(todo, self._encode(todo), strict=True):
-                self._memo[id(r)] = enc
-        return [self._memo[id(r)] for r in rows]
+                self._memo[id(r)] = (r, enc)
+        return [self._memo[id(r)][1] for r in rows]
 
     def _encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
         out = [Encoded() for _ in rows]
@@ -120,41 +122,43 @@ class Encoder:
         return [(ids, None) for ids in self._encode_texts([t[: self.max_length * 16]
                                                            for t in texts])]
 
-    def _encode_texts(self, cut: list[str]) -> list[list[int]]:
+    def _encode_texts(self, cut: list[str], *, specials: bool = True) -> list[list[int]]:
         if self._ids is not None:
-            return [list(ids) for ids in self._ids(cut)]
+            return [list(ids) for ids in self._ids(cut, specials)]
         return [list(t.encode("utf-8", "surrogatepass")) for t in cut]
 
     def _chat(self, turns: Any) -> tuple[list[int], list[int] | None]:
         """Token ids of a conversation and a mask of assistant tokens (labels: 1 where the
-        assistant speaks), from the rendered prefixes turn by turn."""
-        if not isinstance(turns, list):
+        assistant speaks): each turn ends where the rendered prefix up to it ends, counted
+        without the tokenizer's added specials and shifted past the leading ones."""
+        if not isinstance(turns, list) or not turns:
             return [], []
         prefixes = [self._render(turns[: k + 1]) for k in range(len(turns))]
-        encoded = self._encode_texts(prefixes)
-        ids = encoded[-1] if encoded else []
+        ids = self._encode_texts(prefixes[-1:])[0]
+        bare = self._encode_texts(prefixes, specials=False)
+        lead = _offset(ids, bare[-1])
         mask = [0] * len(ids)
-        start = 0
-        for turn, prefix_ids in zip(turns, encoded, strict=True):
-            end = min(len(prefix_ids), len(ids))
+        start = lead
+        for turn, prefix_ids in zip(turns, bare, strict=True):
+            end = min(lead + len(prefix_ids), len(ids))
             if isinstance(turn, dict) and turn.get("role") == "assistant":
-                mask[start:end] = [1] * (end - start)
+                mask[start:end] = [1] * max(end - start, 0)
             start = end
         return ids, mask
 
-    def _class_id(self, value: Any, enc: Encoded) -> int:
+    def _class_id(self, value: Any, enc: Encoded) -> int | None:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # a whole float is an integer, as in the checks
         if self.model.labels is not None:
             for i, declared in enumerate(self.model.labels):
                 if value == declared and type(value) is type(declared):
                     return i
             enc.problems.append(("label_not_a_class", f"label {value!r} is not a declared class"))
-            return NOT_A_CLASS
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
+            return None
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         enc.problems.append(("label_not_a_class", f"label {value!r} is not a class id"))
-        return NOT_A_CLASS
+        return None
 
     def _check(self, enc: Encoded, problems: list[tuple[str, str]]) -> None:
         if enc.ids is not None:
@@ -173,17 +177,15 @@ class Encoder:
             problems.append(("all_labels_ignored",
                                  "no assistant token: every label is ignored (loss 0/0)"))
         if self.task == "lm" and enc.labels is not None and all(
-            t == IGNORE for t in enc.labels[1 : self.max_length + 1]
+            t == IGNORE for t in enc.labels[1:]
         ):
             problems.append(("all_labels_ignored",
                                  "every token label is the ignore index (loss 0/0 = NaN)"))
-        if enc.label is not None and enc.label != NOT_A_CLASS and self.classes is not None and (
-            not 0 <= enc.label < self.classes
+        if enc.label is not None and (
+            enc.label < 0 or (self.classes is not None and enc.label >= self.classes)
         ):
-            problems.append(("label_out_of_range",
-                                 f"class {enc.label} outside [0, {self.classes})"))
-        if enc.label is not None and enc.label < 0 and enc.label != NOT_A_CLASS:
-            problems.append(("label_out_of_range", f"class {enc.label} is negative"))
+            bound = f"[0, {self.classes})" if self.classes is not None else "[0, …)"
+            problems.append(("label_out_of_range", f"class {enc.label} outside {bound}"))
 
     def set_classes(self, encoded: list[Encoded]) -> None:
         """With no class count declared, take it from the sample's largest class id."""
@@ -215,7 +217,7 @@ class Collate:
                     x, y = self._map(e.ids or []), self._targets(e)
                     s = _window(y, n)
                     xs.append(x[s : s + n])
-                    ys.append(y[s : s + n])
+                    ys.append(y[s : s + n][: len(xs[-1])])  # token lists of unequal length
             else:
                 xs = [self._map(e.ids or [])[:n] for e in enc]
                 ys = [[] for _ in enc]
@@ -239,13 +241,15 @@ class Collate:
                 feats[i, : len(values)] = torch.tensor(values, dtype=torch.float64).float()
             inputs["features"] = feats
         if task == "classification":
-            return inputs, torch.tensor([e.label for e in enc], dtype=torch.long)
+            labels = [NOT_A_CLASS if e.label is None else e.label for e in enc]
+            return inputs, torch.tensor(labels, dtype=torch.long)
         return inputs, torch.tensor([e.target for e in enc], dtype=torch.float64).float()
 
     def _map(self, ids: list[int]) -> list[int]:
         if self.vocab is None:
             return ids
-        return [self.vocab.get(t, 0) for t in ids]
+        # An id past the real vocabulary stays out of range (-1) so the guard stops it.
+        return [self.vocab.get(t, -1) for t in ids]
 
     def _targets(self, e: Encoded) -> list[int]:
         """Next-token targets aligned with the inputs: the label (or the id) of the next
@@ -259,6 +263,14 @@ class Collate:
             return [*masked, IGNORE]
         shifted = [*e.labels[1:], IGNORE]
         return [t if t == IGNORE else self._map([t])[0] for t in shifted]
+
+
+def _offset(ids: list[int], core: list[int]) -> int:
+    """Where ``core`` (a text's ids without added specials) starts in ``ids`` (with them)."""
+    for lead in range(len(ids) - len(core) + 1):
+        if ids[lead : lead + len(core)] == core:
+            return lead
+    return 0
 
 
 def _window(targets: list[int], n: int) -> int:

@@ -20,20 +20,20 @@ def ddmin(items: Sequence[int], fails: Callable[[list[int]], bool], *,
         chunks = [current[i : i + size] for i in range(0, len(current), size)]
         reduced = False
         for subset in chunks:  # one chunk alone still fails: jump to it
+            if budget <= 0:
+                break
             budget -= 1
             if fails(subset):
                 current, n, reduced = subset, 2, True
                 break
-            if budget <= 0:
-                break
         if not reduced and len(chunks) > 2:
             for subset in chunks:  # or drop one chunk
+                if budget <= 0:
+                    break
                 complement = [i for i in current if i not in subset]
                 budget -= 1
                 if fails(complement):
                     current, n, reduced = complement, max(n - 1, 2), True
-                    break
-                if budget <= 0:
                     break
         if not reduced:
             if n >= len(current):

@@ -51,10 +51,17 @@ class Setup:
     precision: str
     user: bool = False
     exempt: set[str] = field(default_factory=set)  # inputs non-finite by design (masks)
+    # Builds a new model when the template cannot be deep-copied (it holds an OS handle).
+    rebuild: Callable[[], nn.Module] | None = None
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
-        model = copy.deepcopy(self.template)
+        try:
+            model = copy.deepcopy(self.template)
+        except Exception:
+            if self.rebuild is None:
+                raise
+            model = self.rebuild()
         model.load_state_dict(self.initial)
         return model.to(self.device)
 
@@ -176,8 +183,8 @@ def learned(losses: list[float | None], min_drop: float) -> bool:
     if len(finite) < 4:
         return False
     first, last = finite[0], sum(finite[-3:]) / 3
-    if first <= 1e-6:
-        return True
+    if first <= 1e-6:  # already at zero: learned means staying there
+        return last <= 1e-6
     return last <= first * (1 - min_drop)
 
 
@@ -234,12 +241,13 @@ class _Spy:
                 if self.record:
                     a = t.float().abs()
                     finite = a[torch.isfinite(a)]
-                    top = float(finite.max()) if finite.numel() else math.inf
+                    if not finite.numel():  # nothing finite: a fault, not a range
+                        continue
                     nonzero = finite[finite > 0]
-                    low = float(nonzero.min()) if nonzero.numel() else 0.0
                     seen = self.out.activations.setdefault(name, [0.0, math.inf])
-                    seen[0] = max(seen[0], top)
-                    seen[1] = min(seen[1], low) if low > 0 else seen[1]
+                    seen[0] = max(seen[0], float(finite.max()))
+                    if nonzero.numel():
+                        seen[1] = min(seen[1], float(nonzero.min()))
         return hook
 
     def _grad(self, name: str) -> Callable[[torch.Tensor], None]:

@@ -32,8 +32,9 @@ class SampleRow:
 
 def draw(src: Source, *, k: int, seed: int, flagged: np.ndarray, id_field: str | None,
          limit: int | None = None) -> list[SampleRow]:
-    """Read ``src`` once and return up to ``k`` records in file order: the flagged record
-    keys given (by priority, at most half the sample) and the lowest-priority others."""
+    """Read ``src`` once and return up to ``k`` records in file order: the first ``k // 2``
+    of the flagged record keys (pass them in priority order, as ``BottomK.keys`` gives them)
+    and the lowest-priority others."""
     wanted = np.sort(np.asarray(flagged, dtype=np.int64)[: max(k // 2, 1)])
     need = k  # flagged keys may be unreadable lines: hold enough others to fill in
     chosen: list[tuple[int, SampleRow]] = []  # flagged: priority -1 keeps them first

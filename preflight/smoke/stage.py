@@ -7,6 +7,7 @@ import copy
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         result.reason = f"too few readable records to train on ({len(sample)})"
         return result
     rows = [s.record for s in sample]
+    if out_dir is not None:  # a replay from an earlier run must not outlive it
+        (out_dir / REPLAY_NAME).unlink(missing_ok=True)
     encoder = Encoder(task, fields, rules.model, tokenizer, max_length=cfg.max_length)
 
     t0 = time.perf_counter()
@@ -113,8 +116,10 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         except RuntimeError as e:
             raise ConfigError(f"checkpoint {cfg.checkpoint} does not fit the model: "
                               f"{str(e).splitlines()[0]}") from e
+    rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=model, initial=copy.deepcopy(model.state_dict()), loss_fn=loss_fn,
-                  cfg=cfg, device=device, precision=precision, user=build is not None)
+                  cfg=cfg, device=device, precision=precision, user=build is not None,
+                  rebuild=rebuild)
     result.steps = cfg.steps
     runs = _Runs(setup, collate, cfg, progress, total=3)
 
@@ -147,6 +152,11 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         result.reason = (f"{len(bad_rows)} sampled row(s) cannot be trained on; row "
                          f"{sample[bad_rows[0]].row}: {detail} ({code})")
         _minimal(result, sample, bad_rows)
+        replayed = runs.train([rows[i] for i in bad_rows], "probe")
+        if replayed.failed and out_dir is not None:
+            result.replay = _save_replay(out_dir, result, setup, cfg, spec, base,
+                                         collate([rows[i] for i in bad_rows]),
+                                         replayed.run.failure)
         for i in bad_rows:
             for code, detail in problems[i]:
                 result.findings.append(SmokeFinding(code=code, severity="error", detail=detail,
@@ -169,12 +179,8 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         batch = collate([rows[i] for i in keep])
         result.anomaly = _anomaly(setup, batch, real_out.run.first_bad_step or 0)
         if out_dir is not None:
-            result.replay = str(replay_file.save(
-                out_dir / REPLAY_NAME, task=task,
-                model=_model_name(cfg.model, base) if cfg.model else str(result.model), spec=spec,
-                config=cfg.model_dump(), batch=batch, initial=setup.initial,
-                rows=result.minimal_rows, ids=result.minimal_ids,
-                files=result.minimal_files, failure=real_out.run.failure))
+            result.replay = _save_replay(out_dir, result, setup, cfg, spec, base, batch,
+                                         real_out.run.failure)
     elif not control_out.run.learned:
         result.verdict = "code_fault"
         result.reason = (f"the loss does not fall even on the control batch "
@@ -319,10 +325,23 @@ def _localise(runs: _Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]
     return keep, [i for i, x in enumerate(losses) if math.isnan(x)]
 
 
+def _save_replay(out_dir: Path, result: SmokeResult, setup: Setup, cfg: SmokeConfig,
+                 spec: dict[str, Any], base: Path | None, batch: Any,
+                 failure: str | None) -> str:
+    model = _model_name(cfg.model, base) if cfg.model else str(result.model)
+    return str(replay_file.save(
+        out_dir / REPLAY_NAME, task=str(result.task), model=model, spec=spec,
+        config=cfg.model_dump(), batch=batch, initial=setup.initial, rows=result.minimal_rows,
+        ids=result.minimal_ids, files=result.minimal_files, failure=failure))
+
+
 def _anomaly(setup: Setup, batch: Any, step: int) -> str | None:
-    """Replay the minimal batch under ``detect_anomaly``: the backward op that made NaN."""
+    """Replay the minimal batch under ``detect_anomaly``: the backward op that made NaN.
+    (torch's own warning with the forward traceback is silenced: the op name is kept.)"""
     try:
-        out = train(setup, [batch], steps=step + 1, anomaly=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = train(setup, [batch], steps=step + 1, anomaly=True)
     except Exception as e:
         return f"{type(e).__name__}: {_first_line(e)}"
     failure = out.run.failure or ""
