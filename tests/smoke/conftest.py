@@ -146,3 +146,22 @@ def flat(text: str) -> str:
 def read_report(out: Path) -> dict[str, Any]:
     """report.json in ``out``, as written."""
     return json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+# sqrt(x0**2 * gain): finite forward, but at x0 == 0 the backward is inf * 0 = NaN
+# (format with eps="" for the fault, eps=" + 1e-6" for the fix).
+SQRT_OF_FEATURE = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, inputs):
+        x = inputs["features"]
+        return self.lin(x).squeeze(-1) + torch.sqrt(x[:, 0] ** 2 * self.gain{eps})
+
+
+def build():
+    return Net(), F.mse_loss, None
+"""

@@ -16,6 +16,7 @@ import preflight.smoke
 from preflight import run_preflight
 from preflight.smoke.models import build_builtin
 from tests.smoke.conftest import (
+    SQRT_OF_FEATURE,
     finding,
     flat,
     gate,
@@ -48,22 +49,7 @@ def build():
     return Net(), F.mse_loss, None
 """
 
-# sqrt(x0**2 * gain): NaN gradient on a row whose first feature is 0.
-SQRT_OF_FEATURE = """
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-        self.gain = nn.Parameter(torch.ones(1))
 
-    def forward(self, inputs):
-        x = inputs["features"]
-        return self.lin(x).squeeze(-1) + torch.sqrt(x[:, 0] ** 2 * self.gain{eps})
-
-
-def build():
-    return Net(), F.mse_loss, None
-"""
 
 
 class Opaque:

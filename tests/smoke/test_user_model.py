@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.smoke.conftest import (
+    SQRT_OF_FEATURE,
     codes,
     finding,
     flat,
@@ -61,22 +62,7 @@ def build():
     return Net(), F.mse_loss, None
 """
 
-# sqrt(x0**2 * gain): finite forward, but at x0 == 0 the backward is inf * 0 = NaN.
-SQRT_OF_FEATURE = """
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-        self.gain = nn.Parameter(torch.ones(1))
 
-    def forward(self, inputs):
-        x = inputs["features"]
-        return self.lin(x).squeeze(-1) + torch.sqrt(x[:, 0] ** 2 * self.gain)
-
-
-def build():
-    return Net(), F.mse_loss, None
-"""
 
 
 def _user_gate(tmp_path: Path, body: str, records: list[dict] | None = None, **smoke: object):
@@ -370,7 +356,7 @@ def test_default_gradient_warning_is_quiet_on_clean_data(tmp_path: Path) -> None
 def test_backward_nan_on_a_zero_feature_is_a_data_fault_with_anomaly(tmp_path: Path) -> None:
     records = regression_records(60)
     records[29]["features"][0] = 0.0
-    report = _user_gate(tmp_path, SQRT_OF_FEATURE, records)
+    report = _user_gate(tmp_path, SQRT_OF_FEATURE.format(eps=""), records)
     smoke = smoke_of(report)
     assert smoke.verdict == "data_fault", smoke.reason
     assert smoke.minimal_rows == [29] and smoke.minimal_ids == ["r29"]
@@ -384,14 +370,14 @@ def test_backward_nan_on_a_zero_feature_is_a_data_fault_with_anomaly(tmp_path: P
 
 
 def test_same_model_passes_without_the_zero(tmp_path: Path) -> None:
-    smoke = smoke_of(_user_gate(tmp_path, SQRT_OF_FEATURE))
+    smoke = smoke_of(_user_gate(tmp_path, SQRT_OF_FEATURE.format(eps="")))
     assert smoke.verdict == "pass", smoke.reason
 
 
 def test_anomaly_replay_prints_no_traceback(tmp_path: Path) -> None:
     records = regression_records(60)
     records[29]["features"][0] = 0.0
-    model = write_model(tmp_path / "model.py", SQRT_OF_FEATURE)
+    model = write_model(tmp_path / "model.py", SQRT_OF_FEATURE.format(eps=""))
     data = write_jsonl(tmp_path / "data.jsonl", records)
     rules = write_rules(tmp_path / "rules.yaml", regression_rules(model=f"{model}:build"))
     done = run_cli("smoke", data, "--rules", rules, "--out", tmp_path / "out", cwd=tmp_path)
