@@ -33,6 +33,10 @@ Then, per task, in the same run, on the same data:
   repeat run. Best of ``--repeat``. Its loss curve must equal the smoke stage's real run
   (same data, same initial weights), or the script says so.
 
+The three are interleaved (smoke, baseline, CLI, then again) so that a burst of load from
+another process hits both sides; the ``others`` column says how many cores other processes
+kept busy meanwhile (from ``/proc/stat``): the numbers are only worth recording near 0.
+
 A faulty variant follows: the regression file with the target of one sampled row set to
 1e30, so the real run fails (the squared error overflows float32), localisation narrows the
 sample to that row and the replay file is written.
@@ -40,7 +44,9 @@ sample to that row and the replay file is written.
 It prints one row per task (smoke seconds, baseline seconds, the ratio smoke / baseline: the
 price of the checks, the control run, the repeat and localisation) and PASS/FAIL against the
 target "smoke stage under 30 s per task including the control run and localisation"; the
-exit status is 1 when any task (the faulty variant included) misses it.
+exit status is 1 when any task (the faulty variant included) misses it, or when a verdict is
+not the expected one (``pass`` on the clean files; ``data_fault`` narrowed to exactly the
+planted row on the faulty one).
 """
 
 from __future__ import annotations
