@@ -7,6 +7,7 @@ and on a control batch, and reports whether a failure is the data's fault or the
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ def collate(rows: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.zeros(len(rows), BUCKETS)
     for i, row in enumerate(rows):
         data = str(row.get("text") or "").encode()
-        for a, b in zip(data, data[1:], strict=False):
+        for a, b in itertools.pairwise(data):
             x[i, (a * 31 + b) % BUCKETS] += 1.0
         x[i] /= max(len(data), 1)
     label = [row.get("label") for row in rows]

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from preflight.batch import Batch, record_key
 from preflight.config import Rule
 from preflight.report.model import Example
-from preflight.sampling import BottomK
+from preflight.sampling import FlaggedKeys
 from preflight.text import redact, visible
 
 MAX_EXAMPLES = 20
@@ -52,9 +52,9 @@ class FindingsSink:
     """Collects the findings of every rule for one run."""
 
     def __init__(self, out_dir: Path | None, *, show_text: bool,
-                 flagged: BottomK | None = None) -> None:
+                 flagged: FlaggedKeys | None = None) -> None:
         self._out_dir = out_dir
-        self.flagged = flagged  # a bounded sample of flagged records, for the smoke test
+        self.flagged = flagged  # flagged record keys, bounded, for the smoke test's sample
         self._show_text = show_text
         self._tallies: dict[str, Tally] = {}
         self._pending: list[pl.DataFrame] = []

@@ -6,6 +6,7 @@ findings' counts and the rules, so the verdict can be tested without any data.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -14,8 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
@@ -26,7 +25,7 @@ from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
 from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
 from preflight.report.writer import write_report
-from preflight.sampling import BottomK
+from preflight.sampling import Sampler
 from preflight.source import Source, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -68,8 +67,10 @@ def run(
     eval_path = _eval_path(rules)
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
+    # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
+    sampler = Sampler(rules.smoke.samples, rules.smoke.seed) if smoke else None
     sink = FindingsSink(out_dir, show_text=show_text,
-                        flagged=BottomK(rules.smoke.samples, rules.smoke.seed) if smoke else None)
+                        flagged=sampler.flagged if sampler is not None else None)
     timings: dict[str, float] = {"read": 0.0}
     notes: list[str] = []
     rule_list = gate_rules(rules)
@@ -122,6 +123,9 @@ def run(
             ):
                 r.seconds += seconds
                 sink.add(r.rule, batch=batch, frame=frame, remember=r.reports_at_finish)
+            if sampler is not None:
+                sampler.id_field = fields.id
+                sampler.offer(batch)
             done += batch.progress
             if progress is not None:
                 progress(done, src.total, src.unit)
@@ -152,9 +156,9 @@ def run(
         results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
                                stats=r.stats, strict=strict))
     smoke_result = None
-    if smoke:
+    if sampler is not None:
         t0 = time.perf_counter()
-        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sink=sink,
+        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
                               out_dir=out_dir, limit=limit, records=records, progress=progress)
         timings["smoke"] = round(time.perf_counter() - t0, 4)
     verdict, reasons = decide(results, records=records, smoke=smoke_result)
@@ -200,7 +204,7 @@ def run(
 
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
-           sink: FindingsSink, out_dir: Path | None, limit: int | None, records: int,
+           sampler: Sampler, out_dir: Path | None, limit: int | None, records: int,
            progress: Progress | None) -> SmokeResult:
     """The smoke stage (torch is imported here, only when it runs)."""
     if records == 0:
@@ -208,9 +212,11 @@ def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCount
                            seed=rules.smoke.seed)
     from preflight.smoke import run_smoke
 
-    flagged = sink.flagged.keys() if sink.flagged is not None else np.zeros(0, np.int64)
-    return run_smoke(src, rules, fields=fields, tokenizer=tokenizer, flagged=flagged,
-                     out_dir=out_dir, limit=limit, progress=progress)
+    t0 = time.perf_counter()
+    with contextlib.closing(src.batches()) as batches:
+        sample = sampler.finish(batches, limit=limit)
+    return run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
+                     progress=progress, sampled_in=time.perf_counter() - t0)
 
 
 def _device_facts(smoke: SmokeResult) -> dict[str, Any]:

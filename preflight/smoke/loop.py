@@ -113,7 +113,23 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                 run.first_bad_step = step
                 break
             inputs, targets = _to(inputs, device), _to(targets, device)
-            spy.arm(step, record=step < watch)
+            spy.record = step < watch
+
+            def diagnose(inputs: Any = inputs, targets: Any = targets) -> None:
+                """Redo this step's forward and backward with the hooks on: the first
+                module whose output and the first parameter whose gradient went non-finite
+                (the hooks cost as much as the step, so they run only after a failure)."""
+                spy.diagnosing = True
+                try:
+                    opt.zero_grad(set_to_none=True)
+                    with torch.autocast(device.type, dtype=dtype, enabled=amp):
+                        redo = setup.loss_fn(model(inputs), targets)
+                    redo.float().backward()
+                except Exception:  # the diagnosis is best effort; the failure stands
+                    pass
+                finally:
+                    spy.diagnosing = False
+
             opt.zero_grad(set_to_none=True)
             try:
                 with torch.autocast(device.type, dtype=dtype, enabled=amp), \
@@ -125,9 +141,9 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                     loss_value = float(loss.detach().float())
                     if not math.isfinite(loss_value):
                         run.loss.append(None)
+                        diagnose()
                         run.failure = _what_failed(out, f"loss is {loss_value} at step {step}")
                         run.first_bad_step = step
-                        scaler.scale(loss).backward()  # which gradient it poisons, if any
                         break
                     scaler.scale(loss).backward()
             except IndexFault as e:
@@ -152,13 +168,13 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
             if not math.isfinite(norm):
                 if scaler.is_enabled():  # fp16 overflow: the scaler skips this step, by design
                     run.skipped_steps += 1
-                    out.first_bad_param = None  # scaled gradients overflowed, not the model
                     if run.skipped_steps > steps // 2:
                         run.failure = (f"gradients non-finite in {run.skipped_steps} steps "
                                        "even with loss scaling")
                         run.first_bad_step = step
                         break
                 else:
+                    diagnose()
                     run.failure = _what_failed(out, f"gradient norm is {norm} at step {step}")
                     run.first_bad_step = step
                     break
@@ -216,7 +232,8 @@ class _Spy:
 
     def __init__(self, model: nn.Module, out: Outcome) -> None:
         self.out = out
-        self.record = False
+        self.record = False  # activation ranges (the first steps)
+        self.diagnosing = False  # first non-finite module and gradient (after a failure)
         self.handles = []
         for name, module in model.named_modules():
             label = name or type(module).__name__
@@ -227,32 +244,30 @@ class _Spy:
             if p.requires_grad:
                 self.handles.append(p.register_post_accumulate_grad_hook(self._grad(name)))
 
-    def arm(self, step: int, *, record: bool) -> None:
-        self.record = record
-
     def _forward(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if not (self.record or self.diagnosing):
+                return
             for t in _tensors(output):
                 if not t.is_floating_point() or t.numel() == 0:
                     continue
                 t = t.detach()
-                if self.out.first_bad_module is None and not torch.isfinite(t).all():
+                if (self.diagnosing and self.out.first_bad_module is None
+                        and not torch.isfinite(t).all()):
                     self.out.first_bad_module = name
                 if self.record:
                     a = t.float().abs()
-                    finite = a[torch.isfinite(a)]
-                    if not finite.numel():  # nothing finite: a fault, not a range
-                        continue
-                    nonzero = finite[finite > 0]
+                    a = torch.where(torch.isfinite(a), a, 0.0)  # a fault, not a range
+                    top = float(a.max())
+                    low = float(torch.where(a > 0, a, math.inf).min())
                     seen = self.out.activations.setdefault(name, [0.0, math.inf])
-                    seen[0] = max(seen[0], float(finite.max()))
-                    if nonzero.numel():
-                        seen[1] = min(seen[1], float(nonzero.min()))
+                    seen[0] = max(seen[0], top)
+                    seen[1] = min(seen[1], low)
         return hook
 
     def _grad(self, name: str) -> Callable[[torch.Tensor], None]:
         def hook(p: torch.Tensor) -> None:
-            if (self.out.first_bad_param is None and p.grad is not None
+            if (self.diagnosing and self.out.first_bad_param is None and p.grad is not None
                     and not torch.isfinite(p.grad).all()):
                 self.out.first_bad_param = name
         return hook

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from preflight.config import Fields, RuleSet, SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
+from preflight.sampling import SampleRow
 from preflight.smoke import replay as replay_file
 from preflight.smoke.checkpoint import load_checkpoint, scan
 from preflight.smoke.control import control_rows
@@ -34,9 +34,7 @@ from preflight.smoke.loop import (
     train,
 )
 from preflight.smoke.models import build_builtin
-from preflight.smoke.sample import SampleRow, draw
 from preflight.smoke.user import call_build, load_build
-from preflight.source import Source
 from preflight.tokenizer import TokenCounter
 
 Progress = Callable[[int, int, str], None]
@@ -45,10 +43,11 @@ _WATCH_STEPS = 3
 _SHOWN_ACTIVATIONS = 50
 
 
-def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
-              flagged: np.ndarray, out_dir: Path | None = None, limit: int | None = None,
-              progress: Progress | None = None) -> SmokeResult:
-    """Run the smoke test on ``src`` and return its result (the report's ``smoke`` section)."""
+def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
+              tokenizer: TokenCounter | None, out_dir: Path | None = None,
+              progress: Progress | None = None, sampled_in: float = 0.0) -> SmokeResult:
+    """Run the smoke test on ``sample`` (drawn by ``preflight.sampling.Sampler`` while the
+    gate read the corpus) and return its result: the report's ``smoke`` section."""
     started = time.perf_counter()
     cfg = rules.smoke
     base = Path(rules.path).parent if rules.path else None
@@ -62,11 +61,7 @@ def run_smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCo
         return result
     build = load_build(cfg.model, base=base) if cfg.model else None
     state = load_checkpoint(_beside(cfg.checkpoint, base)) if cfg.checkpoint else None
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    sample = draw(src, k=cfg.samples, seed=cfg.seed, flagged=flagged, id_field=fields.id,
-                  limit=limit)
-    timings["sample"] = _since(t0)
+    timings: dict[str, float] = {"sample": round(sampled_in, 4)}
     result.samples = len(sample)
     result.sample_rows = sorted(s.row for s in sample)
     result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)

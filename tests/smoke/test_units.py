@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 from preflight.batch import record_key
 from preflight.config import Fields, ModelFacts, SmokeConfig, load_rules, with_overrides
 from preflight.errors import ConfigError
-from preflight.sampling import BottomK, priority
+from preflight.sampling import BottomK, draw, priority
 from preflight.smoke.control import control_rows
 from preflight.smoke.encode import (
     BYTE_VOCAB,
@@ -31,7 +31,6 @@ from preflight.smoke.encode import (
 from preflight.smoke.localize import ddmin, minimal_rows
 from preflight.smoke.loop import Setup, learned, per_row_losses, train
 from preflight.smoke.models import build_builtin
-from preflight.smoke.sample import draw
 from preflight.source import jsonl, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
 from tests.tokenizers import build_bpe, build_chat_folder
@@ -166,8 +165,10 @@ def test_draw_includes_flagged_rows_at_most_half(tmp_path: Path) -> None:
     assert len(sample) == 20
     assert len(flagged) == 10
     assert set(flagged) <= set(range(100, 160))
-    # The first k // 2 keys as given (the caller passes BottomK.keys(): by priority).
-    assert flagged == list(range(100, 110))
+    # The k // 2 flagged keys of lowest priority, whatever order they were given in.
+    keys = _keys(np.arange(100, 160))
+    expected = sorted(keys[np.argsort(priority(keys, 0), kind="stable")][:10].tolist())
+    assert flagged == expected
 
 
 def test_draw_fills_in_for_unreadable_flagged_keys(tmp_path: Path) -> None:
