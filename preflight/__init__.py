@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from preflight.errors import ConfigError, InputError, PreflightError, PreflightF
 from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import Progress, run
 from preflight.report.model import Report
+from preflight.report.writer import DEFAULT_FORMATS, FORMATS
 
 __all__ = [
     "ConfigError",
@@ -41,6 +43,7 @@ def run_preflight(
     progress: Progress | None = None,
     fix: FixOptions | None = None,
     smoke: bool | None = None,
+    formats: Iterable[str] = DEFAULT_FORMATS,
 ) -> Report:
     """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
 
@@ -52,6 +55,9 @@ def run_preflight(
     With ``fix`` (a ``FixOptions``), a cleaned copy and a quarantine are written as well
     (see ``preflight.fix``); the report is the gate's on the input, with ``report.fix``
     holding the manifest.
+
+    ``formats``: which report files ``out`` receives, from ``json``, ``html``, ``junit``
+    and ``md`` (default json and html; ``findings.parquet`` is always written).
 
     ``smoke``: run the smoke test after the checks (``report.smoke``; a data or code fault
     fails the gate). None follows the rules file's ``smoke.enabled`` (on by default); fix
@@ -70,5 +76,11 @@ def run_preflight(
         )
         report.fix = manifest
         return report
+    formats = tuple(formats)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ConfigError(f"unknown report format(s) {', '.join(unknown)}; "
+                          f"choose from {', '.join(FORMATS)}")
     return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
-               progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke)
+               progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke,
+               formats=formats)

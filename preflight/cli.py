@@ -38,7 +38,11 @@ from preflight.config import (
 )
 from preflight.errors import PreflightError
 from preflight.pipeline import rules_tokenizer
-from preflight.report.console import render_console, render_smoke
+from preflight.report.console import render_console, render_diff, render_smoke
+from preflight.report.diff import diff_reports
+from preflight.report.markdown import DEFAULT_MAX_CHARS
+from preflight.report.model import load_report
+from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
 
 _err = Console(stderr=True, soft_wrap=True)
 
@@ -98,6 +102,8 @@ def main() -> None:
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
                    "setting, e.g. --set smoke.steps=50 (repeatable).")
+@click.option("--format", "formats", default="json,html", show_default=True,
+              help="Report files to write into --out: json, html, junit, md (comma-separated).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: package.module:build or file.py:build.")
@@ -109,7 +115,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
-          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
+          formats: str, no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
           debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
@@ -117,7 +123,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint)
     _gate(data, rules, out, smoke=None if not no_smoke else False, limit=limit, strict=strict,
-          show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress)
+          show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
+          formats=parse_formats(formats))
 
 
 @main.command()
@@ -137,6 +144,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
+@click.option("--format", "formats", default="json,html", show_default=True,
+              help="Report files to write into --out: json, html, junit, md (comma-separated).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -145,7 +154,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: Path,
           model_spec: str | None, checkpoint: Path | None, replay_path: Path | None,
           limit: int | None, tokenizer: str | None, num_classes: int | None,
-          sets: tuple[str, ...], quiet: bool, as_json: bool, no_progress: bool,
+          sets: tuple[str, ...], formats: str, quiet: bool, as_json: bool, no_progress: bool,
           debug: bool) -> None:
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
@@ -163,7 +172,8 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
-          quiet=quiet, as_json=as_json, no_progress=no_progress)
+          quiet=quiet, as_json=as_json, no_progress=no_progress,
+          formats=parse_formats(formats))
 
 
 def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
@@ -184,11 +194,13 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
 
 
 def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
-          strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool) -> None:
+          strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool,
+          formats: tuple[str, ...]) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
-                               show_text=show_text, progress=update, smoke=smoke)
+                               show_text=show_text, progress=update, smoke=smoke,
+                               formats=formats)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
     if not quiet:
@@ -298,6 +310,51 @@ def _print_actions(console: Console, result: dict[str, Any]) -> None:
     for rule, actions in result["findings_per_rule_and_action"].items():
         listed = ", ".join(f"{a} {n:,}" for a, n in actions.items())
         console.print(f"  {rule}: {listed}", highlight=False)
+
+
+@main.group()
+def report() -> None:
+    """Re-render an existing report.json."""
+
+
+@report.command("render")
+@click.argument("report_json", type=click.Path(path_type=Path))
+@click.option("--html", "html_path", type=click.Path(path_type=Path), help="Write report.html.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path),
+              help="Write JUnit XML.")
+@click.option("--md", "md_path", type=click.Path(path_type=Path), help="Write Markdown.")
+@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
+              show_default=True, help="Cut the Markdown to this many characters.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def report_render(report_json: Path, html_path: Path | None, junit_path: Path | None,
+                  md_path: Path | None, md_max_chars: int, debug: bool) -> None:
+    """Render REPORT_JSON as HTML, JUnit XML and/or Markdown (with no option: all three,
+    beside it)."""
+    loaded = load_report(report_json)
+    targets = {"html": html_path, "junit": junit_path, "md": md_path}
+    if not any(targets.values()):
+        targets = {fmt: report_json.with_name(FILE_NAMES[fmt]) for fmt in targets}
+    for fmt, path in targets.items():
+        if path is not None:
+            write_text(path, render(loaded, fmt, md_max_chars=md_max_chars))
+            _stdout().print(f"{fmt}: {path}", style="dim", highlight=False)
+
+
+@main.command()
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Write the comparison as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def diff(old: Path, new: Path, as_json: bool, debug: bool) -> None:
+    """Compare two report.json files: exit 0 when no rule got worse, 1 when one did."""
+    result = diff_reports(load_report(old), load_report(new))
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        render_diff(result, _stdout())
+    sys.exit(1 if result.worse else 0)
 
 
 @main.group()

@@ -24,7 +24,7 @@ from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
 from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
-from preflight.report.writer import write_report
+from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler
 from preflight.source import Source, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
@@ -58,6 +58,7 @@ def run(
     show_text: bool = False,
     progress: Progress | None = None,
     smoke: bool = False,
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given.
     With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
@@ -197,7 +198,7 @@ def run(
         report.outputs = sink.close()
         report.timings["report"] = round(time.perf_counter() - t0, 4)
         report.timings["total"] = round(time.perf_counter() - started, 4)
-        write_report(report, out_dir)
+        write_report(report, out_dir, formats)
     else:
         report.timings["total"] = round(time.perf_counter() - started, 4)
     return report

@@ -126,7 +126,12 @@ def test_out_writes_report_and_findings(tmp_path: Path) -> None:
     report = run_preflight(data, out=tmp_path / "out", smoke=False)
     assert (tmp_path / "out" / "report.json").is_file()
     assert (tmp_path / "out" / "findings.parquet").is_file()
-    assert set(report.outputs) == {"report", "findings"}
+    assert (tmp_path / "out" / "report.html").is_file()  # json and html by default
+    assert set(report.outputs) == {"report", "findings", "html"}
+    junit_only = run_preflight(data, out=tmp_path / "junit", smoke=False, formats=["junit"])
+    assert set(junit_only.outputs) == {"findings", "junit"}
+    assert sorted(p.name for p in (tmp_path / "junit").iterdir()) == [
+        "findings.parquet", "report.junit.xml"]
     on_disk = Report.model_validate_json((tmp_path / "out" / "report.json").read_text())
     assert on_disk.verdict == report.verdict
     assert on_disk.rules == report.rules

@@ -49,6 +49,7 @@ class ExactDuplicate(Check):
         self._row: list[np.ndarray] = []
         self._groups: list[tuple[int, int, int]] = []
         self._clusters = 0
+        self._sizes: dict[str, int] = {}  # cluster size -> clusters of that size
         self._labels: dict[int, str | None] = {}
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
@@ -84,6 +85,8 @@ class ExactDuplicate(Check):
 
         big = np.flatnonzero(sizes > 1)
         self._clusters = len(big)
+        distribution, counts = np.unique(sizes[big], return_counts=True)
+        self._sizes = {str(s): int(c) for s, c in zip(distribution, counts, strict=True)}
         top = big[np.lexsort((order[first[big]], -sizes[big]))][:_TOP_CLUSTERS]
         self._groups = [
             (int(files[order[first[g]]]), int(rows[order[first[g]]]), int(sizes[g])) for g in top
@@ -106,6 +109,7 @@ class ExactDuplicate(Check):
     def summary(self) -> dict[str, Any]:
         return {
             "clusters": self._clusters,
+            "cluster_sizes": self._sizes,
             "largest_clusters": [
                 {"file_index": f, "kept_row": r, "size": s} for f, r, s in self._groups
             ],

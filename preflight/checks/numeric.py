@@ -47,6 +47,7 @@ _NUM, _NULL, _STR_NUM, _STR_NAN, _STR_INF, _STR_BAD, _BOOL, _OBJECT, _ARRAY = ra
 _NOT_A_NUMBER = (_STR_BAD, _BOOL, _OBJECT, _ARRAY)
 # (mantissa bits, largest exponent): a float64 rounds to inf at (2 - 2**-(p+1)) * 2**emax.
 _DTYPES = {"fp16": (10, 15), "bf16": (7, 127), "fp32": (23, 127)}
+_BINS = 40  # histogram bins per field in the report
 _MAD_SCALE = 1.4826  # MAD * 1.4826 estimates the standard deviation of a normal distribution
 _SHOWN = 5  # element positions listed in one finding's detail
 _TEXT_CHARS = 32  # longest string value quoted in a detail
@@ -182,6 +183,7 @@ class _Stats:
     median: float | None = None
     mad: float | None = None
     note: str | None = None
+    histogram: dict[str, Any] | None = None
 
 
 @register("numeric")
@@ -424,6 +426,7 @@ class Numeric(Check):
         del values
         stats.median, stats.mad = median, mad
         z_max = self.params.outlier_z
+        stats.histogram = _histogram(chunks, stats, z_max)
         if z_max is None:
             return
         if mad == 0 or not math.isfinite(mad):
@@ -685,4 +688,32 @@ def _json_stats(s: _Stats) -> dict[str, Any]:
         "count": s.count, "nulls": s.nulls, "nan": s.nan, "inf": s.inf, "strings": s.strings,
         "not_numbers": s.not_numbers, "outliers": s.outliers,
         "min": s.min, "max": s.max, "median": s.median, "mad": s.mad, "note": s.note,
+        "histogram": s.histogram,
     }
+
+
+def _histogram(chunks: list[_Chunk], stats: _Stats, z_max: float | None) -> dict[str, Any]:
+    """The finite values' distribution for the report: ``_BINS`` bins over the range that
+    holds the bulk (the outlier bounds widened by half, within min..max), with the values
+    outside it counted as ``below``/``above``, and the outlier ``bounds`` themselves."""
+    assert stats.min is not None and stats.max is not None and stats.median is not None
+    lo, hi = stats.min, stats.max
+    bounds = None
+    if z_max is not None and stats.mad:
+        sigma = _MAD_SCALE * stats.mad
+        bounds = [stats.median - z_max * sigma, stats.median + z_max * sigma]
+        lo = max(lo, stats.median - 1.5 * z_max * sigma)
+        hi = min(hi, stats.median + 1.5 * z_max * sigma)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        lo, hi = (lo, lo + 1.0) if math.isfinite(lo) else (0.0, 1.0)
+    counts = np.zeros(_BINS, dtype=np.int64)
+    below = above = 0
+    for c in chunks:
+        v = c.values
+        below += int((v < lo).sum())
+        above += int((v > hi).sum())
+        inside = v[(v >= lo) & (v <= hi)]
+        counts += np.histogram(inside, bins=_BINS, range=(lo, hi))[0]
+    edges = np.linspace(lo, hi, _BINS + 1)
+    return {"edges": edges.tolist(), "counts": counts.tolist(), "below": below,
+            "above": above, "bounds": bounds}

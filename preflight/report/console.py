@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from preflight.report.diff import ReportDiff
 from preflight.report.model import Report, RuleResult, SmokeResult
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "bold red"}
@@ -37,8 +38,8 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
             r.check,
             r.severity,
             f"{r.violations:,}",
-            _share(r.fraction),
-            _allowed(r),
+            share(r.fraction),
+            allowed(r),
         )
     console.print(table)
     for r in report.rules:
@@ -65,13 +66,15 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         console.print(f"  {name}: {path}", style="dim")
 
 
-def _share(fraction: float) -> str:
+def share(fraction: float) -> str:
+    """A fraction as a percentage for people ("<0.01%" for tiny non-zero shares)."""
     if 0 < fraction < 0.0001:
         return "<0.01%"
     return f"{fraction:.2%}"
 
 
-def _allowed(r: RuleResult) -> str:
+def allowed(r: RuleResult) -> str:
+    """A rule's thresholds as "≤N & ≤P%"."""
     parts = []
     if r.threshold.get("max_count") is not None:
         parts.append(f"≤{r.threshold['max_count']:,}")
@@ -100,3 +103,33 @@ def render_smoke(smoke: SmokeResult, console: Console) -> None:
         if f.severity != "info":
             console.print(f"  {f.severity}: {f.code}: {f.detail}", markup=False,
                           highlight=False)
+
+
+def render_diff(diff: ReportDiff, console: Console) -> None:
+    """Print what changed between two gate runs."""
+    console.print(f"old: {diff.old} ({diff.old_verdict}) → new: {diff.new} ({diff.new_verdict})",
+                  highlight=False)
+    moved = diff.changed()
+    if moved:
+        table = Table(show_edge=False, header_style="bold", padding=(0, 1))
+        for col in ("change", "rule", "check", "status", "violations", "delta"):
+            table.add_column(col, justify="right" if col in ("violations", "delta") else "left")
+        styles = {"worse": "red", "better": "green", "new": "yellow", "removed": "dim"}
+        for c in moved:
+            status = f"{c.old_status or '—'} → {c.new_status or '—'}"
+            counts = f"{_n(c.old_violations)} → {_n(c.new_violations)}"
+            delta = f"{c.delta:+,}" if c.delta else ""
+            table.add_row(f"[{styles.get(c.change, '')}]{c.change}[/]", c.id, c.check, status,
+                          counts, delta)
+        console.print(table)
+    else:
+        console.print("no rule changed")
+    old_smoke, new_smoke = diff.smoke
+    if old_smoke != new_smoke:
+        console.print(f"smoke test: {old_smoke or '—'} → {new_smoke or '—'}", highlight=False)
+    console.print("[bold red]WORSE[/] a rule got worse" if diff.worse
+                  else "[bold green]OK[/] no rule got worse")
+
+
+def _n(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"

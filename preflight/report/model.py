@@ -5,6 +5,7 @@ Every output format is rendered from this model alone; renderers compute nothing
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -169,3 +170,21 @@ class Report(BaseModel):
             if r.id == rule_id:
                 return r
         raise KeyError(rule_id)
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a ``report.json``; a ``ConfigError`` when it is missing or not a report."""
+    from preflight.errors import ConfigError
+
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(f"report not found: {p}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read report {p}: {e}") from e
+    try:
+        return Report.model_validate_json(text)
+    except ValueError as e:
+        first = str(e).splitlines()[0]
+        raise ConfigError(f"{p} is not a preflight report.json ({first})") from e

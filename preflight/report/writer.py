@@ -1,19 +1,67 @@
-"""Write ``report.json`` atomically (a temporary name, then a rename)."""
+"""Write the report's files atomically (a temporary name, then a rename): ``report.json``
+and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
+from preflight.errors import ConfigError
 from preflight.report.model import Report
 
+FORMATS = ("json", "html", "junit", "md")
+DEFAULT_FORMATS = ("json", "html")
+FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.junit.xml",
+              "md": "report.md"}
+OUTPUT_KEYS = {"json": "report", "html": "html", "junit": "junit", "md": "markdown"}
 
-def write_report(report: Report, out_dir: Path) -> Path:
-    """Write ``report.json`` into ``out_dir`` and return its path."""
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """``"json,html"`` -> ``("json", "html")``; a ``ConfigError`` for an unknown name."""
+    names = tuple(dict.fromkeys(p.strip().lower() for p in text.split(",") if p.strip()))
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        raise ConfigError(f"--format {text!r}: choose from {', '.join(FORMATS)} "
+                          "(comma-separated, e.g. json,html,junit)")
+    return names
+
+
+def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
+    """The text of one format (renderers import their libraries only when used)."""
+    if fmt == "json":
+        return report.model_dump_json(indent=2) + "\n"
+    if fmt == "html":
+        from preflight.report.html import render_html
+
+        return render_html(report)
+    if fmt == "junit":
+        from preflight.report.junit import render_junit
+
+        return render_junit(report)
+    if fmt == "md":
+        from preflight.report.markdown import DEFAULT_MAX_CHARS, render_markdown
+
+        return render_markdown(report, max_chars=md_max_chars or DEFAULT_MAX_CHARS)
+    raise ConfigError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}")
+
+
+def write_report(report: Report, out_dir: Path,
+                 formats: Iterable[str] = DEFAULT_FORMATS) -> dict[str, Path]:
+    """Write the report into ``out_dir`` in each format; return the paths by format."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / "report.json"
-    report.outputs["report"] = str(final)
-    tmp = out_dir / f".report.json.{os.getpid()}.tmp"
-    tmp.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, final)
-    return final
+    formats = list(formats)
+    paths = {fmt: out_dir / FILE_NAMES[fmt] for fmt in formats}
+    for fmt, path in paths.items():
+        report.outputs[OUTPUT_KEYS[fmt]] = str(path)
+    for fmt, path in paths.items():  # every file lists every output
+        write_text(path, render(report, fmt))
+    return paths
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -60,6 +60,12 @@ def test_largest_clusters_are_listed_biggest_first(gate):
     assert [(c["kept_row"], c["size"]) for c in top] == [(0, 3), (1, 2)]
 
 
+def test_cluster_sizes_count_clusters_per_size(gate):
+    g = gate(["a", "b", "a", "b", "a", "c", "d", "d"], "exact_duplicate")
+    assert g.result.stats["cluster_sizes"] == {"2": 2, "3": 1}
+    assert g.result.stats["clusters"] == 3
+
+
 def test_findings_order_is_deterministic(gate):
     texts = [f"text {i % 7}" for i in range(60)]
     runs = [gate(texts, "exact_duplicate").findings() for _ in range(3)]

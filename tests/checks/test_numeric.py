@@ -384,11 +384,28 @@ def test_summary_stats(gate):
              '{"x": Infinity}', '{"x": 10}', '{"x": "NaN"}']
     g = gate(lines=lines, check="numeric", fields={"numeric": "x"})
     stats = g.result.stats["fields"]["x"]
+    hist = stats.pop("histogram")
     assert stats == {
         "count": 4, "nulls": 1, "nan": 2, "inf": 1, "strings": 1, "not_numbers": 0,
         "outliers": 0, "min": 1.0, "max": 10.0, "median": 3.0, "mad": 1.5, "note": None,
     }
-    json.dumps(stats)
+    # The four finite values, over min..max (the outlier bounds are wider than the data).
+    assert len(hist["counts"]) == 40 and len(hist["edges"]) == 41
+    assert sum(hist["counts"]) == 4 and hist["below"] == hist["above"] == 0
+    assert hist["edges"][0] == 1.0 and hist["edges"][-1] == 10.0
+    assert hist["counts"][0] == 1 and hist["counts"][-1] == 1
+    sigma = 1.4826 * 1.5
+    assert hist["bounds"] == pytest.approx([3 - 8 * sigma, 3 + 8 * sigma])
+    json.dumps(stats | {"histogram": hist})
+
+
+def test_histogram_counts_far_values_outside_its_range(gate):
+    lines = [json.dumps({"x": v}) for v in [10.0, 11.0, 9.0, 10.5, 9.5, 10.2, 9.8, 1e9]]
+    g = gate(lines=lines, check="numeric", fields={"numeric": "x"})
+    hist = g.result.stats["fields"]["x"]["histogram"]
+    assert hist["above"] == 1 and hist["below"] == 0  # the outlier, beyond 1.5x its bound
+    assert sum(hist["counts"]) == 7
+    assert hist["bounds"][1] < hist["edges"][-1] < 1e9
 
 
 def test_target_features_and_numeric_fields_are_all_checked(gate):
