@@ -117,7 +117,9 @@ def smoke_curves(smoke: SmokeResult) -> str | None:
             ax.plot(range(len(values)), values, color=color, linestyle=line, label=name,
                     marker="." if len(values) < 3 else None)
             if run.first_bad_step is not None:
-                ax.axvline(run.first_bad_step, color=_MARK, linestyle="--")
+                ax.axvline(run.first_bad_step, color=_MARK if name != "control" else "#b26a00",
+                           linestyle="--",
+                           label=f"{name}: non-finite at step {run.first_bad_step}")
         if key in ("loss", "grad_norm") and _positive(runs, key):
             ax.set_yscale("log")
         ax.set(xlabel="step", title=title)
