@@ -152,10 +152,14 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
             result.replay = _save_replay(out_dir, result, setup, cfg, spec, base,
                                          collate([rows[i] for i in bad_rows]),
                                          replayed.run.failure)
+        by_code: dict[str, tuple[str, list[int]]] = {}
         for i in bad_rows:
-            for code, detail in problems[i]:
-                result.findings.append(SmokeFinding(code=code, severity="error", detail=detail,
-                                                    rows=[sample[i].row]))
+            for code, detail in problems[i]:  # one finding per code, the first detail shown
+                by_code.setdefault(code, (detail, []))[1].append(sample[i].row)
+        for code, (detail, where) in by_code.items():
+            more = f" ({len(where)} rows)" if len(where) > 1 else ""
+            result.findings.append(SmokeFinding(code=code, severity="error",
+                                                detail=detail + more, rows=sorted(where)))
     elif real_out is not None and real_out.failed:
         result.verdict = "data_fault"
         result.first_bad_module = real_out.first_bad_module

@@ -79,6 +79,8 @@ def gate(tmp_path: Path) -> Callable[..., Gate]:
         spec = {"id": RULE_ID, "check": check, **(rule or {}), **params}
         rules = {"fields": fields or {"text": "text", "id": "id"}, "rules": [spec]}
         out = tmp_path / f"out{n}"
-        return Gate(run_preflight(path, rules=rules, out=out, strict=strict, smoke=False), out)
+        # report.json only: these tests read findings, not the rendered pages (tests/report).
+        return Gate(run_preflight(path, rules=rules, out=out, strict=strict, smoke=False,
+                                  formats=["json"]), out)
 
     return run

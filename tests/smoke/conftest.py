@@ -104,7 +104,7 @@ def gate(tmp_path: Path, records: list[dict[str, Any]], rules: dict[str, Any], *
          name: str = "data.jsonl", out: str = "out") -> Report:
     """Write ``records`` and run the gate with the smoke test on them."""
     path = write_jsonl(tmp_path / name, records)
-    return run_preflight(path, rules=rules, out=tmp_path / out, smoke=True)
+    return run_preflight(path, rules=rules, out=tmp_path / out, smoke=True, formats=["json"])
 
 
 def smoke_of(report: Report) -> SmokeResult:
