@@ -63,6 +63,8 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             _err.print("interrupted")
             sys.exit(130)
+        except click.ClickException:  # a usage mistake: click prints it, exit 2
+            raise
         except Exception as e:  # a bug in preflight, not a user mistake
             if debug:
                 raise
@@ -119,10 +121,13 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
+    if no_smoke and (model_spec or checkpoint):
+        raise click.UsageError("--model and --checkpoint are for the smoke test; "
+                               "drop --no-smoke or them")
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint)
-    _gate(data, rules, out, smoke=None if not no_smoke else False, limit=limit, strict=strict,
+    _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats))
 
@@ -159,6 +164,14 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
+        given = [name for name, value in (("DATA", data), ("--rules", rules_file),
+                                          ("--preset", preset), ("--model", model_spec),
+                                          ("--checkpoint", checkpoint), ("--set", sets),
+                                          ("--limit", limit), ("--tokenizer", tokenizer),
+                                          ("--num-classes", num_classes)) if value]
+        if given:
+            raise click.UsageError(f"--replay reruns the saved batch, model and settings; "
+                                   f"{', '.join(given)} cannot apply")
         from preflight.smoke import replay
 
         result = replay(replay_path)

@@ -192,7 +192,8 @@ def run(
         smoke=smoke_result,
     )
     if smoke_result is not None:
-        report.environment.update(seed=smoke_result.seed, **_device_facts(smoke_result))
+        report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
+                                  gpu=smoke_result.gpu)
     t0 = time.perf_counter()
     if out_dir is not None:
         report.outputs = sink.close()
@@ -218,14 +219,6 @@ def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCount
         sample = sampler.finish(batches, limit=limit)
     return run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
                      progress=progress, sampled_in=time.perf_counter() - t0)
-
-
-def _device_facts(smoke: SmokeResult) -> dict[str, Any]:
-    if not smoke.device.startswith("cuda"):
-        return {}
-    import torch  # already imported by the smoke stage
-
-    return {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
 
 
 def gate_rules(rules: RuleSet) -> list[Rule]:

@@ -72,7 +72,7 @@ class SampleRow:
 
     @property
     def key(self) -> int:
-        return (self.file_index << 40) | self.row
+        return int(record_key(np.array([self.file_index]), np.array([self.row]))[0])
 
 
 class FlaggedKeys:
@@ -152,7 +152,9 @@ class Sampler:
         chosen = [self._held[key] for key in wanted if key in self._held]
         taken = {s.key for s in chosen}
         rest = [s for _, s in self._pool if s.key not in taken][: self.k - len(chosen)]
-        picked = [_as_flagged(s) for s in chosen] + rest
+        known = set(self.flagged.watched().tolist())  # random rows may be flagged too
+        picked = [_as_flagged(s) for s in chosen] + [
+            _as_flagged(s) if s.key in known else s for s in rest]
         return sorted(picked, key=lambda s: (s.file_index, s.row))
 
     def _fetch(self, batches: Any, missing: set[int], limit: int | None) -> None:

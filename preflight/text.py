@@ -86,3 +86,9 @@ def snippet(text: str, at: int) -> str:
     """The raw text around position ``at`` (with ellipses where cut)."""
     start, end = max(0, at - _SNIPPET_RADIUS), min(len(text), at + _SNIPPET_RADIUS)
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def first_line(e: BaseException) -> str:
+    """An exception's message cut to its first line (its type name when it has none)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -64,10 +64,11 @@ def test_rows_flagged_at_the_end_fill_up_with_the_earliest(tmp_path: Path) -> No
     assert (rows, flagged_rows) == again[:2]
     hidden = set(found.filter(pl.col("rule") == "hidden").get_column("row").to_list())
     dupes = sorted(set(found.filter(pl.col("rule") == "dupes").get_column("row").to_list()))
-    assert len(flagged_rows) == 30
     assert hidden <= set(flagged_rows)  # 8 rows, all held from the first read
-    rest = [r for r in dupes if r not in hidden][: 30 - len(hidden)]
-    assert set(flagged_rows) == hidden | set(rest)
+    earliest = [r for r in dupes if r not in hidden][: 30 - len(hidden)]
+    assert set(earliest) <= set(flagged_rows)  # the rest of the flagged half
+    # Every sampled row a rule flagged is marked (random picks may be duplicates too).
+    assert set(flagged_rows) == set(rows) & (hidden | set(dupes))
     assert len(rows) == 60
 
 

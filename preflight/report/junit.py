@@ -5,11 +5,13 @@ details in ``system-out``."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from preflight.report.model import Report, RuleResult, SmokeResult
 
 _EXAMPLES = 5
+_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def render_junit(report: Report) -> str:
@@ -36,6 +38,11 @@ def render_junit(report: Report) -> str:
     root = ET.Element("testsuites", name="preflight", **{k: str(v) for k, v in counts.items()},
                       time=suite.get("time", "0"))
     root.append(suite)
+    for element in root.iter():  # record text can hold what XML 1.0 cannot carry
+        if element.text:
+            element.text = _xml_safe(element.text)
+        for key, value in element.attrib.items():
+            element.set(key, _xml_safe(value))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
 
@@ -92,3 +99,9 @@ def _top_code(r: RuleResult) -> str:
 
 def _seconds(value: float) -> str:
     return f"{value:.3f}"
+
+
+def _xml_safe(text: str) -> str:
+    """``text`` with each character XML 1.0 forbids (C0 controls but tab, newline and
+    carriage return; surrogates; U+FFFE, U+FFFF) shown as ``<U+XXXX>``."""
+    return _FORBIDDEN.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)

@@ -104,6 +104,8 @@ class SmokeResult(BaseModel):
     task: str | None = None
     model: str | None = Field(None, description="built-in:TASK or the user's build spec.")
     device: str = "cpu"
+    cuda: str | None = Field(None, description="CUDA version, when it trained on a GPU.")
+    gpu: str | None = Field(None, description="The GPU's name, when it trained on one.")
     precision: str = "fp32"
     seed: int = 0
     steps: int = 0

@@ -86,8 +86,12 @@ def label_distribution(rule: RuleResult) -> str | None:
         return None
     shown = list(classes.items())[:_SHOWN_CLASSES]
     fig, ax = _figure()
-    ax.bar([k for k, _ in shown], [v for _, v in shown],
-           color=[_BAR if v else _MARK for _, v in shown])
+    ax.bar([k for k, _ in shown], [v for _, v in shown], color=_BAR)
+    absent = [k for k, v in shown if not v]
+    if absent:  # a zero-height bar is invisible: mark the class on the axis
+        ax.plot(absent, [0] * len(absent), "x", color=_MARK, markersize=8, clip_on=False,
+                label="absent")
+        ax.legend(frameon=False)
     more = f", first {_SHOWN_CLASSES} of {len(classes)}" if len(classes) > _SHOWN_CLASSES else ""
     ax.set(xlabel="class", ylabel="records", title=f"Labels{more}")
     ax.tick_params(axis="x", labelrotation=45 if len(shown) > 8 else 0)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from preflight.errors import ConfigError
+from preflight.text import first_line
 
 
 def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
@@ -27,7 +28,7 @@ def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:  # an unpickling error means it is not a plain state dict
         raise ConfigError(f"cannot load {p} with weights_only=True (only tensors and plain "
-                          f"containers load; no pickled code): {_first_line(e)}") from e
+                          f"containers load; no pickled code): {first_line(e)}") from e
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
@@ -45,7 +46,3 @@ def scan(state: dict[str, torch.Tensor]) -> dict[str, Any]:
             if n:
                 bad[name] = n
     return {"tensors": len(state), "nonfinite": sorted(bad), "nonfinite_values": bad}
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -5,6 +5,7 @@ fault is in the code, not the data."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -19,12 +20,15 @@ WORDS = tuple(str.split(
 
 
 def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[str, Any]],
-                 *, seed: int, vocab_size: int, classes: int | None,
-                 max_length: int) -> list[dict[str, Any]]:
-    """One in-spec row per real row, in the real rows' layout."""
+                 *, seed: int, vocab_size: int, classes: int | None, max_length: int,
+                 center: float = 0.0, scale: float = 1.0) -> list[dict[str, Any]]:
+    """One in-spec row per real row, in the real rows' layout; regression targets on the
+    real targets' scale (``center`` + ``scale`` times a unit linear function)."""
     rng = random.Random(seed)
     width = _feature_width(real, fields)
     weights = [rng.gauss(0, 1) for _ in range(max(width, 1))]
+    norm = math.sqrt(sum(w * w for w in weights)) or 1.0
+    weights = [w / norm for w in weights]
     out = []
     for i, row in enumerate(real):
         new = dict(row)
@@ -35,8 +39,9 @@ def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[s
         for name in fields.text_fields():
             new[name] = words
         if fields.messages:
+            answer = _words(rng, _length(row, fields, max_length, answer=True), cls * 7)
             new[fields.messages] = [{"role": "user", "content": words},
-                                    {"role": "assistant", "content": _words(rng, 24, cls * 7)}]
+                                    {"role": "assistant", "content": answer}]
         if fields.input_ids:
             k = max(2, min(64, vocab_size - 1))
             first = rng.randrange(k)
@@ -55,8 +60,9 @@ def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[s
             else:
                 new.update(dict(zip(fields.features, xs, strict=False)))
         if task == "regression" and fields.target:
-            new[fields.target] = sum(w * x for w, x in zip(weights, xs, strict=False)) if width \
-                else float(cls)
+            unit = sum(w * x for w, x in zip(weights, xs, strict=False)) if width else (
+                len(words.split()) / max_length - 0.5) * 2  # text only: a function of length
+            new[fields.target] = center + scale * unit
         out.append(new)
     return out
 
@@ -67,9 +73,16 @@ def _words(rng: random.Random, n: int, start: int) -> str:
     return " ".join(WORDS[(offset + j) % len(WORDS)] for j in range(max(n, 4)))
 
 
-def _length(row: dict[str, Any], fields: Fields, max_length: int) -> int:
-    """Words for a control text: about the real row's, capped near what the models see."""
+def _length(row: dict[str, Any], fields: Fields, max_length: int, *,
+            answer: bool = False) -> int:
+    """Words for a control text: about the real row's (its text fields, or its chat turns:
+    the assistant's for an answer, the others' for the prompt), capped near what the models
+    see."""
     chars = sum(len(str(row.get(n) or "")) for n in fields.text_fields())
+    turns = row.get(fields.messages) if fields.messages else None
+    if isinstance(turns, list):
+        chars += sum(len(str(t.get("content") or "")) for t in turns if isinstance(t, dict)
+                     and (t.get("role") == "assistant") == answer)
     return max(8, min(chars // 5, max_length))
 
 

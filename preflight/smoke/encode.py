@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from preflight.config import Fields, ModelFacts
+from preflight.text import first_line
 from preflight.tokenizer import TokenCounter, estimate_counter
 
 IGNORE = -100
@@ -59,18 +60,22 @@ class Encoder:
         self.max_length = max_length
         self._ids = tokenizer.ids if tokenizer is not None and tokenizer.ids else None
         self._render = (tokenizer or estimate_counter()).render
-        self.tokenizer = tokenizer.name if self._ids else "bytes"
+        self.tokenizer = tokenizer.name if self._ids and tokenizer is not None else "bytes"
         vocab = tokenizer.vocab_size if self._ids and tokenizer is not None else BYTE_VOCAB
         self.vocab_size = model.vocab_size or vocab
         self.classes = _classes(model)
         # Keyed by the record object's id; the record is kept so its id cannot be reused.
         self._memo: dict[int, tuple[dict[str, Any], Encoded]] = {}
+        self._failed: dict[int, str] = {}  # rows the chat template rejected, while encoding
 
     @property
     def uses_text(self) -> bool:
-        """True when rows carry text or token ids for this task."""
+        """True when rows carry text or token ids for this task (a regression with features
+        learns from the features alone)."""
         f = self.fields
-        return bool(f.text or f.messages or f.input_ids) and self.task != "regression"
+        if self.task == "regression" and f.features:
+            return False
+        return bool(f.text or f.messages or f.input_ids)
 
     def encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
         """Encode ``rows`` (memoised per record object, so subsets re-encode for free)."""
@@ -83,8 +88,10 @@ class Encoder:
     def _encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
         out = [Encoded() for _ in rows]
         if self.uses_text:
-            for enc, (ids, labels) in zip(out, self._tokens(rows), strict=True):
+            for enc, row, (ids, labels) in zip(out, rows, self._tokens(rows), strict=True):
                 enc.ids, enc.labels = ids, labels
+                if id(row) in self._failed:
+                    enc.problems.append(("chat_template_error", self._failed.pop(id(row))))
         if self.task == "classification":
             for enc, row in zip(out, rows, strict=True):
                 enc.label = self._class_id(row.get(self.fields.label or ""), enc)
@@ -101,7 +108,8 @@ class Encoder:
         out = []
         for enc in self.encode(rows):
             found = list(enc.problems)
-            self._check(enc, found)
+            if not any(code == "chat_template_error" for code, _ in found):
+                self._check(enc, found)  # a conversation never rendered has no tokens
             out.append(found)
         return out
 
@@ -115,7 +123,14 @@ class Encoder:
                 result.append((ids, labels))
             return result
         if f.messages:
-            return [self._chat(row.get(f.messages)) for row in rows]
+            out = []
+            for row in rows:
+                try:
+                    out.append(self._chat(row.get(f.messages)))
+                except Exception as e:  # the chat template rejects this conversation
+                    self._failed[id(row)] = f"the chat template rejects it: {first_line(e)}"
+                    out.append(([], []))
+            return out
         texts = ["\n".join(str(row.get(name) or "") for name in f.text_fields())
                  for row in rows]
         # Cut long texts first: the tiny models see max_length tokens, never more.
@@ -165,22 +180,21 @@ class Encoder:
             bad = [t for t in enc.ids if not 0 <= t < self.vocab_size]
             if bad:
                 problems.append(("token_id_out_of_range",
-                                     f"token id {bad[0]} outside [0, {self.vocab_size})"))
-            if not enc.ids:
-                problems.append(("no_tokens", "no tokens to train on"))
+                                 f"token id {bad[0]} outside [0, {self.vocab_size})"))
         if enc.labels is not None and self.fields.token_labels:
             bad = [t for t in enc.labels if t != IGNORE and not 0 <= t < self.vocab_size]
             if bad:
                 problems.append(("token_label_out_of_range",
-                                     f"token label {bad[0]} outside [0, {self.vocab_size})"))
+                                 f"token label {bad[0]} outside [0, {self.vocab_size})"))
         if self.task == "chat" and enc.labels is not None and not any(enc.labels[1:]):
             problems.append(("all_labels_ignored",
-                                 "no assistant token: every label is ignored (loss 0/0)"))
+                             "no assistant token: every label is ignored (loss 0/0)"))
         if self.task == "lm" and enc.labels is not None and all(
             t == IGNORE for t in enc.labels[1:]
         ):
             problems.append(("all_labels_ignored",
-                                 "every token label is the ignore index (loss 0/0 = NaN)"))
+                             "every token label is the ignore index: the row trains nothing "
+                             "(a per-sequence mean loss is 0/0 = NaN)"))
         if enc.label is not None and (
             enc.label < 0 or (self.classes is not None and enc.label >= self.classes)
         ):
@@ -241,7 +255,8 @@ class Collate:
                 feats[i, : len(values)] = torch.tensor(values, dtype=torch.float64).float()
             inputs["features"] = feats
         if task == "classification":
-            labels = [NOT_A_CLASS if e.label is None else e.label for e in enc]
+            labels = [e.label if e.label is not None and -2**63 <= e.label < 2**63
+                      else NOT_A_CLASS for e in enc]
             return inputs, torch.tensor(labels, dtype=torch.long)
         return inputs, torch.tensor([e.target for e in enc], dtype=torch.float64).float()
 
@@ -312,16 +327,14 @@ def _ints(value: Any) -> list[int]:
 
 
 def _number(value: Any) -> float:
-    """A value as the float training would see; NaN for what is not a number at all."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+    """A value as the float training would see: numbers as they are (an integer past
+    float range is ±inf), NaN for anything else — a string "12.5" included, since a
+    collate would not parse it either; the input check then names the row."""
+    if isinstance(value, int | float):  # bool included: torch.tensor(True) is 1
         try:
             return float(value)
-        except ValueError:
-            return math.nan
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     return math.nan
 
 

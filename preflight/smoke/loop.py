@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
 from preflight.smoke.encode import IGNORE
+from preflight.text import first_line
 
 Batch = tuple[Any, Any]
 FP16_MAX = 65504.0
@@ -34,9 +35,9 @@ FP16_TINY = 2.0**-24  # the smallest fp16 subnormal; smaller magnitudes flush to
 class IndexFault(Exception):
     """An index tensor holds a value its embedding or loss cannot take."""
 
-    def __init__(self, where: str, rows: list[int], detail: str) -> None:
+    def __init__(self, rows: list[int], detail: str) -> None:
         super().__init__(detail)
-        self.where, self.rows, self.detail = where, rows, detail
+        self.rows, self.detail = rows, detail
 
 
 @dataclass
@@ -104,6 +105,12 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     out = Outcome(run=run)
     spy = _Spy(model, out)
     params = [p for p in model.parameters() if p.requires_grad]
+    before = 0.0
+    if len(batches) > 1:
+        try:
+            before = _mean_loss(setup, model, batches)
+        except Exception:  # a batch that cannot even run: the loop below reports it
+            before = math.nan
     try:
         for step in range(steps):
             inputs, targets = batches[step % len(batches)]
@@ -124,7 +131,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                     opt.zero_grad(set_to_none=True)
                     with torch.autocast(device.type, dtype=dtype, enabled=amp):
                         redo = setup.loss_fn(model(inputs), targets)
-                    redo.float().backward()
+                    redo.float().backward()  # outside autocast, as AMP wants
                 except Exception:  # the diagnosis is best effort; the failure stands
                     pass
                 finally:
@@ -132,11 +139,12 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
 
             opt.zero_grad(set_to_none=True)
             try:
-                with torch.autocast(device.type, dtype=dtype, enabled=amp), \
-                        torch.autograd.set_detect_anomaly(anomaly):
-                    outputs = model(inputs)
-                    _check_targets(outputs, targets)
-                    loss = setup.loss_fn(outputs, targets)
+                with torch.autograd.set_detect_anomaly(anomaly):
+                    # Autocast covers the forward and the loss only; backward runs outside.
+                    with torch.autocast(device.type, dtype=dtype, enabled=amp):
+                        outputs = model(inputs)
+                        _check_targets(outputs, targets)
+                        loss = setup.loss_fn(outputs, targets)
                     _check_loss(loss, setup.user)
                     loss_value = float(loss.detach().float())
                     if not math.isfinite(loss_value):
@@ -152,7 +160,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                 break
             except RuntimeError as e:
                 if anomaly and "nan" in str(e).lower():
-                    run.failure = f"anomaly: {_first_line(e)}"
+                    run.failure = f"anomaly: {first_line(e)}"
                     run.first_bad_step = step
                     break
                 raise
@@ -189,8 +197,25 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     finally:
         spy.remove()
     run.steps = len(run.loss)
-    run.learned = None if run.failure else learned(run.loss, setup.cfg.min_loss_drop)
+    if run.failure:
+        run.learned = None
+    elif len(batches) > 1:  # minibatches: step losses are of different rows; judge the sample
+        run.learned = learned([before, *[_mean_loss(setup, model, batches)] * 3],
+                              setup.cfg.min_loss_drop)
+    else:
+        run.learned = learned(run.loss, setup.cfg.min_loss_drop)
     return out
+
+
+def _mean_loss(setup: Setup, model: nn.Module, batches: list[Batch]) -> float:
+    """The model's mean loss over every batch, without training (for minibatch runs)."""
+    amp, dtype = _autocast(setup.precision)
+    values = []
+    with torch.no_grad(), torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
+        for inputs, targets in batches:
+            inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
+            values.append(float(setup.loss_fn(model(inputs), targets).float()))
+    return sum(values) / len(values)
 
 
 def learned(losses: list[float | None], min_drop: float) -> bool:
@@ -215,7 +240,7 @@ def per_row_losses(setup: Setup, batches: list[Batch]) -> list[float]:
         for inputs, targets in batches:
             try:
                 if _nonfinite_inputs(inputs, targets, setup.exempt) is not None:
-                    raise IndexFault("inputs", [0], "non-finite input")
+                    raise IndexFault([0], "non-finite input")
                 inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
                 outputs = model(inputs)
                 _check_targets(outputs, targets)
@@ -286,7 +311,7 @@ def _guard(name: str, module: nn.Embedding | nn.EmbeddingBag) -> Callable[..., N
         if bool(bad.any()):
             rows = _rows(bad)
             value = int(x[bad].flatten()[0])
-            raise IndexFault(name, rows,
+            raise IndexFault(rows,
                              f"index {value} outside [0, {module.num_embeddings}) in {name}")
     return hook
 
@@ -307,7 +332,7 @@ def _check_targets(outputs: Any, targets: Any) -> None:
     if bool(bad.any()):
         value = int(targets[bad].flatten()[0])
         rows = _rows(bad)
-        raise IndexFault("targets", rows, f"target {value} outside [0, {classes})")
+        raise IndexFault(rows, f"target {value} outside [0, {classes})")
 
 
 def _check_loss(loss: Any, user: bool) -> None:
@@ -354,15 +379,15 @@ def _what_failed(out: Outcome, what: str) -> str:
     return what
 
 
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0]
-
-
 def _to(obj: Any, device: torch.device) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.to(device, non_blocking=True)
-    if isinstance(obj, dict):
-        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, Mapping):  # dict, or e.g. transformers' BatchEncoding
+        moved = {k: _to(v, device) for k, v in obj.items()}
+        try:
+            return type(obj)(moved)
+        except Exception:
+            return moved
     if isinstance(obj, list | tuple):
         return type(obj)(_to(v, device) for v in obj)
     return obj
@@ -377,7 +402,7 @@ def _named(*pairs: tuple[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
     for path, obj in pairs:
         if isinstance(obj, torch.Tensor):
             yield path, obj
-        elif isinstance(obj, dict):
+        elif isinstance(obj, Mapping):
             yield from _named(*((f"{path}.{k}" if path else str(k), v) for k, v in obj.items()))
         elif isinstance(obj, list | tuple):
             yield from _named(*((f"{path}[{i}]", v) for i, v in enumerate(obj)))

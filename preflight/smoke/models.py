@@ -34,16 +34,22 @@ class TinyLM(nn.Module):
 
 
 class TinyNet(nn.Module):
-    """A classifier or regressor over mean-pooled token embeddings and/or features."""
+    """A classifier or regressor over mean-pooled token embeddings and/or features. A
+    regressor predicts ``center + scale * head(...)``: on the targets' own scale (so a target
+    of 1e30 still overflows the loss) with steps sized to it (so 2000 ± 5 trains as well as
+    0 ± 1)."""
 
     def __init__(self, *, vocab: int | None, features: int | None, outputs: int,
-                 width: int = WIDTH) -> None:
+                 width: int = WIDTH, center: float = 0.0, scale: float = 1.0) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, width) if vocab else None
         self.project = nn.Linear(features, width) if features else None
         trunk = width * (bool(vocab) + bool(features))
         self.mlp = nn.Sequential(nn.Linear(trunk, width), nn.GELU())
         self.head = nn.Linear(width, outputs)
+        self.regression = outputs == 1
+        self.register_buffer("center", torch.tensor(center, dtype=torch.float32))
+        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         parts = []
@@ -54,16 +60,18 @@ class TinyNet(nn.Module):
         if self.project is not None:
             parts.append(self.project(inputs["features"]))
         out = self.head(self.mlp(torch.cat(parts, dim=-1)))
-        return out.squeeze(-1) if out.shape[-1] == 1 else out
+        if not self.regression:
+            return out
+        return self.center + self.scale * out.squeeze(-1).float()
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per-sequence mean token loss, averaged over sequences: a row whose labels are all
-    ignored is 0/0 = NaN, as in trainers that normalise per sequence."""
+    """Mean token loss over every counted token of the batch (-100 ignored). A row with no
+    target at all adds nothing here; the encoder reports rows whose labels are all ignored,
+    which trainers that average per sequence would turn into 0/0."""
     per_token = F.cross_entropy(logits.transpose(1, 2).float(), targets,
-                                ignore_index=IGNORE, reduction="none")
-    counted = (targets != IGNORE).sum(1)
-    return (per_token.sum(1) / counted).mean()
+                                ignore_index=IGNORE, reduction="sum")
+    return per_token / (targets != IGNORE).sum().clamp(min=1)
 
 
 def classification_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -84,9 +92,10 @@ def build_builtin(task: str, spec: dict[str, Any]) -> tuple[nn.Module, Any]:
     """A fresh built-in model for ``task`` from its spec (kept in the replay file)."""
     if task in ("lm", "chat"):
         return TinyLM(spec["vocab"]), LOSSES[task]
-    outputs = spec["classes"] if task == "classification" else 1
-    model = TinyNet(vocab=spec.get("vocab"), features=spec.get("features"), outputs=outputs)
-    if task == "regression" and spec.get("bias") is not None:
-        with torch.no_grad():  # start at the targets' median, so the loss measures fit
-            model.head.bias.fill_(spec["bias"])
+    if task == "classification":
+        model = TinyNet(vocab=spec.get("vocab"), features=spec.get("features"),
+                        outputs=max(spec["classes"], 2))
+    else:
+        model = TinyNet(vocab=spec.get("vocab"), features=spec.get("features"), outputs=1,
+                        center=spec.get("center", 0.0), scale=spec.get("scale", 1.0))
     return model, LOSSES[task]

@@ -4,6 +4,7 @@ from anywhere runs no code but the model it names."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,16 @@ VERSION = 1
 
 def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dict[str, Any],
          batch: tuple[Any, Any], initial: dict[str, torch.Tensor], rows: list[int],
-         ids: list[str], files: list[str | None], failure: str | None) -> Path:
-    """Write the replay file (to a temporary name, then renamed)."""
+         ids: list[str], files: list[str | None], failure: str | None,
+         exempt: list[str]) -> Path:
+    """Write the replay file (to a temporary name, then renamed). ``exempt``: the input
+    paths that are non-finite by design (masks), which the rerun must not call faults."""
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save({
         "format": FORMAT, "version": VERSION, "task": task, "model": model, "spec": spec,
-        "config": config, "inputs": batch[0], "targets": batch[1],
+        "config": config, "inputs": _plain(batch[0]), "targets": _plain(batch[1]),
         "initial": {k: v.detach().cpu() for k, v in initial.items()},
-        "rows": rows, "ids": ids, "files": files, "failure": failure,
+        "rows": rows, "ids": ids, "files": files, "failure": failure, "exempt": exempt,
     }, tmp)
     tmp.replace(path)
     return path
@@ -44,3 +47,16 @@ def load(path: str | Path) -> dict[str, Any]:
     if data.get("version") != VERSION:
         raise ConfigError(f"{p}: replay format version {data.get('version')} is not supported")
     return data
+
+
+def _plain(obj: Any) -> Any:
+    """Tensors in plain containers (a ``BatchEncoding`` becomes a dict), so the file loads
+    with ``weights_only=True``."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, Mapping):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_plain(v) for v in obj) if type(obj) in (list, tuple) else [
+            _plain(v) for v in obj]
+    return obj

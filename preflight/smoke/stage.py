@@ -3,12 +3,14 @@ attribute a failure to the data or the code, and localise a data fault to rows."
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import os
 import statistics
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,9 @@ from preflight.smoke.loop import (
     train,
 )
 from preflight.smoke.models import build_builtin
-from preflight.smoke.user import call_build, load_build
+from preflight.smoke.user import CONTRACT, call_build, load_build
+from preflight.smoke.verdict import Blocked, attribute
+from preflight.text import first_line
 from preflight.tokenizer import TokenCounter
 
 Progress = Callable[[int, int, str], None]
@@ -54,56 +58,52 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     task = infer_task(rules.task, fields)
     device, precision = resolve_device(cfg)
     result = SmokeResult(verdict="skipped", reason="", task=task, seed=cfg.seed,
-                         device=str(device), precision=precision)
+                         device=str(device), precision=precision, **_device_facts(device))
+    result.samples = len(sample)
+    result.sample_rows = sorted(s.row for s in sample)
+    result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)
+    if out_dir is not None:  # a replay from an earlier run must not outlive it
+        (out_dir / REPLAY_NAME).unlink(missing_ok=True)
     if task is None:
         result.reason = ("no field to train on: declare fields.text, messages, label or "
                          "target (or task:) in the rules file")
         return result
     build = load_build(cfg.model, base=base) if cfg.model else None
     state = load_checkpoint(_beside(cfg.checkpoint, base)) if cfg.checkpoint else None
-    timings: dict[str, float] = {"sample": round(sampled_in, 4)}
-    result.samples = len(sample)
-    result.sample_rows = sorted(s.row for s in sample)
-    result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)
     if len(sample) < 2:
         result.reason = f"too few readable records to train on ({len(sample)})"
         return result
     rows = [s.record for s in sample]
-    if out_dir is not None:  # a replay from an earlier run must not outlive it
-        (out_dir / REPLAY_NAME).unlink(missing_ok=True)
-    encoder = Encoder(task, fields, rules.model, tokenizer, max_length=cfg.max_length)
+    timings: dict[str, float] = {"sample": round(sampled_in, 4)}
 
     t0 = time.perf_counter()
+    encoder = Encoder(task, fields, rules.model, tokenizer, max_length=cfg.max_length)
     seed_everything(cfg.seed)
-    if build is not None:
-        assert cfg.model is not None
-        model, loss_fn, collate = call_build(build, cfg.model)
-        result.model, spec = cfg.model, {}
-    else:
-        model, loss_fn, collate = None, None, None
+    model, loss_fn, collate = call_build(build, str(cfg.model)) if build else (None, None, None)
     builtin_collate = collate is None
-    if builtin_collate and task == "classification":
-        encoder.set_classes(encoder.encode(rows))
+    if builtin_collate:
+        skip = _untrainable(task, encoder, rows, rules)
+        if skip:
+            result.reason = skip
+            return result
+    center, scale = _target_scale(encoder, rows) if task == "regression" else (0.0, 1.0)
     control = control_rows(task, fields, rules.model, rows, seed=cfg.seed,
                            vocab_size=encoder.vocab_size, classes=encoder.classes,
-                           max_length=cfg.max_length)
+                           max_length=cfg.max_length, center=center, scale=scale)
+    spec: dict[str, Any] = {}
     if model is None:
-        model, loss_fn, collate, spec = _builtin(task, encoder, rows, control)
+        model, loss_fn, collate, spec = _builtin(task, encoder, rows, control, center, scale)
         result.model = f"built-in:{task}"
-    elif collate is None:
-        collate = Collate(encoder)
+    else:
+        result.model = cfg.model
+        collate = collate or Collate(encoder)
     problems = encoder.problems(rows) if builtin_collate else [[] for _ in rows]
     timings["encode"] = _since(t0)
 
     if state is not None:
         result.checkpoint = {"path": str(cfg.checkpoint), **scan(state)}
-        bad = result.checkpoint["nonfinite"]
-        if bad:
-            result.verdict = "code_fault"
-            result.reason = (f"checkpoint {cfg.checkpoint} has non-finite tensors: "
-                             f"{', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}")
-            result.findings.append(SmokeFinding(code="checkpoint_nonfinite", severity="error",
-                                                detail=result.reason))
+        if result.checkpoint["nonfinite"]:
+            _broken_checkpoint(result, cfg)
             result.timings = {**timings, "total": _since(started)}
             return result
         try:
@@ -118,84 +118,47 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     result.steps = cfg.steps
     runs = _Runs(setup, collate, cfg, progress, total=3)
 
-    t0 = time.perf_counter()
-    control_out = runs.train(control, "control")
-    result.control = control_out.run
-    timings["control"] = _since(t0)
-    bad_rows = [i for i, p in enumerate(problems) if p]
-    real_out: Outcome | None = None
-    if not bad_rows:
+    with _threads():
         t0 = time.perf_counter()
-        real_out = runs.train(rows, "real", watch=_WATCH_STEPS)
-        result.real = real_out.run
-        repeat = runs.train(rows, "repeat")
-        result.repeat = repeat.run
-        timings["real"] = _since(t0)
-        _determinism(result, real_out.run, repeat.run, cfg.seed)
-        _activations(result, real_out)
-        _grad_warnings(result, real_out, cfg.grad_norm_warn)
+        control_out = runs.train(control, "control", exempt_from=True)
+        result.control = control_out.run
+        timings["control"] = _since(t0)
+        bad_rows = [i for i, p in enumerate(problems) if p]
+        real_out: Outcome | None = None
+        if not bad_rows:
+            t0 = time.perf_counter()
+            real_out = runs.train(rows, "real", watch=_WATCH_STEPS)
+            result.real = real_out.run
+            result.repeat = runs.train(rows, "repeat").run
+            timings["real"] = _since(t0)
+            _determinism(result, real_out.run, result.repeat, cfg.seed)
+            _activations(result, real_out)
+            _grad_warnings(result, real_out, cfg.grad_norm_warn)
 
-    if control_out.failed:
-        result.verdict = "code_fault"
-        result.reason = (f"training fails on the control batch (in spec by construction): "
-                         f"{control_out.run.failure}")
-        result.first_bad_module = control_out.first_bad_module
-        result.first_bad_param = control_out.first_bad_param
-    elif bad_rows:
-        result.verdict = "data_fault"
-        code, detail = problems[bad_rows[0]][0]
-        result.reason = (f"{len(bad_rows)} sampled row(s) cannot be trained on; row "
-                         f"{sample[bad_rows[0]].row}: {detail} ({code})")
-        _minimal(result, sample, bad_rows)
-        replayed = runs.train([rows[i] for i in bad_rows], "probe")
-        if replayed.failed and out_dir is not None:
-            result.replay = _save_replay(out_dir, result, setup, cfg, spec, base,
-                                         collate([rows[i] for i in bad_rows]),
-                                         replayed.run.failure)
-        by_code: dict[str, tuple[str, list[int]]] = {}
-        for i in bad_rows:
-            for code, detail in problems[i]:  # one finding per code, the first detail shown
-                by_code.setdefault(code, (detail, []))[1].append(sample[i].row)
-        for code, (detail, where) in by_code.items():
-            more = f" ({len(where)} rows)" if len(where) > 1 else ""
-            result.findings.append(SmokeFinding(code=code, severity="error",
-                                                detail=detail + more, rows=sorted(where)))
-    elif real_out is not None and real_out.failed:
-        result.verdict = "data_fault"
-        result.first_bad_module = real_out.first_bad_module
-        result.first_bad_param = real_out.first_bad_param
-        t0 = time.perf_counter()
-        keep, alone = _localise(runs, setup, collate, rows, real_out)
-        timings["localise"] = _since(t0)
-        _minimal(result, sample, keep)
-        result.reason = (f"training fails on the sample but not on the control batch: "
-                         f"{real_out.run.failure}")
-        if alone:
-            result.findings.append(SmokeFinding(
-                code="row_loss_nonfinite", severity="error",
-                detail=f"{len(alone)} sampled row(s) have a non-finite loss on their own",
-                rows=sorted(sample[i].row for i in alone)))
-        batch = collate([rows[i] for i in keep])
-        result.anomaly = _anomaly(setup, batch, real_out.run.first_bad_step or 0)
-        if out_dir is not None:
-            result.replay = _save_replay(out_dir, result, setup, cfg, spec, base, batch,
-                                         real_out.run.failure)
-    elif not control_out.run.learned:
-        result.verdict = "code_fault"
-        result.reason = (f"the loss does not fall even on the control batch "
-                         f"({_curve(control_out.run)}): the model, loss, optimizer or "
-                         f"learning rate cannot learn")
-    elif real_out is not None and not real_out.run.learned:
-        result.verdict = "data_fault"
-        result.reason = (f"the loss does not fall on the sample ({_curve(real_out.run)}) "
-                         f"while it does on the control batch: labels may be noise, or the "
-                         f"targets unrelated to the inputs")
-    else:
-        result.verdict = "pass"
-        result.reason = (f"{len(rows)} rows trained for {cfg.steps} steps without a fault; "
-                         f"loss {_curve(result.real)}"
-                         if result.real else "trained without a fault")
-        if result.flagged_in_sample:
+        blocked = _blocked(problems, sample, bad_rows)
+        result.verdict, result.reason = attribute(  # type: ignore[assignment]
+            control_out.run, real_out.run if real_out else None, blocked)
+        failing = control_out if control_out.failed else real_out
+        if failing is not None and failing.failed:
+            result.first_bad_module = failing.first_bad_module
+            result.first_bad_param = failing.first_bad_param
+        keep: list[int] = []
+        if result.verdict == "data_fault" and bad_rows:
+            keep = bad_rows[:1]  # each fails on its own: the first is the fewest
+            _problem_findings(result, problems, sample, bad_rows)
+        elif result.verdict == "data_fault" and real_out is not None and real_out.failed:
+            t0 = time.perf_counter()
+            keep, alone = _localise(runs, setup, collate, rows, real_out)
+            timings["localise"] = _since(t0)
+            if alone:
+                result.findings.append(SmokeFinding(
+                    code="row_loss_nonfinite", severity="error",
+                    detail=f"{len(alone)} sampled row(s) have a non-finite loss on their own",
+                    rows=sorted(sample[i].row for i in alone)))
+        if keep:
+            _minimal(result, sample, keep)
+            _replay_and_anomaly(result, runs, setup, rows, keep, spec, base, out_dir)
+        if result.verdict == "pass" and result.flagged_in_sample:
             result.findings.append(SmokeFinding(
                 code="flagged_rows_trained", severity="info",
                 detail=f"{len(result.flagged_in_sample)} flagged row(s) in the sample trained "
@@ -218,7 +181,8 @@ def replay(path: str | Path, *, device: str = "auto") -> SmokeResult:
         model, loss_fn, _ = call_build(load_build(name), name)
     model.load_state_dict(data["initial"])
     setup = Setup(template=model, initial=data["initial"], loss_fn=loss_fn, cfg=cfg,
-                  device=dev, precision=precision, user=not name.startswith("built-in:"))
+                  device=dev, precision=precision, user=not name.startswith("built-in:"),
+                  exempt=set(data.get("exempt", [])))
     batch = (data["inputs"], data["targets"])
     out = train(setup, [batch], steps=cfg.steps)
     result = SmokeResult(
@@ -232,7 +196,7 @@ def replay(path: str | Path, *, device: str = "auto") -> SmokeResult:
                 f"did not reproduce (recorded: {data['failure']})"),
     )
     if out.failed:
-        result.anomaly = _anomaly(setup, batch, out.run.first_bad_step or 0)
+        result.anomaly = _anomaly(setup, batch)
     result.timings = {"total": _since(started)}
     return result
 
@@ -258,24 +222,37 @@ class _Runs:
                  progress: Progress | None, total: int) -> None:
         self.setup, self.collate, self.cfg = setup, collate, cfg
         self.progress, self.total, self.done = progress, total, 0
-        self.exempt_known = False
+
+    def batch(self, rows: list[dict[str, Any]]) -> Any:
+        """``collate(rows)``, held to its contract: an ``(inputs, targets)`` pair."""
+        made = self.collate(rows)
+        if not isinstance(made, tuple | list) or len(made) != 2:
+            got = f"a {len(made)}-item {type(made).__name__}" if isinstance(
+                made, tuple | list) else type(made).__name__
+            raise ConfigError(f"collate must return (inputs, targets), got {got}; {CONTRACT}")
+        return tuple(made)
 
     def batches(self, rows: list[dict[str, Any]]) -> tuple[list[Any], list[list[int]]]:
         size = self.cfg.batch_size or len(rows)
         index = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
-        return [self.collate([rows[i] for i in idx]) for idx in index], index
+        return [self.batch([rows[i] for i in idx]) for idx in index], index
 
-    def train(self, rows: list[dict[str, Any]], name: str, *, watch: int = 0) -> Outcome:
+    def train(self, rows: list[dict[str, Any]], name: str, *, watch: int = 0,
+              exempt_from: bool = False) -> Outcome:
+        """Train on ``rows``; ``exempt_from``: these rows are the control batch, whose
+        non-finite inputs are there by design (e.g. -inf attention masks)."""
         try:
             batches, index = self.batches(rows)
-            if not self.exempt_known:  # the control batch: what is non-finite by design
+            if exempt_from:
                 self.setup.exempt = nonfinite_paths(batches[0])
-                self.exempt_known = True
-            out = train(self.setup, batches, steps=self.cfg.steps, watch=watch)
+            # Overfitting needs every row seen a few times: with minibatches, at least
+            # three passes over the sample whatever smoke.steps says.
+            steps = max(self.cfg.steps, 3 * len(batches))
+            out = train(self.setup, batches, steps=steps, watch=watch)
         except ConfigError:
             raise
         except Exception as e:
-            out = Outcome(run=SmokeRun(failure=f"{type(e).__name__}: {_first_line(e)}",
+            out = Outcome(run=SmokeRun(failure=f"{type(e).__name__}: {first_line(e)}",
                                        first_bad_step=0))
             index = []
         if out.bad_rows and index:
@@ -292,9 +269,10 @@ class _Runs:
 
 
 def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
-             control: list[dict[str, Any]]) -> tuple[Any, Any, Collate, dict[str, Any]]:
+             control: list[dict[str, Any]], center: float,
+             scale: float) -> tuple[Any, Any, Collate, dict[str, Any]]:
     encoded = encoder.encode(rows + control)
-    spec: dict[str, Any] = {"classes": encoder.classes}
+    spec: dict[str, Any] = {"classes": encoder.classes, "center": center, "scale": scale}
     vocab = None
     if encoder.uses_text:
         vocab = compact_vocab(encoded, encoder.vocab_size)
@@ -302,12 +280,111 @@ def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
     widths = [len(e.features) for e in encoded if e.features is not None]
     if widths:
         spec["features"] = max(widths)
-    if task == "regression":
-        finite = [e.target for e in encoded[: len(rows)]
-                  if e.target is not None and math.isfinite(e.target) and abs(e.target) < 1e15]
-        spec["bias"] = statistics.median(finite) if finite else 0.0
     model, loss_fn = build_builtin(task, spec)
     return model, loss_fn, Collate(encoder, vocab), spec
+
+
+def _untrainable(task: str, encoder: Encoder, rows: list[dict[str, Any]],
+                 rules: RuleSet) -> str | None:
+    """Why the built-in model cannot train on these fields at all (a skip, not a fault)."""
+    f = rules.fields
+    if task in ("classification", "regression") and not (encoder.uses_text or f.features):
+        return (f"nothing to learn {task} from: declare fields.features or fields.text "
+                "beside the " + ("label" if task == "classification" else "target"))
+    if task == "classification":
+        encoded = encoder.encode(rows)
+        labels = [r.get(f.label or "") for r in rows]
+        if rules.model.labels is None and any(isinstance(v, str) for v in labels) and not any(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in labels
+        ):
+            return ("class labels are strings but the classes are not declared: set "
+                    "model.labels (or model.num_classes with integer labels)")
+        encoder.set_classes(encoded)
+    return None
+
+
+def _target_scale(encoder: Encoder, rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """The real targets' median and robust spread (1.4826 MAD, else the standard deviation,
+    else 1), from the finite ones below 1e15 (a planted 1e30 must not set the scale)."""
+    values = [e.target for e in encoder.encode(rows)
+              if e.target is not None and math.isfinite(e.target) and abs(e.target) < 1e15]
+    if not values:
+        return 0.0, 1.0
+    center = statistics.median(values)
+    spread = 1.4826 * statistics.median(abs(v - center) for v in values)
+    if spread <= 0 and len(values) > 1:
+        spread = statistics.pstdev(values)
+    return center, spread if spread > 0 else 1.0
+
+
+def _broken_checkpoint(result: SmokeResult, cfg: SmokeConfig) -> None:
+    assert result.checkpoint is not None
+    bad = result.checkpoint["nonfinite"]
+    result.verdict = "code_fault"
+    result.reason = (f"checkpoint {cfg.checkpoint} has non-finite tensors: "
+                     f"{', '.join(bad[:5])}{' …' if len(bad) > 5 else ''}")
+    result.findings.append(SmokeFinding(code="checkpoint_nonfinite", severity="error",
+                                        detail=result.reason))
+
+
+def _blocked(problems: list[list[tuple[str, str]]], sample: list[SampleRow],
+             bad_rows: list[int]) -> Blocked | None:
+    if not bad_rows:
+        return None
+    code, detail = problems[bad_rows[0]][0]
+    return Blocked(row=sample[bad_rows[0]].row, code=code, detail=detail, count=len(bad_rows))
+
+
+def _problem_findings(result: SmokeResult, problems: list[list[tuple[str, str]]],
+                      sample: list[SampleRow], bad_rows: list[int]) -> None:
+    """One error finding per code, listing its rows (the first detail shown)."""
+    by_code: dict[str, tuple[str, list[int]]] = {}
+    for i in bad_rows:
+        for code, detail in problems[i]:
+            by_code.setdefault(code, (detail, []))[1].append(sample[i].row)
+    for code, (detail, where) in by_code.items():
+        more = f" ({len(where)} rows)" if len(where) > 1 else ""
+        result.findings.append(SmokeFinding(code=code, severity="error", detail=detail + more,
+                                            rows=sorted(where)))
+
+
+def _replay_and_anomaly(result: SmokeResult, runs: _Runs, setup: Setup,
+                        rows: list[dict[str, Any]], keep: list[int], spec: dict[str, Any],
+                        base: Path | None, out_dir: Path | None) -> None:
+    """Replay the minimal rows once under detect_anomaly and save them as a replay file."""
+    try:
+        batch = runs.batch([rows[i] for i in keep])
+    except ConfigError:
+        raise
+    except Exception:  # the rows cannot even be collated: nothing to replay
+        return
+    result.anomaly = _anomaly(setup, batch)
+    replayed = runs.train([rows[i] for i in keep], "probe")
+    if out_dir is not None and replayed.failed:
+        result.replay = _save_replay(out_dir, result, setup, setup.cfg, spec, base, batch,
+                                     replayed.run.failure)
+
+
+@contextlib.contextmanager
+def _threads() -> Iterator[None]:
+    """One torch thread per core this process may use, at most 4: the tiny models gain
+    nothing from more, and a busy machine slows every extra thread down."""
+    before = torch.get_num_threads()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, min(cores, 4, before)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _device_facts(device: torch.device) -> dict[str, str | None]:
+    if device.type != "cuda":
+        return {}
+    return {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device)}
 
 
 def _localise(runs: _Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]],
@@ -331,18 +408,19 @@ def _save_replay(out_dir: Path, result: SmokeResult, setup: Setup, cfg: SmokeCon
     return str(replay_file.save(
         out_dir / REPLAY_NAME, task=str(result.task), model=model, spec=spec,
         config=cfg.model_dump(), batch=batch, initial=setup.initial, rows=result.minimal_rows,
-        ids=result.minimal_ids, files=result.minimal_files, failure=failure))
+        ids=result.minimal_ids, files=result.minimal_files, failure=failure,
+        exempt=sorted(setup.exempt)))
 
 
-def _anomaly(setup: Setup, batch: Any, step: int) -> str | None:
+def _anomaly(setup: Setup, batch: Any) -> str | None:
     """Replay the minimal batch under ``detect_anomaly``: the backward op that made NaN.
     (torch's own warning with the forward traceback is silenced: the op name is kept.)"""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = train(setup, [batch], steps=step + 1, anomaly=True)
+            out = train(setup, [batch], steps=setup.cfg.steps, anomaly=True)
     except Exception as e:
-        return f"{type(e).__name__}: {_first_line(e)}"
+        return f"{type(e).__name__}: {first_line(e)}"
     failure = out.run.failure or ""
     return failure.removeprefix("anomaly: ") if failure.startswith("anomaly: ") else None
 
@@ -395,15 +473,6 @@ def _grad_warnings(result: SmokeResult, out: Outcome, limit: float) -> None:
                    f"({limit:g}); {len(out.grad_warnings)} step(s) in all"))
 
 
-def _curve(run: SmokeRun | None) -> str:
-    if run is None or not run.loss:
-        return "no steps"
-    finite = [x for x in run.loss if x is not None]
-    if not finite:
-        return "no finite loss"
-    return f"{finite[0]:.4g} → {sum(finite[-3:]) / len(finite[-3:]):.4g}"
-
-
 def _model_name(spec: str, base: Path | None) -> str:
     target, _, attr = spec.rpartition(":")
     if target.endswith(".py"):
@@ -423,8 +492,3 @@ def _beside(path: str | None, base: Path | None) -> str:
 
 def _since(t0: float) -> float:
     return round(time.perf_counter() - t0, 4)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

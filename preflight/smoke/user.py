@@ -19,7 +19,7 @@ from torch import nn
 from preflight.errors import ConfigError
 
 CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
-            "model an torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
+            "model a torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
             "collate(rows) -> (inputs, targets) or None for the built-in collate")
 
 
