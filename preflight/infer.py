@@ -21,7 +21,8 @@ def infer_fields(frame: pl.DataFrame) -> tuple[Fields, dict[str, str]]:
         if isinstance(schema.get(name), pl.List):
             found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
             break
-    strings = [n for n, t in schema.items() if t == pl.String]
+    # An id is never the text, however long its values are.
+    strings = [n for n, t in schema.items() if t == pl.String and n not in _ID_NAMES]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
     if named:
         found["text"], why["text"] = named, f"{named!r} (by name)"

@@ -471,6 +471,16 @@ def test_default_rules_infer_fields_and_say_so(tmp_path: Path) -> None:
     assert "inferred text" in result.stdout
 
 
+def test_an_id_is_never_inferred_as_text(tmp_path: Path) -> None:
+    records = [{"id": "a-rather-long-identifier-0001", "features": [1.0, 2.0], "target": 0.5},
+               {"id": "a-rather-long-identifier-0002", "features": [2.0, 1.0], "target": 1.5}]
+    out = tmp_path / "out"
+    invoke("check", "--no-smoke", write_jsonl(tmp_path / "t.jsonl", records), "--out", out)
+    report = json.loads((out / "report.json").read_text())
+    assert "text" not in report["rules_file"]["fields"]
+    assert report["rules_file"]["fields"]["id"] == "id"
+
+
 def test_a_content_field_is_inferred_as_text(tmp_path: Path) -> None:
     records = [{"content": "hello \u200b there"}, {"content": "plain text record"}]
     out = tmp_path / "out"

@@ -584,8 +584,8 @@ def _from_python(values: list[Any], *, scalar: bool) -> _Elements:
         elif isinstance(v, int | float):
             try:
                 add(i, path, _NUM, float(v))
-            except OverflowError:  # an integer beyond float64
-                add(i, path, _NUM, math.copysign(math.inf, v))
+            except OverflowError:  # an integer beyond float64 (copysign would convert it)
+                add(i, path, _NUM, math.inf if v > 0 else -math.inf)
         elif isinstance(v, str):
             add(i, path, _STR_BAD, text=v)  # classified below, all strings at once
         elif isinstance(v, list):
