@@ -44,6 +44,7 @@ def run_preflight(
     fix: FixOptions | None = None,
     smoke: bool | None = None,
     formats: Iterable[str] = DEFAULT_FORMATS,
+    md_max_chars: int | None = None,
 ) -> Report:
     """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
 
@@ -57,7 +58,8 @@ def run_preflight(
     holding the manifest.
 
     ``formats``: which report files ``out`` receives, from ``json``, ``html``, ``junit``
-    and ``md`` (default json and html; ``findings.parquet`` is always written).
+    and ``md`` (default json and html; ``findings.parquet`` is always written);
+    ``md_max_chars`` caps ``report.md`` (default 60,000 characters).
 
     ``smoke``: run the smoke test after the checks (``report.smoke``; a data or code fault
     fails the gate). None follows the rules file's ``smoke.enabled`` (on by default); fix
@@ -83,4 +85,4 @@ def run_preflight(
                           f"choose from {', '.join(FORMATS)}")
     return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
                progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke,
-               formats=formats)
+               formats=formats, md_max_chars=md_max_chars)

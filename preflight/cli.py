@@ -106,6 +106,8 @@ def main() -> None:
                    "setting, e.g. --set smoke.steps=50 (repeatable).")
 @click.option("--format", "formats", default="json,html", show_default=True,
               help="Report files to write into --out: json, html, junit, md (comma-separated).")
+@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
+              show_default=True, help="Cut report.md to this many characters.")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: package.module:build or file.py:build.")
@@ -117,8 +119,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
-          formats: str, no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
-          debug: bool) -> None:
+          formats: str, md_max_chars: int, no_smoke: bool, model_spec: str | None,
+          checkpoint: Path | None, debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
     if no_smoke and (model_spec or checkpoint):
@@ -129,7 +131,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    model_spec=model_spec, checkpoint=checkpoint)
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
-          formats=parse_formats(formats))
+          formats=parse_formats(formats), md_max_chars=md_max_chars)
 
 
 @main.command()
@@ -151,6 +153,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
 @click.option("--format", "formats", default="json,html", show_default=True,
               help="Report files to write into --out: json, html, junit, md (comma-separated).")
+@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
+              show_default=True, help="Cut report.md to this many characters.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -159,8 +163,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: Path,
           model_spec: str | None, checkpoint: Path | None, replay_path: Path | None,
           limit: int | None, tokenizer: str | None, num_classes: int | None,
-          sets: tuple[str, ...], formats: str, quiet: bool, as_json: bool, no_progress: bool,
-          debug: bool) -> None:
+          sets: tuple[str, ...], formats: str, md_max_chars: int, quiet: bool, as_json: bool,
+          no_progress: bool, debug: bool) -> None:
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
@@ -186,7 +190,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
                    model_spec=model_spec, checkpoint=checkpoint)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
           quiet=quiet, as_json=as_json, no_progress=no_progress,
-          formats=parse_formats(formats))
+          formats=parse_formats(formats), md_max_chars=md_max_chars)
 
 
 def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
@@ -208,12 +212,12 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
 
 def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
           strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool,
-          formats: tuple[str, ...]) -> None:
+          formats: tuple[str, ...], md_max_chars: int) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
-                               formats=formats)
+                               formats=formats, md_max_chars=md_max_chars)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
     if not quiet:

@@ -59,6 +59,7 @@ def run(
     progress: Progress | None = None,
     smoke: bool = False,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
+    md_max_chars: int | None = None,
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given.
     With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
@@ -199,7 +200,7 @@ def run(
         report.outputs = sink.close()
         report.timings["report"] = round(time.perf_counter() - t0, 4)
         report.timings["total"] = round(time.perf_counter() - started, 4)
-        write_report(report, out_dir, formats)
+        write_report(report, out_dir, formats, md_max_chars=md_max_chars)
     else:
         report.timings["total"] = round(time.perf_counter() - started, 4)
     return report

@@ -46,8 +46,8 @@ def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
     raise ConfigError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
-def write_report(report: Report, out_dir: Path,
-                 formats: Iterable[str] = DEFAULT_FORMATS) -> dict[str, Path]:
+def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT_FORMATS, *,
+                 md_max_chars: int | None = None) -> dict[str, Path]:
     """Write the report into ``out_dir`` in each format; return the paths by format."""
     out_dir.mkdir(parents=True, exist_ok=True)
     formats = list(formats)
@@ -55,7 +55,7 @@ def write_report(report: Report, out_dir: Path,
     for fmt, path in paths.items():
         report.outputs[OUTPUT_KEYS[fmt]] = str(path)
     for fmt, path in paths.items():  # every file lists every output
-        write_text(path, render(report, fmt))
+        write_text(path, render(report, fmt, md_max_chars=md_max_chars))
     return paths
 
 
