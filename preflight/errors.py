@@ -45,3 +45,7 @@ class PreflightFailed(PreflightError):
         reasons = "; ".join(report.reasons) or "rules failed: " + ", ".join(failed)
         super().__init__(f"preflight gate failed: {reasons}")
         self.report = report
+
+    def __reduce__(self) -> tuple[type[PreflightFailed], tuple[Report]]:
+        # Rebuilt from the report, not the message (orchestrators pickle exceptions).
+        return (type(self), (self.report,))

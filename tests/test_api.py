@@ -153,3 +153,13 @@ def test_errors_raise_preflight_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         run_preflight(write_jsonl(tmp_path / "clean.jsonl", CLEAN),
                       rules={"rules": [{"check": "no_such_check"}]}, smoke=False)
+
+
+def test_preflight_failed_survives_pickling(tmp_path: Path) -> None:
+    import pickle
+
+    report = run_preflight(write_jsonl(tmp_path / "faulty.jsonl", FAULTY), smoke=False)
+    error = PreflightFailed(report)
+    again = pickle.loads(pickle.dumps(error))
+    assert isinstance(again, PreflightFailed)
+    assert again.report == report and str(again) == str(error)
