@@ -82,10 +82,12 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     model, loss_fn, collate = call_build(build, str(cfg.model)) if build else (None, None, None)
     builtin_collate = collate is None
     if builtin_collate:
-        skip = _untrainable(task, encoder, rows, rules)
+        skip = _untrainable(task, encoder, rows, fields, declared=rules.model.labels)
         if skip:
             result.reason = skip
             return result
+        if task == "classification":
+            encoder.set_classes(encoder.encode(rows))
     center, scale = _target_scale(encoder, rows) if task == "regression" else (0.0, 1.0)
     control = control_rows(task, fields, rules.model, rows, seed=cfg.seed,
                            vocab_size=encoder.vocab_size, classes=encoder.classes,
@@ -284,22 +286,19 @@ def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
     return model, loss_fn, Collate(encoder, vocab), spec
 
 
-def _untrainable(task: str, encoder: Encoder, rows: list[dict[str, Any]],
-                 rules: RuleSet) -> str | None:
+def _untrainable(task: str, encoder: Encoder, rows: list[dict[str, Any]], fields: Fields, *,
+                 declared: list[str | int] | None) -> str | None:
     """Why the built-in model cannot train on these fields at all (a skip, not a fault)."""
-    f = rules.fields
-    if task in ("classification", "regression") and not (encoder.uses_text or f.features):
+    if task in ("classification", "regression") and not (encoder.uses_text or fields.features):
         return (f"nothing to learn {task} from: declare fields.features or fields.text "
                 "beside the " + ("label" if task == "classification" else "target"))
-    if task == "classification":
-        encoded = encoder.encode(rows)
-        labels = [r.get(f.label or "") for r in rows]
-        if rules.model.labels is None and any(isinstance(v, str) for v in labels) and not any(
+    if task == "classification" and declared is None:
+        labels = [r.get(fields.label or "") for r in rows]
+        if any(isinstance(v, str) for v in labels) and not any(
             isinstance(v, int | float) and not isinstance(v, bool) for v in labels
         ):
             return ("class labels are strings but the classes are not declared: set "
                     "model.labels (or model.num_classes with integer labels)")
-        encoder.set_classes(encoded)
     return None
 
 
