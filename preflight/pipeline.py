@@ -67,6 +67,10 @@ def run(
     started = time.perf_counter()
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
     eval_path = _eval_path(rules)
+    if smoke:
+        from preflight.smoke import check_setup
+
+        check_setup(rules)  # a bad --model or --checkpoint, before the read, not after it
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.

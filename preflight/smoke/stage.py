@@ -47,6 +47,18 @@ _WATCH_STEPS = 3
 _SHOWN_ACTIVATIONS = 50
 
 
+def check_setup(rules: RuleSet) -> None:
+    """Fail fast, before the gate reads any data: the device, the user's model module and
+    the checkpoint path must be usable (each a ``ConfigError`` with what to do)."""
+    cfg = rules.smoke
+    base = Path(rules.path).parent if rules.path else None
+    resolve_device(cfg)
+    if cfg.model:
+        load_build(cfg.model, base=base)
+    if cfg.checkpoint and not Path(_beside(cfg.checkpoint, base)).is_file():
+        raise ConfigError(f"checkpoint not found: {cfg.checkpoint}")
+
+
 def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
               tokenizer: TokenCounter | None, out_dir: Path | None = None,
               progress: Progress | None = None, sampled_in: float = 0.0) -> SmokeResult:

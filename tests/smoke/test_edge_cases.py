@@ -218,3 +218,14 @@ def test_torch_threads_are_restored_after_the_stage(tmp_path: Path) -> None:
     before = torch.get_num_threads()
     gate(tmp_path, regression_records(20), regression_rules(steps=4))
     assert torch.get_num_threads() == before
+
+
+def test_a_bad_model_or_checkpoint_fails_before_the_data_is_read(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", regression_records(10))
+    rules = write_rules(tmp_path / "r.yaml", regression_rules())
+    for option, value, says in (("--model", "missing.py:build", "file not found"),
+                                ("--checkpoint", str(tmp_path / "no.pt"), "checkpoint not found")):
+        out = tmp_path / option.strip("-")
+        result = invoke("check", data, "--rules", rules, option, value, "--out", out)
+        assert result.exit_code == 2 and says in result.output
+        assert not (out / "report.json").exists()  # stopped before the gate ran
