@@ -5,9 +5,12 @@ of failure; a missing framework is a ``ConfigError`` saying which extra to insta
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preflight.errors import ConfigError
+
+if TYPE_CHECKING:
+    from preflight.report.model import Report
 
 
 def require(module: str, extra: str) -> Any:
@@ -17,3 +20,22 @@ def require(module: str, extra: str) -> Any:
     except ImportError as e:
         raise ConfigError(f"{module} is not installed: pip install -c constraints.txt "
                           f"'dataset-preflight[{extra}]'") from e
+
+
+def summarize(report: Report) -> dict[str, Any]:
+    """What a pipeline step passes on (an XCom, a task result): small, JSON-able, rules keyed
+    by id, with the path of report.json when one was written."""
+    return {
+        "verdict": report.verdict,
+        "reasons": list(report.reasons),
+        "records": report.source.records,
+        "malformed": report.source.malformed,
+        "rules": {
+            r.id: {"check": r.check, "severity": r.severity, "status": r.status,
+                   "blocking": r.blocking, "violations": r.violations, "codes": dict(r.codes)}
+            for r in report.rules
+        },
+        "smoke": report.smoke.verdict if report.smoke is not None else None,
+        "report": report.outputs.get("report"),
+        "outputs": dict(report.outputs),
+    }

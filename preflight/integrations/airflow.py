@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from preflight.integrations import require
+from preflight.integrations import require, summarize
 
 require("airflow", "airflow")
 
@@ -36,30 +36,11 @@ except ImportError:  # Airflow 2
 from preflight import run_preflight  # noqa: E402
 from preflight.config import RuleSet  # noqa: E402
 from preflight.errors import ConfigError  # noqa: E402
-from preflight.report.model import Report  # noqa: E402
 from preflight.report.writer import DEFAULT_FORMATS  # noqa: E402
 
 __all__ = ["XCOM_KEY", "AirflowFailException", "PreflightOperator", "summarize"]
 
 XCOM_KEY = "preflight"
-
-
-def summarize(report: Report) -> dict[str, Any]:
-    """The part of a report worth an XCom: small, JSON-able, keyed by rule id."""
-    return {
-        "verdict": report.verdict,
-        "reasons": list(report.reasons),
-        "records": report.source.records,
-        "malformed": report.source.malformed,
-        "rules": {
-            r.id: {"check": r.check, "severity": r.severity, "status": r.status,
-                   "blocking": r.blocking, "violations": r.violations, "codes": dict(r.codes)}
-            for r in report.rules
-        },
-        "smoke": report.smoke.verdict if report.smoke is not None else None,
-        "report": report.outputs.get("report"),
-        "outputs": dict(report.outputs),
-    }
 
 
 class PreflightOperator(BaseOperator):

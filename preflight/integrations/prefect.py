@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.integrations import require
+from preflight.integrations import require, summarize
 
 if TYPE_CHECKING:
     from prefect import Task
@@ -26,21 +26,6 @@ if TYPE_CHECKING:
     from preflight.report.model import Report
 
 DEFAULT_ARTIFACT_KEY = "preflight"
-
-
-def summarize(report: Report) -> dict[str, Any]:
-    """The JSON-able summary the task returns: verdict, reasons, each rule, the report path."""
-    return {
-        "verdict": report.verdict,
-        "reasons": list(report.reasons),
-        "records": report.source.records,
-        "rules": [
-            {"id": r.id, "check": r.check, "severity": r.severity, "status": r.status,
-             "blocking": r.blocking, "violations": r.violations, "codes": dict(r.codes)}
-            for r in report.rules
-        ],
-        "report": report.outputs.get("report"),
-    }
 
 
 def run_gate(

@@ -36,7 +36,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 
 
 def rule(summary: dict[str, Any], rule_id: str) -> dict[str, Any]:
-    return next(r for r in summary["rules"] if r["id"] == rule_id)
+    return summary["rules"][rule_id]
 
 
 def gate_flow(tmp_path: Path, records: list[dict[str, Any]], **options: Any) -> Any:
@@ -73,9 +73,9 @@ def test_clean_data_completes_with_the_summary(tmp_path: Path) -> None:
     assert summary["verdict"] == "pass"
     assert summary["reasons"] == []
     assert summary["records"] == 2
-    assert rule(summary, "hidden") == {"id": "hidden", "check": "invisible_unicode",
-                                       "severity": "error", "status": "pass", "blocking": True,
-                                       "violations": 0, "codes": {}}
+    assert rule(summary, "hidden") == {"check": "invisible_unicode", "severity": "error",
+                                       "status": "pass", "blocking": True, "violations": 0,
+                                       "codes": {}}
     assert summary["report"] == str(tmp_path / "out" / "report.json")
     assert json.loads(json.dumps(summary)) == summary
     assert "PASS" in Artifact.get("preflight-clean").data
