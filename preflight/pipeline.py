@@ -20,9 +20,9 @@ from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
 from preflight.environment import environment
-from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
+from preflight.paths import find_beside
 from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
 from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler
@@ -246,13 +246,8 @@ def _eval_path(rules: RuleSet) -> str | None:
     """The eval file the rules name, tried as given and beside the rules file."""
     if not rules.eval:
         return None
-    tried = [Path(rules.eval)]
-    if rules.path and not tried[0].is_absolute():
-        tried.append(Path(rules.path).parent / rules.eval)
-    found = next((p for p in tried if p.exists()), None)
-    if found is None:
-        raise ConfigError("eval file not found: tried " + ", ".join(map(str, tried)))
-    return str(found)
+    base = Path(rules.path).parent if rules.path else None
+    return str(find_beside(rules.eval, base, what="eval file"))
 
 
 def _second_read(src: Source, running: list[_Running], ctx: Context, *, limit: int | None,

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from preflight.errors import ConfigError
+from preflight.paths import find_beside
 
 # A plain template for chat data when the tokenizer has none (documented in the README).
 PLAIN_CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
@@ -128,15 +129,8 @@ def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
     """Load the tokenizer ``spec`` names, offline; a problem is a ``ConfigError``."""
     if spec.startswith("tiktoken:"):
         return _tiktoken(spec.removeprefix("tiktoken:"))
-    tried = [Path(spec).expanduser()]
-    if base is not None and not tried[0].is_absolute():
-        tried.append(base / spec)
-    path = next((p for p in tried if p.exists()), None)
-    if path is None:
-        raise ConfigError(
-            "tokenizer not found: tried " + ", ".join(str(p) for p in tried)
-            + " (give a tokenizer.json, a local tokenizer folder, or tiktoken:NAME)"
-        )
+    path = find_beside(spec, base, what="tokenizer", hint=" (give a tokenizer.json, a local "
+                       "tokenizer folder, or tiktoken:NAME)")
     if path.is_dir():
         if (path / "tokenizer.json").is_file():
             return _hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")

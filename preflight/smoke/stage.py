@@ -18,6 +18,7 @@ import torch
 
 from preflight.config import Fields, RuleSet, SmokeConfig
 from preflight.errors import ConfigError
+from preflight.paths import find_beside
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.sampling import SampleRow
 from preflight.smoke import replay as replay_file
@@ -36,7 +37,7 @@ from preflight.smoke.loop import (
     train,
 )
 from preflight.smoke.models import build_builtin
-from preflight.smoke.user import CONTRACT, call_build, load_build
+from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec
 from preflight.smoke.verdict import Blocked, attribute
 from preflight.text import first_line
 from preflight.tokenizer import TokenCounter
@@ -55,8 +56,8 @@ def check_setup(rules: RuleSet) -> None:
     resolve_device(cfg)
     if cfg.model:
         load_build(cfg.model, base=base)
-    if cfg.checkpoint and not Path(_beside(cfg.checkpoint, base)).is_file():
-        raise ConfigError(f"checkpoint not found: {cfg.checkpoint}")
+    if cfg.checkpoint:
+        find_beside(cfg.checkpoint, base, what="checkpoint")
 
 
 def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
@@ -81,7 +82,8 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
                          "target (or task:) in the rules file")
         return result
     build = load_build(cfg.model, base=base) if cfg.model else None
-    state = load_checkpoint(_beside(cfg.checkpoint, base)) if cfg.checkpoint else None
+    state = (load_checkpoint(find_beside(cfg.checkpoint, base, what="checkpoint"))
+             if cfg.checkpoint else None)
     if len(sample) < 2:
         result.reason = f"too few readable records to train on ({len(sample)})"
         return result
@@ -415,7 +417,7 @@ def _localise(runs: _Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]
 def _save_replay(out_dir: Path, result: SmokeResult, setup: Setup, cfg: SmokeConfig,
                  spec: dict[str, Any], base: Path | None, batch: Any,
                  failure: str | None) -> str:
-    model = _model_name(cfg.model, base) if cfg.model else str(result.model)
+    model = resolve_spec(cfg.model, base=base) if cfg.model else str(result.model)
     return str(replay_file.save(
         out_dir / REPLAY_NAME, task=str(result.task), model=model, spec=spec,
         config=cfg.model_dump(), batch=batch, initial=setup.initial, rows=result.minimal_rows,
@@ -482,23 +484,6 @@ def _grad_warnings(result: SmokeResult, out: Outcome, limit: float) -> None:
             code="grad_norm_high", step=step,
             detail=f"gradient norm {norm:.4g} at step {step} is above smoke.grad_norm_warn "
                    f"({limit:g}); {len(out.grad_warnings)} step(s) in all"))
-
-
-def _model_name(spec: str, base: Path | None) -> str:
-    target, _, attr = spec.rpartition(":")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_file() and base is not None and (base / target).is_file():
-            path = base / target
-        return f"{path.resolve()}:{attr}"
-    return spec
-
-
-def _beside(path: str | None, base: Path | None) -> str:
-    assert path is not None
-    if base is not None and not Path(path).exists() and (base / path).exists():
-        return str(base / path)
-    return path
 
 
 def _since(t0: float) -> float:

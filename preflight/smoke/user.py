@@ -17,19 +17,30 @@ from typing import Any
 from torch import nn
 
 from preflight.errors import ConfigError
+from preflight.paths import find_beside
 
 CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
             "model a torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
             "collate(rows) -> (inputs, targets) or None for the built-in collate")
 
 
-def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
-    """The ``build`` function ``spec`` names; a clear ``ConfigError`` when it cannot load."""
+def resolve_spec(spec: str, *, base: Path | None = None) -> str:
+    """``spec`` with a ``file.py`` target made absolute (found as given or beside the rules
+    file), so a replay file names the same model from any working directory."""
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr:
         raise ConfigError(f"--model {spec!r}: write package.module:build or file.py:build")
     if target.endswith(".py"):
-        module = _from_file(target, base)
+        path = find_beside(target, base, what="--model: file")
+        return f"{path.resolve()}:{attr}"
+    return spec
+
+
+def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
+    """The ``build`` function ``spec`` names; a clear ``ConfigError`` when it cannot load."""
+    target, _, attr = resolve_spec(spec, base=base).rpartition(":")
+    if target.endswith(".py"):
+        module = _from_file(Path(target))
     else:
         try:
             module = importlib.import_module(target)
@@ -63,13 +74,7 @@ def call_build(build: Callable[[], Any], spec: str) -> tuple[nn.Module, Any, Any
     return model, loss_fn, collate
 
 
-def _from_file(target: str, base: Path | None) -> Any:
-    tried = [Path(target)]
-    if base is not None and not tried[0].is_absolute():
-        tried.append(base / target)
-    path = next((p for p in tried if p.is_file()), None)
-    if path is None:
-        raise ConfigError("--model: file not found: tried " + ", ".join(map(str, tried)))
+def _from_file(path: Path) -> Any:
     name = f"preflight_user_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

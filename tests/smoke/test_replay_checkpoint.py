@@ -316,7 +316,7 @@ def test_checkpoint_in_the_rules_file_is_found_beside_it(tmp_path: Path) -> None
 @pytest.mark.parametrize(("make", "message"), [
     (lambda p: _torch_file(p / "pickled.pt", Opaque()),
      "cannot load {path} with weights_only=True"),
-    (lambda p: p / "missing.pt", "checkpoint not found: {path}"),
+    (lambda p: p / "missing.pt", "checkpoint not found: tried {path}"),
     (lambda p: _torch_file(p / "list.pt", [torch.zeros(2)]),
      "{path}: expected a state dict (name -> tensor), got list"),
     (lambda p: _write_text(p / "broken.safetensors", "not safetensors"),
