@@ -209,12 +209,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
 
 def _mean_loss(setup: Setup, model: nn.Module, batches: list[Batch]) -> float:
     """The model's mean loss over every batch, without training (for minibatch runs)."""
-    amp, dtype = _autocast(setup.precision)
-    values = []
-    with torch.no_grad(), torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
-        for inputs, targets in batches:
-            inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
-            values.append(float(setup.loss_fn(model(inputs), targets).float()))
+    values = _losses(setup, model, batches)
     return sum(values) / len(values)
 
 
@@ -234,6 +229,12 @@ def per_row_losses(setup: Setup, batches: list[Batch]) -> list[float]:
     seed_everything(setup.cfg.seed)
     model = setup.fresh()
     model.eval()
+    return _losses(setup, model, batches)
+
+
+def _losses(setup: Setup, model: nn.Module, batches: list[Batch]) -> list[float]:
+    """The loss of each batch without training; NaN where it is not finite or a batch has
+    a non-finite input or an index out of range."""
     amp, dtype = _autocast(setup.precision)
     losses = []
     with torch.no_grad(), torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
