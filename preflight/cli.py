@@ -76,6 +76,20 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+_md_max_chars = click.option(
+    "--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
+    show_default=True, help="Cut report.md to this many characters.")
+
+
+def _report_files(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--format and --md-max-chars: which report files a run writes, and how long report.md
+    may be."""
+    fn = _md_max_chars(fn)
+    return click.option(
+        "--format", "formats", default="json,html", show_default=True,
+        help="Report files to write into --out: json, html, junit, md (comma-separated).")(fn)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dataset-preflight", prog_name="preflight")
 def main() -> None:
@@ -104,10 +118,7 @@ def main() -> None:
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
                    "setting, e.g. --set smoke.steps=50 (repeatable).")
-@click.option("--format", "formats", default="json,html", show_default=True,
-              help="Report files to write into --out: json, html, junit, md (comma-separated).")
-@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
-              show_default=True, help="Cut report.md to this many characters.")
+@_report_files
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: package.module:build or file.py:build.")
@@ -151,10 +162,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
-@click.option("--format", "formats", default="json,html", show_default=True,
-              help="Report files to write into --out: json, html, junit, md (comma-separated).")
-@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
-              show_default=True, help="Cut report.md to this many characters.")
+@_report_files
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -340,8 +348,7 @@ def report() -> None:
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path),
               help="Write JUnit XML.")
 @click.option("--md", "md_path", type=click.Path(path_type=Path), help="Write Markdown.")
-@click.option("--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
-              show_default=True, help="Cut the Markdown to this many characters.")
+@_md_max_chars
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def report_render(report_json: Path, html_path: Path | None, junit_path: Path | None,
