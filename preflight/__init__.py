@@ -14,7 +14,7 @@ from typing import Any
 from preflight.config import RuleSet, load_rules
 from preflight.errors import ConfigError, InputError, PreflightError, PreflightFailed
 from preflight.fix import FixOptions, run_fix
-from preflight.pipeline import Progress, run
+from preflight.pipeline import EXECUTORS, Progress, run
 from preflight.report.model import Report
 from preflight.report.writer import DEFAULT_FORMATS, FORMATS
 
@@ -45,6 +45,8 @@ def run_preflight(
     smoke: bool | None = None,
     formats: Iterable[str] = DEFAULT_FORMATS,
     md_max_chars: int | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> Report:
     """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
 
@@ -64,13 +66,24 @@ def run_preflight(
     ``smoke``: run the smoke test after the checks (``report.smoke``; a data or code fault
     fails the gate). None follows the rules file's ``smoke.enabled`` (on by default); fix
     never trains.
+
+    ``executor``: ``local`` (default: this process, every core) or ``ray`` (Ray Data, extra
+    ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
+    ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
     """
+    if executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    if address is not None and executor != "ray":
+        raise ConfigError("address names a Ray cluster; add executor='ray' (--executor ray)")
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, got {limit}")
     if fix is not None:
         if limit is not None:
             raise ConfigError("fix reads the whole input; --limit does not apply")
+        if executor != "local":
+            raise ConfigError("fix writes the cleaned copy in one ordered pass on this "
+                              "machine; it runs with the local executor only")
         report, manifest = run_fix(
             source, ruleset, fix,
             run_gate=lambda src, rules, gate_out: run(src, rules, out=gate_out,
@@ -85,4 +98,4 @@ def run_preflight(
                           f"choose from {', '.join(FORMATS)}")
     return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
                progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke,
-               formats=formats, md_max_chars=md_max_chars)
+               formats=formats, md_max_chars=md_max_chars, executor=executor, address=address)

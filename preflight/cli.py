@@ -37,7 +37,7 @@ from preflight.config import (
     with_overrides,
 )
 from preflight.errors import PreflightError
-from preflight.pipeline import rules_tokenizer
+from preflight.pipeline import EXECUTORS, rules_tokenizer
 from preflight.report.console import render_console, render_diff, render_smoke
 from preflight.report.diff import diff_reports
 from preflight.report.markdown import DEFAULT_MAX_CHARS
@@ -90,6 +90,18 @@ def _report_files(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Report files to write into --out: json, html, junit, md (comma-separated).")(fn)
 
 
+def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--executor and --address: where the checks run."""
+    fn = click.option(
+        "--address", metavar="ADDR",
+        help="Ray cluster to run on (ray://HOST:10001 or HOST:6379); default RAY_ADDRESS, "
+             "else a Ray started on this machine. Needs --executor ray.")(fn)
+    return click.option(
+        "--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+        help="Run the checks here (local) or on Ray Data (ray; pip install "
+             "'dataset-preflight[ray]').")(fn)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dataset-preflight", prog_name="preflight")
 def main() -> None:
@@ -119,6 +131,7 @@ def main() -> None:
               help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
                    "setting, e.g. --set smoke.steps=50 (repeatable).")
 @_report_files
+@_executor
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: package.module:build or file.py:build.")
@@ -130,8 +143,9 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
-          formats: str, md_max_chars: int, no_smoke: bool, model_spec: str | None,
-          checkpoint: Path | None, debug: bool) -> None:
+          formats: str, md_max_chars: int, executor: str, address: str | None,
+          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
+          debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
     if no_smoke and (model_spec or checkpoint):
@@ -142,7 +156,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    model_spec=model_spec, checkpoint=checkpoint)
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
-          formats=parse_formats(formats), md_max_chars=md_max_chars)
+          formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
+          address=address)
 
 
 @main.command()
@@ -220,12 +235,14 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
 
 def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
           strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool,
-          formats: tuple[str, ...], md_max_chars: int) -> None:
+          formats: tuple[str, ...], md_max_chars: int, executor: str = "local",
+          address: str | None = None) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
-                               formats=formats, md_max_chars=md_max_chars)
+                               formats=formats, md_max_chars=md_max_chars, executor=executor,
+                               address=address)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
     if not quiet:

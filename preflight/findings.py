@@ -77,25 +77,43 @@ class FindingsSink:
         self._labels[batch.file_index] = batch.file
         self._batch_ids = batch_ids(batch, id_field)
         if keep_ids and self._batch_ids is not None:
-            self._id_keys.append(record_key(np.full(len(batch), batch.file_index), batch.rows))
-            self._ids.append(self._batch_ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
+            self.keep_ids(record_key(np.full(len(batch), batch.file_index), batch.rows),
+                          self._batch_ids)
+
+    def keep_ids(self, keys: np.ndarray, ids: pl.Series) -> None:
+        """Remember records' ids (by record key, in read order) for corpus-wide findings."""
+        self._id_keys.append(keys)
+        self._ids.append(ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
+
+    def label(self, file_index: int, file: str | None) -> None:
+        """The ``file`` value of findings in file ``file_index``."""
+        self._labels[file_index] = file
 
     def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None,
             remember: bool = False) -> None:
         """Add one rule's findings from ``scan`` (with ``batch``) or ``finish``. With
         ``remember`` (a check that also reports in ``finish``), the records found during the
         scan are kept, so a record found again at the end is not a second violation."""
+        if frame is not None and frame.height:
+            frame = locate(frame, batch, self._batch_ids) if batch is not None else (
+                frame.with_columns(pl.col("file_index").cast(pl.Int32),
+                                   id=self._lookup_ids(frame)))
+        self.add_located(rule, frame, scan=batch is not None, remember=remember)
+
+    def add_located(self, rule: Rule, frame: pl.DataFrame | None, *, scan: bool,
+                    remember: bool = False) -> None:
+        """Add findings that already carry ``file_index``, ``row`` and ``id`` (``scan``:
+        found by a batch's scan, else at the end of the run)."""
         tally = self._tallies.setdefault(rule.id, Tally())
         if frame is None or frame.height == 0:
             return
-        frame = self._locate(frame, batch)
         tally.findings += frame.height
         # Records with a finding; a corpus-level finding (row null: "class 3 never occurs")
         # counts as one violation of its own.
         located = frame.filter(pl.col("row").is_not_null())
         keys = np.unique(record_key(located.get_column("file_index").to_numpy(),
                                     located.get_column("row").to_numpy()))
-        if batch is None and tally.seen:
+        if not scan and tally.seen:
             keys = keys[~np.isin(keys, np.concatenate(tally.seen))]
         elif remember:
             tally.seen.append(keys)
@@ -116,26 +134,6 @@ class FindingsSink:
                 )
         if self._tmp is not None:
             self._spill(frame, rule)
-
-    def _locate(self, frame: pl.DataFrame, batch: Batch | None) -> pl.DataFrame:
-        """Give scan findings their row, file index and id; finish findings their id."""
-        if "i" in frame.columns:
-            assert batch is not None
-            i = frame.get_column("i").cast(pl.Int64).to_numpy()
-            frame = frame.with_columns(
-                row=pl.Series(batch.rows[i]),
-                file_index=pl.lit(batch.file_index, dtype=pl.Int32),
-                id=(self._batch_ids.gather(i) if self._batch_ids is not None
-                    else pl.lit(None, dtype=pl.String)),
-            ).drop("i")
-        elif "file_index" not in frame.columns:  # reader findings: rows of this batch's file
-            assert batch is not None
-            frame = frame.with_columns(file_index=pl.lit(batch.file_index, dtype=pl.Int32),
-                                       id=pl.lit(None, dtype=pl.String))
-        else:
-            frame = frame.with_columns(pl.col("file_index").cast(pl.Int32))
-            frame = frame.with_columns(id=self._lookup_ids(frame))
-        return frame
 
     def _lookup_ids(self, frame: pl.DataFrame) -> pl.Series:
         """The ids of records found by file index and row (null where unknown)."""
@@ -193,6 +191,20 @@ class FindingsSink:
     def tally(self, rule_id: str) -> Tally:
         """What was collected for one rule."""
         return self._tallies.get(rule_id, Tally())
+
+
+def locate(frame: pl.DataFrame, batch: Batch, ids: pl.Series | None) -> pl.DataFrame:
+    """Give a batch's scan findings their row, file index and id (``ids``: the batch's)."""
+    if "i" in frame.columns:
+        i = frame.get_column("i").cast(pl.Int64).to_numpy()
+        return frame.with_columns(
+            row=pl.Series(batch.rows[i]),
+            file_index=pl.lit(batch.file_index, dtype=pl.Int32),
+            id=ids.gather(i) if ids is not None else pl.lit(None, dtype=pl.String),
+        ).drop("i")
+    # reader findings: rows of this batch's file
+    return frame.with_columns(file_index=pl.lit(batch.file_index, dtype=pl.Int32),
+                              id=pl.lit(None, dtype=pl.String))
 
 
 def batch_ids(batch: Batch, id_field: str | None) -> pl.Series | None:

@@ -30,11 +30,12 @@ from preflight.source import Source, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
+EXECUTORS = ("local", "ray")
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
 
 
 @dataclass
-class _Running:
+class Running:
     """A rule and its live check while the run goes on."""
 
     rule: Rule
@@ -60,13 +61,17 @@ def run(
     smoke: bool = False,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     md_max_chars: int | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given.
     With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
-    they flagged) and its verdict joins the gate's."""
+    they flagged) and its verdict joins the gate's. ``executor`` is ``local`` (this
+    process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
+    locally or join ``RAY_ADDRESS``); both give the same findings."""
     started = time.perf_counter()
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
-    eval_path = _eval_path(rules)
+    eval_path = rules_eval_path(rules)
     if smoke:
         from preflight.smoke import check_setup
 
@@ -83,7 +88,101 @@ def run(
     if rule_list[0] is IMPLICIT_MALFORMED:
         notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
 
-    running: list[_Running] | None = None
+    if executor == "ray":
+        from preflight.executor.ray import scan_on_ray
+
+        read = scan_on_ray(src, rules, rule_list, sink=sink, sampler=sampler, limit=limit,
+                           address=address, timings=timings, progress=progress)
+    else:
+        read = _read_local(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                           sink=sink, sampler=sampler, limit=limit, timings=timings,
+                           progress=progress)
+        _second_read(src, read.running, read.ctx, limit=limit, records=read.records,
+                     timings=timings, progress=progress)
+    running, fields, records, malformed = read.running, read.fields, read.records, read.malformed
+    for r in running:
+        if r.error is None:
+            t0 = time.perf_counter()
+            sink.add(r.rule, frame=r.check.finish())
+            r.stats = r.check.summary()
+            r.seconds += time.perf_counter() - t0
+        timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
+
+    total = records + malformed
+    results = []
+    for r in running:
+        error = r.error or _could_not_run(r.check, read.seen, records)
+        results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
+                               stats=r.stats, strict=strict))
+    smoke_result = None
+    if sampler is not None:
+        t0 = time.perf_counter()
+        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
+                              out_dir=out_dir, limit=limit, records=records, progress=progress)
+        timings["smoke"] = round(time.perf_counter() - t0, 4)
+    verdict, reasons = decide(results, records=records, smoke=smoke_result)
+    timings["read"] = round(timings["read"], 4)
+    report = Report(
+        verdict=verdict,
+        strict=strict,
+        reasons=reasons,
+        source=SourceInfo(
+            path=src.path,
+            format=src.format,
+            files=len(src.files) or 1,
+            records=records,
+            malformed=malformed,
+            total=total,
+            limit=limit,
+            fingerprint=src.fingerprint(),
+        ),
+        rules_file=RulesInfo(
+            path=rules.path,
+            preset=rules.preset,
+            sha256=rules.sha256,
+            fields=fields.model_dump(exclude_none=True),
+            inferred=read.inferred,
+            notes=notes,
+        ),
+        rules=results,
+        timings=timings,
+        environment=environment(),
+        smoke=smoke_result,
+    )
+    if smoke_result is not None:
+        report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
+                                  gpu=smoke_result.gpu)
+    t0 = time.perf_counter()
+    if out_dir is not None:
+        report.outputs = sink.close()
+        report.timings["report"] = round(time.perf_counter() - t0, 4)
+        report.timings["total"] = round(time.perf_counter() - started, 4)
+        write_report(report, out_dir, formats, md_max_chars=md_max_chars)
+    else:
+        report.timings["total"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+@dataclass
+class Read:
+    """What reading and scanning the corpus left: the running checks (not finished yet),
+    the fields they used, and counts."""
+
+    running: list[Running]
+    fields: Fields
+    ctx: Context
+    inferred: dict[str, Any] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    records: int = 0
+    malformed: int = 0
+
+
+def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
+                tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
+                sampler: Sampler | None, limit: int | None, timings: dict[str, float],
+                progress: Progress | None) -> Read:
+    """The local executor: read batches in order and scan each with every rule."""
+    running: list[Running] | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
@@ -113,7 +212,7 @@ def run(
                 ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
                               eval_path=eval_path)
                 t_setup = time.perf_counter()
-                running = [_start(rule, ctx) for rule in rule_list]
+                running = [start_rule(rule, ctx) for rule in rule_list]
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
             seen.update(batch.frame.columns)
@@ -144,70 +243,9 @@ def run(
     if running is None:  # no batch at all: still judge every rule
         ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
                       eval_path=eval_path)
-        running = [_start(rule, ctx) for rule in rule_list]
-    _second_read(src, running, ctx, limit=limit, records=records, timings=timings,
-                 progress=progress)
-    for r in running:
-        if r.error is None:
-            t0 = time.perf_counter()
-            sink.add(r.rule, frame=r.check.finish())
-            r.stats = r.check.summary()
-            r.seconds += time.perf_counter() - t0
-        timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
-
-    total = records + malformed
-    results = []
-    for r in running:
-        error = r.error or _could_not_run(r.check, seen, records)
-        results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
-                               stats=r.stats, strict=strict))
-    smoke_result = None
-    if sampler is not None:
-        t0 = time.perf_counter()
-        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
-                              out_dir=out_dir, limit=limit, records=records, progress=progress)
-        timings["smoke"] = round(time.perf_counter() - t0, 4)
-    verdict, reasons = decide(results, records=records, smoke=smoke_result)
-    timings["read"] = round(timings["read"], 4)
-    report = Report(
-        verdict=verdict,
-        strict=strict,
-        reasons=reasons,
-        source=SourceInfo(
-            path=src.path,
-            format=src.format,
-            files=len(src.files) or 1,
-            records=records,
-            malformed=malformed,
-            total=total,
-            limit=limit,
-            fingerprint=src.fingerprint(),
-        ),
-        rules_file=RulesInfo(
-            path=rules.path,
-            preset=rules.preset,
-            sha256=rules.sha256,
-            fields=fields.model_dump(exclude_none=True),
-            inferred=inferred,
-            notes=notes,
-        ),
-        rules=results,
-        timings=timings,
-        environment=environment(),
-        smoke=smoke_result,
-    )
-    if smoke_result is not None:
-        report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
-                                  gpu=smoke_result.gpu)
-    t0 = time.perf_counter()
-    if out_dir is not None:
-        report.outputs = sink.close()
-        report.timings["report"] = round(time.perf_counter() - t0, 4)
-        report.timings["total"] = round(time.perf_counter() - started, 4)
-        write_report(report, out_dir, formats, md_max_chars=md_max_chars)
-    else:
-        report.timings["total"] = round(time.perf_counter() - started, 4)
-    return report
+        running = [start_rule(rule, ctx) for rule in rule_list]
+    return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=seen,
+                records=records, malformed=malformed)
 
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
@@ -242,7 +280,7 @@ def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:
     return load_tokenizer(rules.model.tokenizer, base=base)
 
 
-def _eval_path(rules: RuleSet) -> str | None:
+def rules_eval_path(rules: RuleSet) -> str | None:
     """The eval file the rules name, tried as given and beside the rules file."""
     if not rules.eval:
         return None
@@ -250,7 +288,7 @@ def _eval_path(rules: RuleSet) -> str | None:
     return str(find_beside(rules.eval, base, what="eval file"))
 
 
-def _second_read(src: Source, running: list[_Running], ctx: Context, *, limit: int | None,
+def _second_read(src: Source, running: list[Running], ctx: Context, *, limit: int | None,
                  records: int, timings: dict[str, float], progress: Progress | None) -> None:
     """Read the source once more for the checks that asked to revisit it (exact Jaccard of
     near-duplicate candidates needs their text, which compact state does not keep)."""
@@ -299,11 +337,11 @@ def _scan_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="scan")
 
 
-def _start(rule: Rule, ctx: Context) -> _Running:
+def start_rule(rule: Rule, ctx: Context) -> Running:
     cls = registry.get(rule.check)
     assert cls is not None  # the rules loader checked the name
     check = cls(cls.Params(**rule.params), ctx)
-    return _Running(rule=rule, check=check, error=check.config_problem())
+    return Running(rule=rule, check=check, error=check.config_problem())
 
 
 def _could_not_run(check: Check, seen: set[str], records: int) -> str | None:

@@ -132,10 +132,43 @@ class Sampler:
         keep = set(watched.tolist())
         self._held = {key: s for key, s in self._held.items() if key in keep}
 
-    def finish(self, batches: Any, *, limit: int | None = None) -> list[SampleRow]:
-        """The sample in file order. ``batches`` (an iterable of the source's batches) is
-        read only when the flagged rows held are too few, and only up to the last of the
-        earliest flagged rows that fill the gap."""
+    def candidates(self, batch: Batch, flagged: np.ndarray) -> list[SampleRow]:
+        """For a worker that scans ``batch`` away from the driver: the records ``offer``
+        could keep, whatever the other batches hold (``flagged``: the record keys the
+        batch's scans found). ``take`` them on the driver in read order."""
+        keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
+        prio = priority(keys, self.seed)
+        best = np.argsort(prio, kind="stable")[: self.k]
+        hit = np.flatnonzero(np.isin(keys, flagged))
+        hit_best = hit[np.argsort(prio[hit], kind="stable")][: self.k]
+        take = np.union1d(np.union1d(best, hit_best), hit[: self.k])
+        return _records(batch, take, self.id_field)
+
+    def take(self, rows: list[SampleRow]) -> None:
+        """``offer`` for records a worker chose with ``candidates`` (one batch's)."""
+        if not rows:
+            return
+        keys = np.array([s.key for s in rows], dtype=np.int64)
+        prio = priority(keys, self.seed)
+        keep = set(self.flagged.watched().tolist())
+        for key, p, sample in zip(keys.tolist(), prio.tolist(), rows, strict=True):
+            if key in keep:
+                self._held[key] = sample
+            self._pool.append((p, sample))
+        self._pool.sort(key=lambda p: p[0])
+        del self._pool[self.k :]
+        self._held = {key: s for key, s in self._held.items() if key in keep}
+
+    def missing(self) -> set[int]:
+        """Flagged records the sample wants that were not held while reading (found at
+        the end: duplicates, outliers)."""
+        return {key for key in self._wanted() if key not in self._held}
+
+    def hold(self, rows: list[SampleRow]) -> None:
+        """Records fetched for ``missing``."""
+        self._held.update((s.key, s) for s in rows)
+
+    def _wanted(self) -> list[int]:
         quota = max(self.k // 2, 1)
         held = np.array(sorted(self._held), dtype=np.int64)
         wanted = held[np.argsort(priority(held, self.seed), kind="stable")][:quota].tolist()
@@ -146,6 +179,13 @@ class Sampler:
             if key not in taken:
                 wanted.append(key)
                 taken.add(key)
+        return wanted
+
+    def finish(self, batches: Any, *, limit: int | None = None) -> list[SampleRow]:
+        """The sample in file order. ``batches`` (an iterable of the source's batches) is
+        read only when the flagged rows held are too few, and only up to the last of the
+        earliest flagged rows that fill the gap."""
+        wanted = self._wanted()
         missing = {key for key in wanted if key not in self._held}
         if missing:
             self._fetch(batches, missing, limit)
@@ -166,10 +206,8 @@ class Sampler:
                     break
                 batch = batch.head(limit - seen)
             seen += len(batch)
+            self.hold(records_with(batch, missing, self.id_field))
             keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
-            hit = np.flatnonzero(np.isin(keys, list(missing)))
-            for i, sample in zip(hit, _records(batch, hit, self.id_field), strict=True):
-                self._held[int(keys[i])] = sample
             if len(keys) and keys[-1] >= last:  # keys grow with file and row: none is left
                 break
 
@@ -190,6 +228,12 @@ def draw(src: Any, *, k: int, seed: int, flagged: np.ndarray, id_field: str | No
         seen += len(batch)
         sampler.offer(batch)
     return sampler.finish(iter(()), limit=limit)
+
+
+def records_with(batch: Batch, keys: set[int], id_field: str | None) -> list[SampleRow]:
+    """The records of ``batch`` whose record keys are in ``keys``."""
+    batch_keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
+    return _records(batch, np.flatnonzero(np.isin(batch_keys, list(keys))), id_field)
 
 
 class _Fixed:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from preflight.checks import state
+
 if TYPE_CHECKING:
     from preflight.batch import Batch
     from preflight.config import Fields, ModelFacts
@@ -69,6 +71,15 @@ class Check:
     fixes: ClassVar[tuple[str, ...]] = ("none", "quarantine", "drop")
     # True when the check reads text fields (it then needs at least one declared).
     needs_text: ClassVar[bool] = False
+    # For a distributed executor, which scans batches on workers (each with its own
+    # instance) and merges what they built into one instance in read order before
+    # ``finish``: the attributes holding corpus-wide state built by ``scan`` and by
+    # ``revisit`` (merged by type, see ``preflight.checks.state``). Checks whose findings
+    # only concern records sharing a key with another (duplicates) keep their per-record
+    # state as ``keyed_rows`` instead, so the executor can group on the keys and merge only
+    # the records in shared groups.
+    merged: ClassVar[tuple[str, ...]] = ()
+    revisited: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: BaseModel, ctx: Context) -> None:
         self.params = params
@@ -98,6 +109,41 @@ class Check:
 
     def revisit(self, batch: Batch) -> None:
         """See a batch again during the second read (only when ``wants_revisit``)."""
+
+    def export_state(self, *, revisit: bool = False) -> dict[str, Any]:
+        """Take the state built by ``scan`` (or ``revisit``) since the last call."""
+        names = self.revisited if revisit else self.merged
+        out = {name: getattr(self, name) for name in names}
+        for name, value in out.items():
+            setattr(self, name, state.empty_like(value))
+        return out
+
+    def merge_state(self, part: dict[str, Any]) -> None:
+        """Add a worker's state (call in read order)."""
+        for name, value in part.items():
+            setattr(self, name, state.merge(getattr(self, name), value))
+
+    def key_groups(self) -> tuple[tuple[str, ...], ...]:
+        """The key columns of ``keyed_rows``, one tuple per group: a record can only be a
+        finding when, in some group, another record has the same key."""
+        return ()
+
+    def keyed_rows(self) -> pl.DataFrame | None:
+        """The keyed state built since the last call as rows (``file_index``, ``row`` and
+        the ``keyed`` columns), taken from the instance; None for checks without keys."""
+        return None
+
+    def merge_keyed(self, rows: pl.DataFrame) -> None:
+        """Add keyed rows, in read order (only those whose keys are shared are needed)."""
+
+    def revisit_plan(self) -> dict[str, Any]:
+        """What a worker's instance needs before ``revisit`` (set by ``wants_revisit``)."""
+        return {}
+
+    def start_revisit(self, plan: dict[str, Any]) -> None:
+        """Prepare a worker's instance to revisit batches with the driver's plan."""
+        for name, value in plan.items():
+            setattr(self, name, value)
 
     def finish(self) -> pl.DataFrame | None:
         """Corpus-wide findings (``file_index``/``row``-indexed), or None."""

@@ -95,6 +95,7 @@ class ChatFormat(Check):
     )
     Params = ChatFormatParams
     fixes = ("quarantine", "none", "drop")
+    merged = ("_conversations", "_turns", "_roles")
 
     def __init__(self, params: ChatFormatParams, ctx: Context) -> None:
         super().__init__(params, ctx)

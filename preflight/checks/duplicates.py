@@ -39,6 +39,7 @@ class ExactDuplicate(Check):
     description = "Documents identical after folding case, whitespace and invisible characters."
     Params = ExactDuplicateParams
     fixes = ("keep_first", "quarantine", "none")
+    merged = ("_labels",)
     needs_text = True
 
     def __init__(self, params: ExactDuplicateParams, ctx: Any) -> None:
@@ -62,6 +63,24 @@ class ExactDuplicate(Check):
         self._file.append(np.full(len(doc), batch.file_index, np.int32))
         self._row.append(batch.rows[keep.to_numpy()])
         return None
+
+    def key_groups(self) -> tuple[tuple[str, ...], ...]:
+        return (("h1", "h2"),)
+
+    def keyed_rows(self) -> pl.DataFrame | None:
+        if not self._h1:
+            return None
+        rows = pl.DataFrame({"file_index": np.concatenate(self._file).astype(np.int64),
+                             "row": np.concatenate(self._row).astype(np.int64),
+                             "h1": np.concatenate(self._h1), "h2": np.concatenate(self._h2)})
+        self._h1, self._h2, self._file, self._row = [], [], [], []
+        return rows
+
+    def merge_keyed(self, rows: pl.DataFrame) -> None:
+        self._h1.append(rows.get_column("h1").to_numpy())
+        self._h2.append(rows.get_column("h2").to_numpy())
+        self._file.append(rows.get_column("file_index").to_numpy().astype(np.int32))
+        self._row.append(rows.get_column("row").to_numpy())
 
     def finish(self) -> pl.DataFrame | None:
         if not self._h1:

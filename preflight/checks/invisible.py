@@ -87,6 +87,7 @@ class InvisibleUnicode(Check):
     description = "Zero-width, bidi control, tag, soft hyphen, control and format characters."
     Params = InvisibleParams
     fixes = ("strip", "quarantine", "drop", "none")
+    merged = ("code_points",)
     needs_text = True
 
     def __init__(self, params: InvisibleParams, ctx: Any) -> None:

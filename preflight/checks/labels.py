@@ -75,6 +75,7 @@ class LabelRange(Check):
     )
     Params = LabelRangeParams
     fixes = ("quarantine", "none", "drop")
+    merged = ("_counts",)
 
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
         super().__init__(params, ctx)

@@ -58,6 +58,8 @@ class NearDuplicate(Check):
     description = "Near-copies (MinHash LSH on word or character shingles, exact Jaccard)."
     Params = NearDuplicateParams
     fixes = ("keep_first", "quarantine", "none")
+    merged = ("_labels",)
+    revisited = ("_set_keys", "_set_values", "_set_sizes")
     needs_text = True
 
     def __init__(self, params: NearDuplicateParams, ctx: Any) -> None:
@@ -90,6 +92,24 @@ class NearDuplicate(Check):
             self._row.append(batch.rows[present])
         return None
 
+    def key_groups(self) -> tuple[tuple[str, ...], ...]:
+        return tuple((f"k{band}",) for band in range(self.lsh.bands))
+
+    def keyed_rows(self) -> pl.DataFrame | None:
+        if not self._keys:
+            return None
+        keys = np.concatenate(self._keys)
+        rows = pl.DataFrame({"file_index": self._concat(self._file), "row": self._concat(self._row),
+                             **{f"k{band}": keys[:, band] for band in range(keys.shape[1])}})
+        self._keys, self._file, self._row = [], [], []
+        return rows
+
+    def merge_keyed(self, rows: pl.DataFrame) -> None:
+        cols = [f"k{band}" for band in range(self.lsh.bands)]
+        self._keys.append(rows.select(cols).to_numpy().astype(np.uint64).reshape(-1, len(cols)))
+        self._file.append(rows.get_column("file_index").to_numpy())
+        self._row.append(rows.get_column("row").to_numpy())
+
     # -- after the first read -----------------------------------------------------------
 
     def wants_revisit(self) -> bool:
@@ -100,6 +120,9 @@ class NearDuplicate(Check):
         docs = np.unique(np.concatenate([u, v]))
         self._wanted = np.sort(self._record_keys()[docs])
         return True
+
+    def revisit_plan(self) -> dict[str, Any]:
+        return {"_wanted": self._wanted}
 
     def revisit(self, batch: Batch) -> None:
         assert self._wanted is not None
@@ -153,9 +176,11 @@ class NearDuplicate(Check):
         self._keys = [keys]
         us, vs = [], []
         for band in range(keys.shape[1]):
-            # polars sorts on all cores; stability does not matter (pairs are unordered and a
-            # cluster keeps its smallest index whatever the order inside a bucket)
-            order = pl.Series(keys[:, band]).arg_sort().to_numpy()
+            # Stable (by key, then read order), so a bucket's pairs are the same whichever
+            # other records are present: a distributed run merges only the shared ones.
+            # polars sorts on all cores.
+            order = pl.DataFrame({"k": keys[:, band]}).with_row_index("i").sort(
+                ["k", "i"]).get_column("i").to_numpy()
             sorted_keys = keys[order, band]
             same = np.zeros(len(order), dtype=bool)
             same[1:] = sorted_keys[1:] == sorted_keys[:-1]

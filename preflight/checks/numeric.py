@@ -122,6 +122,13 @@ class _Elements:
     levels: list[np.ndarray] = field(default_factory=list)  # position per depth, -1: none
     text: pl.Series | None = None  # the string (string kinds) or a description (others)
 
+    def levels_depth(self) -> np.ndarray:
+        """Per element, how many list levels down it sits (0: the field's value itself)."""
+        depth = np.zeros(len(self.kind), dtype=np.int64)
+        for lv in self.levels:
+            depth += lv >= 0
+        return depth
+
     def positions(self, idx: np.ndarray) -> list[str]:
         """``[3]`` or ``[1][0]`` for the elements ``idx`` (``""`` for a scalar)."""
         cols = [lv[idx].tolist() for lv in self.levels]
@@ -185,6 +192,17 @@ class _Stats:
     note: str | None = None
     histogram: dict[str, Any] | None = None
 
+    def merged_with(self, other: _Stats) -> _Stats:
+        """The counts of both scans (the rest is computed in ``finish``)."""
+        lows = [v for v in (self.min, other.min) if v is not None]
+        highs = [v for v in (self.max, other.max) if v is not None]
+        return _Stats(count=self.count + other.count, nulls=self.nulls + other.nulls,
+                      nan=self.nan + other.nan, inf=self.inf + other.inf,
+                      strings=self.strings + other.strings,
+                      not_numbers=self.not_numbers + other.not_numbers,
+                      outliers=self.outliers + other.outliers,
+                      min=min(lows) if lows else None, max=max(highs) if highs else None)
+
 
 @register("numeric")
 class Numeric(Check):
@@ -197,6 +215,7 @@ class Numeric(Check):
     )
     Params = NumericParams
     fixes = ("quarantine", "drop", "none")
+    merged = ("_chunks", "_absent", "_seen", "_stats")
 
     def __init__(self, params: NumericParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -240,11 +259,26 @@ class Numeric(Check):
             self._seen.add(name)
             el = _elements(batch, name, scalar=name in self._scalar)
             parts.extend(self._judge(name, el, textual=batch.textual))
+            self._defer_nulls(name, el, batch)
             if rows is None:
                 rows = _compact_rows(batch.rows)
             self._keep(name, el, batch, rows)
         parts = [p for p in parts if p.height]
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+    def _defer_nulls(self, name: str, el: _Elements, batch: Batch) -> None:
+        """Records whose field is null or missing are reported at the end, with the
+        batches that lack the field, in read order: whether a batch has the column at all
+        depends on where batches are cut, the finding must not."""
+        if self.params.allow_null:
+            return
+        null = np.flatnonzero(el.kind == _NULL)
+        if not len(null):
+            return
+        top = null[el.levels_depth()[null] == 0]
+        if len(top):
+            rows = batch.rows[np.unique(el.i[top])]
+            self._absent[name].append((batch.file_index, len(rows), rows))
 
     def _judge(self, name: str, el: _Elements, *, textual: bool = False
                ) -> Iterator[pl.DataFrame]:
@@ -277,6 +311,9 @@ class Numeric(Check):
                 masks["dtype_overflow"] = finite & (np.abs(scaled) >= overflow_limit(p.dtype))
         stats = self._stats[name]
         count = {code: int(np.count_nonzero(m)) for code, m in masks.items() if m is not None}
+        if not p.allow_null:  # a whole value null is reported (and counted) at the end
+            masks["null"] = masks["null"] & (el.levels_depth() > 0)
+            count["null"] = int(np.count_nonzero(masks["null"]))
         stats.nulls += count["null"]
         stats.nan += count["nan"] + count["nan_string"]
         stats.inf += count["pos_inf"] + count["neg_inf"] + count["inf_string"]
@@ -412,7 +449,7 @@ class Numeric(Check):
                 {"file_index": pl.Series(np.full(n, file_index, np.int32)),
                  "row": pl.Series(rows, dtype=pl.Int64)},
                 "null",
-                f"{name}: missing",
+                f"{name}: null or missing",
             )
 
     def _outliers(self, name: str, chunks: list[_Chunk]) -> Iterator[pl.DataFrame]:

@@ -37,6 +37,7 @@ class Overlap(Check):
     description = "Train records that exactly or nearly duplicate an eval record (contamination)."
     Params = OverlapParams
     fixes = ("drop", "quarantine", "none")
+    merged = ("_exact", "_near")
     needs_text = True
 
     def __init__(self, params: OverlapParams, ctx: Any) -> None:

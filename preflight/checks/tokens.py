@@ -50,6 +50,7 @@ class TokenLength(Check):
     description = "Token count (real tokenizer) against the context window and a minimum."
     Params = TokenLengthParams
     fixes = ("truncate", "quarantine", "drop", "none")
+    merged = ("_hist_exact", "_hist_estimated", "_counts", "_encoded", "_skipped")
     needs_text = True
 
     def __init__(self, params: TokenLengthParams, ctx: Any) -> None:

@@ -35,7 +35,7 @@ from preflight.batch import (
     replace_lone_surrogates,
 )
 from preflight.source.arrow import table_to_batch
-from preflight.source.tracked import note_file, open_stream
+from preflight.source.tracked import note_file, open_range, open_stream
 
 BLOCK_BYTES = 8 << 20
 PIECE_BYTES = 512 << 10
@@ -54,26 +54,42 @@ def read_jsonl(path: Path, file_index: int, label: str | None, state: dict[str, 
     """Yield batches of a JSON Lines file (plain, .gz or .zst)."""
     stream, raw = open_stream(path)
     with stream:
-        row, carry, done, first = 0, b"", 0, True
-        while True:
-            chunk = stream.read(BLOCK_BYTES)
-            if first:
-                chunk, first = chunk.removeprefix(_BOM), False
-            if not chunk:
-                if carry.strip():
-                    yield _block(carry + b"\n", row, file_index, label, raw.pos - done)[0]
-                break
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
-            batch, lines = _block(block, row, file_index, label, raw.pos - done)
-            done = raw.pos
-            row += lines
-            yield batch
+        yield from _lines(stream, raw, file_index, label, row=0, at_start=True)
     note_file(state, path, raw.hash.hexdigest(), raw.pos)
+
+
+def read_jsonl_range(path: Path, file_index: int, label: str | None, *, start: int, end: int,
+                     row0: int) -> Iterator[Batch]:
+    """Yield batches of the bytes ``[start, end)`` of a plain JSON Lines file, a range cut at
+    line ends whose first line is row ``row0`` (a distributed executor reads a large file
+    in such pieces)."""
+    stream, raw = open_range(path, start, end)
+    with stream:
+        yield from _lines(stream, raw, file_index, label, row=row0, at_start=start == 0)
+
+
+def _lines(stream: Any, raw: Any, file_index: int, label: str | None, *, row: int,
+           at_start: bool) -> Iterator[Batch]:
+    """Batches of the lines of ``stream``, numbered from ``row``."""
+    carry, done, first = b"", 0, at_start
+    while True:
+        chunk = stream.read(BLOCK_BYTES)
+        if first:
+            chunk, first = chunk.removeprefix(_BOM), False
+        if not chunk:
+            if carry.strip():
+                yield _block(carry + b"\n", row, file_index, label, raw.pos - done)[0]
+            break
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        block, carry = data[:cut], data[cut:]
+        batch, lines = _block(block, row, file_index, label, raw.pos - done)
+        done = raw.pos
+        row += lines
+        yield batch
 
 
 def _block(block: bytes, row0: int, file_index: int, label: str | None, progress: int

@@ -87,6 +87,40 @@ def open_stream(path: Path) -> tuple[BinaryIO, Tracked]:
     return buffered, raw
 
 
+class _Range(io.RawIOBase):
+    """At most ``size`` bytes of a file, from where it stands."""
+
+    def __init__(self, raw: BinaryIO, size: int) -> None:
+        self._raw = raw
+        self._left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer)[: self._left]
+        n = self._raw.readinto(view) or 0
+        self._left -= n
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_range(path: Path, start: int, end: int) -> tuple[BinaryIO, Tracked]:
+    """Open the bytes ``[start, end)`` of an uncompressed file, tracked like ``open_stream``."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except OSError as e:
+        raise InputError(f"cannot open {path}: {e.strerror}") from e
+    f.seek(start)
+    raw = Tracked(_Range(f, end - start))  # type: ignore[arg-type]
+    return io.BufferedReader(raw, buffer_size=1 << 20), raw  # type: ignore[return-value]
+
+
 def hash_file(path: Path) -> str:
     """xxh3-128 of a whole file, streamed."""
     h = xxhash.xxh3_128()

@@ -1,0 +1,317 @@
+"""The Ray executor (``--executor ray``, extra ``[ray]``): the same checks on Ray Data.
+
+Stages, each a Ray Data operation over the source's pieces (``preflight.executor.pieces``):
+
+1. count: line ends and a hash per piece (row numbers of split files, the fingerprint);
+2. scan: ``map_batches`` with one ``Worker`` per CPU: each reads its pieces with preflight's
+   own readers (so row numbers and malformed-line findings are those of the local run) and
+   scans every batch; a batch gives one row per result (findings, check state, sample
+   candidates) and one per duplicate check (its keyed rows: hashes or LSH band keys);
+3. group: per duplicate check, the keys are grouped (``groupby(["g", "key"]).count()``);
+   only records whose key is shared by another record reach the driver;
+4. revisit (near-duplicate confirmation): the pieces are read again on the workers, which
+   keep the shingle sets of candidate documents only;
+5. fetch: the flagged records the smoke sample wants that were found only at the end.
+
+The driver merges the results in read order (Ray keeps the order of the pieces) into its
+own check instances, findings sink and sampler, then ``finish`` runs as in the local run:
+both executors give the same findings. Ray is imported only here.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import pickle
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from preflight.checks.base import Check, Context
+from preflight.config import Rule, RuleSet
+from preflight.errors import ConfigError
+from preflight.executor import pieces as piecework
+from preflight.executor.worker import Merge, Worker
+from preflight.findings import FindingsSink
+from preflight.infer import infer_fields
+from preflight.sampling import Sampler, records_with
+from preflight.source import Source
+
+if TYPE_CHECKING:
+    from preflight.pipeline import Progress, Read
+
+# One thread per library in each worker: Ray gives a worker one CPU.
+WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
+              "OMP_NUM_THREADS": "1"}
+_RESULT = -1  # the ``rule`` of a row holding a batch's Scanned
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: FindingsSink,
+                sampler: Sampler | None, limit: int | None, address: str | None,
+                timings: dict[str, float], progress: Progress | None) -> Read:
+    """Read and scan ``src`` on Ray; leave the driver's checks ready for ``finish``."""
+    from preflight.pipeline import Read, rules_eval_path, rules_tokenizer, start_rule
+
+    if limit is not None:
+        raise ConfigError("--limit reads the first N records in order, which only the local "
+                          "executor does: drop --limit or --executor ray")
+    plan = piecework.plan(src)
+    ray = _connect(address, progress=progress is not None)
+    from ray.data import ActorPoolStrategy, from_items
+
+    t0 = time.perf_counter()
+    counts = ray.get([ray.remote(num_cpus=1)(piecework.count).remote(p) for p in plan])
+    plan = piecework.numbered(plan, counts)
+    src._fingerprint = piecework.fingerprint(plan, counts)
+    timings["ray:count"] = round(time.perf_counter() - t0, 4)
+
+    # Fields are inferred from the first batch, as the local executor does.
+    fields, inferred = rules.fields, {}
+    if fields.is_empty():
+        batches = src.batches()
+        try:
+            first = next(batches, None)
+        finally:
+            batches.close()
+        if first is not None:
+            fields, inferred = infer_fields(first.frame)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
+                  eval_path=rules_eval_path(rules))
+    running = [start_rule(rule, ctx) for rule in rule_list]
+    keep_ids = any(r.reports_at_finish for r in running)
+    if sampler is not None:
+        sampler.id_field = fields.id
+    items = from_items([{"piece": pickle.dumps(p)} for p in plan],
+                       override_num_blocks=max(len(plan), 1))
+    workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+    setup = {"rules": rules, "fields": fields, "keep_ids": keep_ids,
+             "sample": (sampler.k, sampler.seed) if sampler is not None else None}
+
+    t0 = time.perf_counter()
+    scanned = items.map_batches(_Scan, fn_constructor_kwargs=setup, batch_size=1,
+                                compute=ActorPoolStrategy(size=workers), num_cpus=1).materialize()
+    timings["ray:scan"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    merge = Merge(running, sink, sampler)
+    for payload in _payloads(scanned, _RESULT):
+        merge.add(pickle.loads(payload), with_keyed=False)
+        if progress is not None:
+            progress(merge.progress, src.total, src.unit)
+    timings["ray:merge"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    keyed = {index: r.check for index, r in enumerate(running)
+             if r.error is None and r.check.key_groups()}
+    if keyed:
+        _merge_shared(scanned, keyed, partitions=2 * workers)
+    timings["ray:group"] = round(time.perf_counter() - t0, 4)
+
+    t0 = time.perf_counter()
+    plans = {}
+    for index, r in enumerate(running):
+        if r.error is None and r.check.wants_revisit():
+            plans[index] = r.check.revisit_plan()
+    if plans:
+        revisited = items.map_batches(_Revisit, fn_constructor_kwargs={**setup, "plans": plans},
+                                      batch_size=1, compute=ActorPoolStrategy(size=workers),
+                                      num_cpus=1)
+        for row in revisited.iter_rows():
+            running[int(row["rule"])].check.merge_state(pickle.loads(row["payload"]))
+    timings["ray:revisit"] = round(time.perf_counter() - t0, 4)
+
+    if sampler is not None and (missing := sampler.missing()):
+        t0 = time.perf_counter()
+        fetched = items.map_batches(_fetch, fn_kwargs={"keys": missing, "id_field": fields.id},
+                                    batch_size=1)
+        sampler.hold([pickle.loads(row["payload"]) for row in fetched.iter_rows()])
+        timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
+    return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=merge.seen,
+                records=merge.records, malformed=merge.malformed)
+
+
+def _connect(address: str | None, *, progress: bool) -> Any:
+    """Join the cluster at ``address`` (or ``RAY_ADDRESS``), or start Ray on this machine;
+    an already initialised Ray is used as it is."""
+    from preflight.integrations import require
+
+    ray = require("ray", "ray")
+    require("ray.data", "ray")
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, runtime_env={"env_vars": WORKER_ENV},
+                     include_dashboard=False, logging_level=logging.WARNING,
+                     log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"cannot connect to the Ray cluster at {address}: {e}") from e
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    context.execution_options.preserve_order = True  # results merge in read order
+    context.enable_progress_bars = progress
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    return ray
+
+
+def _rows(out: list[tuple[int, int, int, bytes]]) -> dict[str, np.ndarray]:
+    return {
+        "piece": np.array([o[0] for o in out], dtype=np.int64),
+        "seq": np.array([o[1] for o in out], dtype=np.int64),
+        "rule": np.array([o[2] for o in out], dtype=np.int64),
+        "payload": np.array([o[3] for o in out], dtype=object),
+    }
+
+
+class _Scan:
+    """Ray Data UDF: read pieces and scan their batches (one instance per worker)."""
+
+    def __init__(self, **setup: Any) -> None:
+        self.worker = Worker(**setup)
+
+    def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
+        for blob in item["piece"]:
+            piece = pickle.loads(blob)
+            for seq, batch in enumerate(piecework.read(piece)):
+                scanned = self.worker.scan(batch)
+                out = []
+                for index, keyed in enumerate(scanned.keyed):
+                    if keyed is not None:
+                        out.append((piece.index, seq, index, _ipc(keyed)))
+                scanned.keyed = [None] * len(scanned.keyed)
+                out.append((piece.index, seq, _RESULT, pickle.dumps(scanned)))
+                yield _rows(out)
+
+
+class _Revisit:
+    """Ray Data UDF: read pieces again for the checks that asked (``Check.revisit``)."""
+
+    def __init__(self, *, plans: dict[int, dict[str, Any]], **setup: Any) -> None:
+        self.worker = Worker(**setup)
+        self.plans = plans
+
+    def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
+        for blob in item["piece"]:
+            piece = pickle.loads(blob)
+            for seq, batch in enumerate(piecework.read(piece)):
+                states = self.worker.revisit(batch, self.plans)
+                yield _rows([(piece.index, seq, index, pickle.dumps(state))
+                             for index, state in states.items()])
+
+
+def _fetch(item: dict[str, np.ndarray], *, keys: set[int], id_field: str | None
+           ) -> dict[str, np.ndarray]:
+    """Ray Data UDF: the records with the given record keys, from the pieces that hold
+    them."""
+    out = []
+    files = {key >> 40 for key in keys}
+    for blob in item["piece"]:
+        piece = pickle.loads(blob)
+        if piece.file_index not in files:
+            continue
+        for seq, batch in enumerate(piecework.read(piece)):
+            out += [(piece.index, seq, 0, pickle.dumps(s))
+                    for s in records_with(batch, keys, id_field)]
+    return _rows(out)
+
+
+def _ipc(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_ipc(buf)
+    return buf.getvalue()
+
+
+def _payloads(ds: Any, rule: int) -> Iterator[bytes]:
+    """The payloads of one kind of row, in read order."""
+    for batch in ds.map_batches(_only, fn_kwargs={"rule": rule},
+                                batch_format="pyarrow").iter_batches(batch_format="pyarrow"):
+        yield from batch.column("payload").to_pylist()
+
+
+def _only(table: pa.Table, *, rule: int | list[int]) -> pa.Table:
+    """The rows of one kind (a rule's position, or ``_RESULT``), or of several."""
+    if isinstance(rule, list):
+        return table.filter(pc.is_in(table["rule"], pa.array(rule, pa.int64())))
+    return table.filter(pc.equal(table["rule"], rule))
+
+
+def _merge_shared(scanned: Any, checks: dict[int, Check], *, partitions: int) -> None:
+    """Group the duplicate checks' keys on Ray (one shuffle for all of them); merge into
+    each driver check only the records whose key another record shares (the others
+    cannot be findings)."""
+    groups: dict[int, tuple[int, tuple[tuple[str, ...], ...]]] = {}
+    for index, check in checks.items():
+        offset = sum(len(g) for _, g in groups.values())
+        groups[index] = (offset, check.key_groups())
+    keyed = scanned.map_batches(_only, fn_kwargs={"rule": list(groups)}, batch_format="pyarrow")
+    counted = (keyed.map_batches(_group_keys, fn_kwargs={"groups": groups},
+                                 batch_format="pyarrow")
+               .groupby(["g", "key"], num_partitions=partitions).count())
+    shared: dict[int, list[np.ndarray]] = {}
+    for batch in counted.iter_batches(batch_format="pyarrow"):
+        batch = batch.filter(pc.greater(batch["count()"], 1))
+        g = batch.column("g").to_numpy()
+        key = batch.column("key").to_numpy()
+        for value in np.unique(g):
+            shared.setdefault(int(value), []).append(key[g == value])
+    by_group = {g: np.unique(np.concatenate(parts)) for g, parts in shared.items()}
+    for index, check in checks.items():
+        offset, key_groups = groups[index]
+        mine = {g - offset: keys for g, keys in by_group.items()
+                if offset <= g < offset + len(key_groups)}
+        if not mine:
+            continue
+        kept = keyed.map_batches(_keep_shared, fn_kwargs={"rule": index, "groups": key_groups,
+                                                          "shared": mine},
+                                 batch_format="pyarrow")
+        frames = [pl.from_arrow(b) for b in kept.iter_batches(batch_format="pyarrow")
+                  if b.num_rows]
+        if frames:
+            check.merge_keyed(pl.concat(frames).sort("file_index", "row"))  # type: ignore[arg-type]
+
+
+def _group_key(frame: pl.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """One uint64 per row for a key group (several columns mixed: a collision only keeps
+    a record the driver's exact grouping then drops)."""
+    key = frame.get_column(columns[0]).to_numpy().astype(np.uint64)
+    with np.errstate(over="ignore"):
+        for name in columns[1:]:
+            key = key ^ (frame.get_column(name).to_numpy().astype(np.uint64) * _MIX)
+    return key
+
+
+def _group_keys(table: pa.Table, *,
+                groups: dict[int, tuple[int, tuple[tuple[str, ...], ...]]]) -> pa.Table:
+    """Payload rows of keyed state → one row per record and key group: ``g`` (numbered
+    across the checks), ``key``."""
+    gs, keys = [np.zeros(0, np.int32)], [np.zeros(0, np.uint64)]
+    for rule, payload in zip(table.column("rule").to_pylist(),
+                             table.column("payload").to_pylist(), strict=True):
+        frame = pl.read_ipc(io.BytesIO(payload))
+        offset, key_groups = groups[rule]
+        for g, columns in enumerate(key_groups):
+            keys.append(_group_key(frame, columns))
+            gs.append(np.full(frame.height, offset + g, np.int32))
+    return pa.table({"g": np.concatenate(gs), "key": np.concatenate(keys)})
+
+
+def _keep_shared(table: pa.Table, *, rule: int, groups: tuple[tuple[str, ...], ...],
+                 shared: dict[int, np.ndarray]) -> pa.Table:
+    """One check's payload rows of keyed state → the keyed rows whose key is shared in some
+    group."""
+    frames = []
+    for payload in _only(table, rule=rule).column("payload").to_pylist():
+        frame = pl.read_ipc(io.BytesIO(payload))
+        hit = np.zeros(frame.height, dtype=bool)
+        for g, columns in enumerate(groups):
+            if g in shared:
+                hit |= np.isin(_group_key(frame, columns), shared[g])
+        frames.append(frame.filter(pl.Series(hit)))
+    if not frames:
+        return pa.table({"file_index": pa.array([], pa.int64()), "row": pa.array([], pa.int64())})
+    return pl.concat(frames).to_arrow()

@@ -1,0 +1,90 @@
+"""Corpora and rules on which a distributed run must give exactly the local run's findings:
+the four sample corpora with their presets (every check family, planted faults), a folder
+of shards, and an eval file for overlap. Shared by the in-process tests of the executor's
+merge and by the Ray tests (tests/integrations/test_ray.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from preflight.config import RuleSet, load_rules, with_overrides
+from preflight.report.model import Report
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+CORPORA = {
+    "pretrain": ("pretrain-text", {}),
+    "sft_chat": ("sft-chat", {}),
+    "classification": ("classification", {"num_classes": 4}),
+    "regression": ("regression", {}),
+}
+
+
+def sample_case(corpus: str) -> tuple[Path, RuleSet]:
+    """A sample corpus and its preset."""
+    preset, extra = CORPORA[corpus]
+    return SAMPLE / f"{corpus}.jsonl", with_overrides(load_rules(preset=preset), **extra)
+
+
+def shards_case(tmp: Path) -> tuple[Path, RuleSet]:
+    """The pretraining sample cut into three shards (duplicates across shards), with a
+    numeric field whose outliers need the whole corpus, and an eval file for overlap."""
+    lines = (SAMPLE / "pretrain.jsonl").read_bytes().splitlines(keepends=True)
+    folder = tmp / "shards"
+    folder.mkdir()
+    for k in range(3):
+        (folder / f"part-{k}.jsonl").write_bytes(b"".join(lines[k * 100:(k + 1) * 100]))
+    # A numeric column, with outliers, appended to the readable objects of the first shard.
+    out = []
+    for i, line in enumerate(lines[:100]):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(record, dict):
+            record["score"] = 1e6 if i in (7, 93) else float(i % 10)
+            out.append((json.dumps(record) + "\n").encode())
+        else:
+            out.append(line)
+    (folder / "part-0.jsonl").write_bytes(b"".join(out))
+    eval_file = tmp / "eval.jsonl"
+    eval_file.write_bytes(b"".join(lines[200:300:7]))
+    rules = load_rules({
+        "fields": {"text": "text", "id": "id", "numeric": ["score"]},
+        "eval": str(eval_file),
+        "model": {"context_window": 64},
+        "rules": [
+            {"id": "empty", "check": "empty", "severity": "warn"},
+            {"id": "hidden", "check": "invisible_unicode"},
+            {"id": "enc", "check": "encoding", "severity": "warn"},
+            {"id": "dupes", "check": "exact_duplicate"},
+            {"id": "near", "check": "near_duplicate", "threshold": 0.7},
+            {"id": "score", "check": "numeric", "severity": "warn"},
+            {"id": "overlap", "check": "overlap"},
+            {"id": "length", "check": "token_length", "severity": "warn"},
+        ],
+    })
+    return folder, rules
+
+
+def same_findings(a: Report, b: Report, a_out: Path, b_out: Path) -> None:
+    """Assert two runs found the same: per rule counts, codes, examples and stats, the
+    source's counts, and findings.parquet (as a set of rows)."""
+    assert a.verdict == b.verdict
+    assert a.source.records == b.source.records
+    assert a.source.malformed == b.source.malformed
+    assert [r.id for r in a.rules] == [r.id for r in b.rules]
+    for ra, rb in zip(a.rules, b.rules, strict=True):
+        assert (ra.status, ra.violations, ra.findings, ra.codes) == (
+            rb.status, rb.violations, rb.findings, rb.codes), ra.id
+        assert ra.examples == rb.examples, ra.id
+        assert ra.stats == rb.stats, ra.id
+    fa = pl.read_parquet(a_out / "findings.parquet")
+    fb = pl.read_parquet(b_out / "findings.parquet")
+    assert fa.height > 0
+    key = ["rule", "file", "row", "code", "detail"]
+    assert fa.sort(key, nulls_last=True).equals(fb.sort(key, nulls_last=True))

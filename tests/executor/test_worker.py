@@ -1,0 +1,165 @@
+"""The distributed executor's merge, without Ray: pieces read apart (each batch scanned by a
+worker of its own), their results merged in read order, must end as the local run does."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from preflight.checks.base import Context
+from preflight.checks.state import empty_like, merge
+from preflight.config import RuleSet
+from preflight.executor import pieces
+from preflight.executor.worker import Merge, Worker
+from preflight.findings import FindingsSink
+from preflight.infer import infer_fields
+from preflight.pipeline import (
+    gate_rules,
+    rules_eval_path,
+    rules_tokenizer,
+    run,
+    start_rule,
+)
+from preflight.sampling import Sampler
+from preflight.source import open_source
+from tests.executor.cases import CORPORA, sample_case, shards_case
+
+
+def merged_run(path: Path, rules: RuleSet, *, piece_bytes: int) -> dict[str, tuple]:
+    """What the Ray driver does, in process: every batch scanned by a fresh worker."""
+    src = open_source(path)
+    plan = pieces.plan(src, piece_bytes=piece_bytes)
+    plan = pieces.numbered(plan, [pieces.count(p) for p in plan])
+    fields = rules.fields
+    if fields.is_empty():
+        fields = infer_fields(next(iter(src.batches())).frame)[0]
+    ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
+                  eval_path=rules_eval_path(rules))
+    running = [start_rule(rule, ctx) for rule in gate_rules(rules)]
+    sink = FindingsSink(None, show_text=False)
+    merge_ = Merge(running, sink, None)
+    for piece in plan:
+        for batch in pieces.read(piece):
+            merge_.add(Worker(rules, fields, keep_ids=True).scan(batch))
+    plans = {i: r.check.revisit_plan() for i, r in enumerate(running)
+             if r.error is None and r.check.wants_revisit()}
+    for piece in plan:
+        for batch in pieces.read(piece):
+            for i, part in Worker(rules, fields, keep_ids=True).revisit(batch, plans).items():
+                running[i].check.merge_state(part)
+    out = {}
+    for r in running:
+        if r.error is None:
+            sink.add(r.rule, frame=r.check.finish())
+        tally = sink.tally(r.rule.id)
+        out[r.rule.id] = (tally.violations, tally.codes,
+                          [(e.row, e.code, e.detail) for e in tally.examples],
+                          r.check.summary() if r.error is None else None)
+    return out
+
+
+def local_run(path: Path, rules: RuleSet) -> dict[str, tuple]:
+    report = run(path, rules)
+    return {r.id: (r.violations, r.codes, [(e.row, e.code, e.detail) for e in r.examples],
+                   r.stats if r.status != "error" else None) for r in report.rules}
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_sample_corpora_merge_to_the_local_findings(corpus: str) -> None:
+    path, rules = sample_case(corpus)
+    local = local_run(path, rules)
+    merged = merged_run(path, rules, piece_bytes=9_000)
+    assert merged == local
+    assert sum(v[0] for v in local.values()) > 0
+
+
+def test_shards_with_outliers_overlap_and_near_duplicates(tmp_path: Path) -> None:
+    path, rules = shards_case(tmp_path)
+    local = local_run(path, rules)
+    assert local["score"][1].get("outlier", 0) + local["score"][1].get("robust_outlier", 0) > 0 \
+        or local["score"][0] > 0
+    assert local["near"][0] > 0 and local["overlap"][0] > 0 and local["dupes"][0] > 0
+    assert merged_run(path, rules, piece_bytes=5_000) == local
+
+
+def test_pieces_of_a_file_read_as_the_whole_file(tmp_path: Path) -> None:
+    """Rows, malformed lines, a BOM and a last line without a newline: reading in byte
+    ranges gives what one read gives."""
+    lines = [b'\xef\xbb\xbf{"text": "first"}'] + [
+        b'{"text": "line %d"}' % i if i % 17 else b'{"text": broken' for i in range(1, 400)
+    ] + [b'{"text": "\xff bad utf8"}', b"", b'{"text": "no newline at the end"}']
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    src = open_source(path)
+    whole = [(b.rows.tolist(), b.frame.to_dicts(), b.malformed) for b in src.batches()]
+    plan = pieces.plan(src, piece_bytes=1_000)
+    assert len(plan) > 5
+    counts = [pieces.count(p) for p in plan]
+    assert sum(c.size for c in counts) == path.stat().st_size
+    split = [(b.rows.tolist(), b.frame.to_dicts(), b.malformed)
+             for p in pieces.numbered(plan, counts) for b in pieces.read(p)]
+    assert [r for rows, _, _ in split for r in rows] == [r for rows, _, _ in whole for r in rows]
+    assert [d for _, ds, _ in split for d in ds] == [d for _, ds, _ in whole for d in ds]
+    assert [m for _, _, ms in split for m in ms] == [m for _, _, ms in whole for m in ms]
+
+
+def test_a_file_in_one_piece_has_the_local_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "x"}\n' * 50)
+    src = open_source(path)
+    list(src.batches())
+    plan = pieces.plan(src)
+    assert pieces.fingerprint(plan, [pieces.count(p) for p in plan]) == src.fingerprint()
+    split = pieces.plan(src, piece_bytes=100)
+    assert pieces.fingerprint(split, [pieces.count(p) for p in split])["bytes"] == \
+        src.fingerprint()["bytes"]
+
+
+def test_sample_candidates_taken_in_order_match_offer() -> None:
+    """The smoke sample drawn from workers' candidates is the one drawn while reading."""
+    from preflight.batch import record_key
+
+    path, rules = sample_case("pretrain")
+    src = open_source(path)
+    batches = [b for p in pieces.numbered(*_counted(src, 9_000)) for b in pieces.read(p)]
+    assert len(batches) > 3
+    local, remote = Sampler(10, 3, id_field="id"), Sampler(10, 3, id_field="id")
+    worker = Sampler(10, 3, id_field="id")
+    for batch in batches:
+        flagged = record_key(np.full(len(batch), batch.file_index), batch.rows)[::13]
+        local.flagged.add(flagged)
+        remote.flagged.add(flagged)
+        local.offer(batch)
+        remote.take(worker.candidates(batch, flagged))
+    assert remote.missing() == set()
+    assert [(s.row, s.flagged) for s in remote.finish(iter(()))] == \
+        [(s.row, s.flagged) for s in local.finish(iter(()))]
+
+
+def _counted(src, piece_bytes):
+    plan = pieces.plan(src, piece_bytes=piece_bytes)
+    return plan, [pieces.count(p) for p in plan]
+
+
+def test_state_merges_by_kind() -> None:
+    assert merge([1], [2]) == [1, 2]
+    assert merge(Counter(a=1), Counter(a=2, b=1)) == Counter(a=3, b=1)
+    assert merge({"x": [1]}, {"x": [2], "y": [3]}) == {"x": [1, 2], "y": [3]}
+    assert merge(3, 4) == 7
+    assert merge({1}, {2}) == {1, 2}
+    assert merge({0: "a.jsonl"}, {0: "a.jsonl", 1: "b.jsonl"}) == {0: "a.jsonl", 1: "b.jsonl"}
+    assert (merge(np.array([1, 2]), np.array([3, 4])) == np.array([4, 6])).all()
+    assert empty_like({"x": [1], "c": Counter(a=1), "n": 5}) == {"x": [], "c": Counter(), "n": 0}
+
+
+def test_numeric_stats_merge_keeps_min_and_max() -> None:
+    from preflight.checks.numeric import _Stats
+
+    a = _Stats(count=2, nan=1, min=-3.0, max=5.0)
+    b = _Stats(count=1, min=-1.0, max=9.0)
+    m = merge(a, b)
+    assert (m.count, m.nan, m.min, m.max) == (3, 1, -3.0, 9.0)
+    assert merge(_Stats(), b).min == -1.0
