@@ -58,7 +58,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except PreflightError as e:
             if debug:
                 traceback.print_exc()
-            _err.print(f"[bold red]error:[/] {e}", highlight=False)
+            _err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             _err.print("interrupted")
@@ -68,7 +68,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:  # a bug in preflight, not a user mistake
             if debug:
                 raise
-            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}\n"
+            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {escape(str(e))}\n"
                        "This is a bug in preflight; rerun with --debug for the traceback.",
                        highlight=False)
             sys.exit(2)

@@ -149,6 +149,9 @@ def run(
         environment=environment(),
         smoke=smoke_result,
     )
+    report.environment["executor"] = executor
+    if executor == "ray":
+        report.environment["ray"] = read.cluster
     if smoke_result is not None:
         report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
                                   gpu=smoke_result.gpu)
@@ -175,6 +178,7 @@ class Read:
     seen: set[str] = field(default_factory=set)
     records: int = 0
     malformed: int = 0
+    cluster: dict[str, Any] = field(default_factory=dict)  # where a distributed run ran
 
 
 def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,

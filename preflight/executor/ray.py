@@ -132,8 +132,10 @@ def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fin
                                     batch_size=1)
         sampler.hold([pickle.loads(row["payload"]) for row in fetched.iter_rows()])
         timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
+    cluster = {"version": ray.__version__, "workers": workers, "pieces": len(plan),
+               "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=merge.seen,
-                records=merge.records, malformed=merge.malformed)
+                records=merge.records, malformed=merge.malformed, cluster=cluster)
 
 
 def _connect(address: str | None, *, progress: bool) -> Any:

@@ -10,6 +10,7 @@ exactly as the local loop's would.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ class Scanned:
     keyed: list[pl.DataFrame | None]  # per rule: duplicate checks' keyed rows
     ids: tuple[np.ndarray, pl.Series] | None = None  # record keys and ids
     sample: list[SampleRow] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # per rule, worker time
 
 
 class Worker:
@@ -59,9 +61,11 @@ class Worker:
         if self.ctx.text_fields or self.ctx.messages:
             batch.texts(self.ctx.text_fields, self.ctx.messages)  # shared by the text checks
         ids = batch_ids(batch, self.fields.id)
-        found, states, keyed = [], [], []
+        found, states, keyed, seconds = [], [], [], []
         for r in self.running:
+            t0 = time.perf_counter()
             frame = r.check.scan(batch) if r.error is None else None
+            seconds.append(time.perf_counter() - t0)
             found.append(locate(frame, batch, ids) if frame is not None and frame.height
                          else None)
             states.append(r.check.export_state() if r.error is None else {})
@@ -70,13 +74,14 @@ class Worker:
         out = Scanned(file_index=batch.file_index, file=batch.file, records=len(batch),
                       malformed=len(batch.malformed), progress=batch.progress,
                       columns=list(batch.frame.columns), findings=found, states=states,
-                      keyed=keyed, ids=(keys, ids) if self.keep_ids and ids is not None else None)
+                      keyed=keyed, ids=(keys, ids) if self.keep_ids and ids is not None else None,
+                      seconds=seconds)
         if self.sampler is not None:
-            flagged = [f for f in found if f is not None]
-            hit = (np.unique(record_key(*(pl.concat([f.select("file_index", "row")
-                                                     for f in flagged])
-                                          .drop_nulls().get_columns())))
-                   if flagged else np.zeros(0, np.int64))
+            located = [f.select("file_index", "row").drop_nulls() for f in found if f is not None]
+            both = pl.concat(located) if located else None
+            hit = (np.unique(record_key(both.get_column("file_index").to_numpy(),
+                                        both.get_column("row").to_numpy()))
+                   if both is not None else np.zeros(0, np.int64))
             out.sample = self.sampler.candidates(batch, hit)
         return out
 
@@ -113,8 +118,10 @@ class Merge:
         self.sink.label(scanned.file_index, scanned.file)
         if scanned.ids is not None:
             self.sink.keep_ids(*scanned.ids)
-        for r, frame, part, keyed in zip(self.running, scanned.findings, scanned.states,
-                                         scanned.keyed, strict=True):
+        for r, frame, part, keyed, seconds in zip(self.running, scanned.findings,
+                                                  scanned.states, scanned.keyed,
+                                                  scanned.seconds, strict=True):
+            r.seconds += seconds  # time spent by workers, summed
             if r.error is not None:
                 continue
             self.sink.add_located(r.rule, frame, scan=True, remember=r.reports_at_finish)

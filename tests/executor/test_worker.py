@@ -122,7 +122,7 @@ def test_sample_candidates_taken_in_order_match_offer() -> None:
     """The smoke sample drawn from workers' candidates is the one drawn while reading."""
     from preflight.batch import record_key
 
-    path, rules = sample_case("pretrain")
+    path, _ = sample_case("pretrain")
     src = open_source(path)
     batches = [b for p in pieces.numbered(*_counted(src, 9_000)) for b in pieces.read(p)]
     assert len(batches) > 3

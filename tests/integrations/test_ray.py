@@ -1,0 +1,78 @@
+"""The Ray executor against real Ray (``ray.init(num_cpus=2)``): on every sample corpus, on
+shards with overlap, outliers and near-duplicates, and through the CLI, a Ray run gives the
+local run's findings; the smoke test samples the same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from click.testing import CliRunner  # noqa: E402
+
+from preflight import run_preflight  # noqa: E402
+from preflight.cli import main  # noqa: E402
+from preflight.executor import pieces  # noqa: E402
+from preflight.executor.ray import WORKER_ENV  # noqa: E402
+from preflight.source import open_source  # noqa: E402
+from tests.executor.cases import CORPORA, sample_case, same_findings, shards_case  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    """One local Ray for the module: two workers, as the issue asks."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": WORKER_ENV})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut the small test files into several pieces, so rows must be renumbered."""
+    monkeypatch.setattr(pieces, "PIECE_BYTES", 8_000)
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_sample_corpus_on_ray_gives_the_local_findings(corpus: str, tmp_path: Path) -> None:
+    path, rules = sample_case(corpus)
+    assert len(pieces.plan(open_source(path))) > 1
+    local = run_preflight(path, rules, tmp_path / "local", smoke=False)
+    on_ray = run_preflight(path, rules, tmp_path / "ray", smoke=False, executor="ray")
+    same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
+    assert "ray:scan" in on_ray.timings and "ray:scan" not in local.timings
+
+
+def test_shards_with_overlap_outliers_and_near_duplicates(tmp_path: Path) -> None:
+    path, rules = shards_case(tmp_path)
+    local = run_preflight(path, rules, tmp_path / "local", smoke=False)
+    on_ray = run_preflight(path, rules, tmp_path / "ray", smoke=False, executor="ray")
+    found = {r.id: r.violations for r in local.rules}
+    assert found["near"] and found["dupes"] and found["overlap"] and found["score"]
+    same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
+    assert on_ray.source.fingerprint["bytes"] == local.source.fingerprint["bytes"]
+
+
+def test_smoke_sample_is_the_local_one(tmp_path: Path) -> None:
+    """Flagged rows held while scanning and those found at the end (duplicates, fetched
+    from the pieces that hold them) make the same sample."""
+    path, rules = sample_case("pretrain")
+    local = run_preflight(path, rules, tmp_path / "local", smoke=True)
+    on_ray = run_preflight(path, rules, tmp_path / "ray", smoke=True, executor="ray")
+    assert local.smoke is not None and on_ray.smoke is not None
+    assert on_ray.smoke.sample_rows == local.smoke.sample_rows
+    assert on_ray.smoke.flagged_in_sample == local.smoke.flagged_in_sample
+    assert on_ray.smoke.verdict == local.smoke.verdict
+
+
+def test_cli_check_on_ray(tmp_path: Path) -> None:
+    path, _ = sample_case("pretrain")
+    result = CliRunner().invoke(main, ["check", str(path), "--preset", "pretrain-text",
+                                       "--no-smoke", "--executor", "ray",
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output  # the sample's planted faults fail the gate
+    assert (tmp_path / "out" / "findings.parquet").is_file()
+    assert "near-dupes" in result.output
