@@ -18,7 +18,7 @@ from preflight.cli import main  # noqa: E402
 from preflight.executor import pieces  # noqa: E402
 from preflight.executor.ray import WORKER_ENV  # noqa: E402
 from preflight.source import open_source  # noqa: E402
-from tests.executor.cases import CORPORA, sample_case, same_findings, shards_case  # noqa: E402
+from tests.executor.cases import CORPORA, same_findings, sample_case, shards_case  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
