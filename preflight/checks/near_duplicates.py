@@ -5,7 +5,8 @@ characters), shingle it, sign it (``preflight.minhash``, datasketch-compatible) 
 the LSH band keys (8 bytes per band per document). At the end, documents sharing a band key
 are candidate pairs. By default each pair is confirmed by its exact Jaccard on the shingles,
 so a hash collision can never fail a gate: the pipeline reads the corpus a second time
-(``revisit``) and rebuilds the shingle sets of candidate documents only. Confirmed pairs are
+(``revisit``) and rebuilds the shingle sets of candidate documents only, on disk
+(``preflight.spill``), to read back a chunk of pairs at a time. Confirmed pairs are
 joined into clusters (connected components); the first document of a cluster is kept and is
 not a finding, every other member is, with ``cluster`` = the kept row.
 """
@@ -22,9 +23,11 @@ from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
 from preflight.minhash import LSH, components, jaccard_pairs, sorted_sets
+from preflight.spill import Spilled
 from preflight.text import fold
 
 _TOP_CLUSTERS = 10
+_PAIRS_PER_CHUNK = 1 << 16
 
 
 class NearDuplicateParams(Params):
@@ -73,7 +76,7 @@ class NearDuplicate(Check):
         # Shingle sets of candidate documents from the second read, as CSR chunks in read
         # order: record keys, set values, set lengths.
         self._set_keys: list[np.ndarray] = []
-        self._set_values: list[np.ndarray] = []
+        self._set_values = Spilled()  # on disk: they grow with text, not with rows
         self._set_sizes: list[np.ndarray] = []
         self._stats: dict[str, Any] = {}
         self._labels: dict[int, str | None] = {}
@@ -205,14 +208,22 @@ class NearDuplicate(Check):
         docs = np.unique(np.concatenate([u, v]))
         record = record_key(files[docs], rows[docs])
         keys = self._concat(self._set_keys)  # ascending: the second read is in read order
-        values = (np.concatenate(self._set_values) if self._set_values
-                  else np.zeros(0, np.uint32))
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(self._concat(self._set_sizes), out=offsets[1:])
-        self._set_keys, self._set_values, self._set_sizes = [], [], []
         at = np.searchsorted(keys, record)  # every candidate was revisited
-        return jaccard_pairs(values, offsets, at[np.searchsorted(docs, u)],
-                             at[np.searchsorted(docs, v)])
+        su, sv = at[np.searchsorted(docs, u)], at[np.searchsorted(docs, v)]
+        # A chunk of pairs at a time (in order of their first document), with only the sets
+        # it needs read back from disk: memory follows the chunk, not the corpus.
+        similarity = np.empty(len(u), dtype=np.float64)
+        order = np.argsort(su, kind="stable")
+        for start in range(0, len(order), _PAIRS_PER_CHUNK):
+            pick = order[start:start + _PAIRS_PER_CHUNK]
+            need = np.unique(np.concatenate([su[pick], sv[pick]]))
+            values, local = self._set_values.gather(offsets[need], offsets[need + 1])
+            similarity[pick] = jaccard_pairs(values, local, np.searchsorted(need, su[pick]),
+                                             np.searchsorted(need, sv[pick]))
+        self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+        return similarity
 
     def _detail(self, kept: int, neighbour: int, similarity: float, files: np.ndarray,
                 rows: np.ndarray) -> str:

@@ -20,6 +20,8 @@ import numpy as np
 
 def empty_like(value: Any) -> Any:
     """A fresh, empty value of the same shape: what the state was before any scan."""
+    if hasattr(value, "empty"):
+        return value.empty()
     if isinstance(value, Counter):
         return Counter()
     if isinstance(value, dict):

@@ -487,3 +487,22 @@ def test_two_near_duplicate_rules_side_by_side(tmp_path):
                for rule in ("loose", "strict", "exact")}
     assert by_rule == {"loose": {2: 0, 3: 0}, "strict": {3: 0}, "exact": {3: 0}}
     assert report.rule("strict").stats["confirmed_by"] == "LSH candidates only"
+
+
+def test_confirmation_in_small_chunks_gives_the_same_clusters(gate, monkeypatch) -> None:
+    """Candidate sets are read back from disk a chunk of pairs at a time; the chunk size
+    changes nothing."""
+    from preflight.checks import near_duplicates
+
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
+             "kappa", "lambda", "mu"]
+    records = []
+    for i in range(30):
+        base = " ".join(words[(i // 3 + k) % len(words)] for k in range(12)) + f" group{i // 3}"
+        records.append(base + (f" extra{i}" if i % 3 else ""))
+    whole = gate(records, "near_duplicate", threshold=0.7)
+    monkeypatch.setattr(near_duplicates, "_PAIRS_PER_CHUNK", 2)
+    chunked = gate(records, "near_duplicate", threshold=0.7)
+    assert whole.findings().height > 0
+    assert chunked.findings().equals(whole.findings())
+    assert chunked.result.stats == whole.result.stats

@@ -1,0 +1,34 @@
+"""Spilled values: appended to disk, read back by slices, merged and pickled as check state."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+
+from preflight.checks.state import empty_like, merge
+from preflight.spill import Spilled
+
+
+def test_gather_reads_back_the_slices_asked() -> None:
+    s = Spilled()
+    s.append(np.arange(10, dtype=np.uint32))
+    s.append(np.array([], dtype=np.uint32))
+    s.append(np.arange(100, 105, dtype=np.uint32))
+    assert s.size == 15
+    values, offsets = s.gather(np.array([12, 0, 5]), np.array([15, 2, 5]))
+    assert offsets.tolist() == [0, 3, 5, 5]
+    assert values.tolist() == [102, 103, 104, 0, 1]
+
+
+def test_a_workers_part_travels_by_pickle_and_merges_in_order() -> None:
+    driver, worker = Spilled(), Spilled()
+    driver.append(np.array([1, 2], dtype=np.uint32))
+    worker.append(np.array([3, 4, 5], dtype=np.uint32))
+    part = pickle.loads(pickle.dumps(worker))
+    assert part.size == 3
+    merged = merge(driver, part)
+    assert np.concatenate(list(merged.chunks())).tolist() == [1, 2, 3, 4, 5]
+    assert merged.gather(np.array([1]), np.array([4]))[0].tolist() == [2, 3, 4]
+    fresh = empty_like(merged)
+    assert isinstance(fresh, Spilled) and fresh.size == 0
