@@ -27,7 +27,7 @@ from preflight.spill import Spilled
 from preflight.text import fold
 
 _TOP_CLUSTERS = 10
-_PAIRS_PER_CHUNK = 1 << 16
+_PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets (pages) mapped at a time
 
 
 class NearDuplicateParams(Params):

@@ -64,10 +64,10 @@ def plan(src: Source, *, piece_bytes: int | None = None) -> list[Piece]:
         size = path.stat().st_size
         if (src.format != "jsonl" or path.suffix.lower() not in (".jsonl", ".ndjson")
                 or size <= piece_bytes):
-            pieces.append(Piece(len(pieces), file_index, str(path), label, src.format))
+            pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format))
             continue
         for start, end in _cuts(path, size, piece_bytes):
-            pieces.append(Piece(len(pieces), file_index, str(path), label, src.format,
+            pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
                                 start=start, end=end))
     return pieces
 

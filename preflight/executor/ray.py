@@ -25,6 +25,7 @@ import logging
 import pickle
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from preflight.executor import pieces as piecework
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
 from preflight.infer import infer_fields
+from preflight.paths import find_beside
 from preflight.sampling import Sampler, records_with
 from preflight.source import Source
 
@@ -90,7 +92,7 @@ def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fin
     items = from_items([{"piece": pickle.dumps(p)} for p in plan],
                        override_num_blocks=max(len(plan), 1))
     workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
-    setup = {"rules": rules, "fields": fields, "keep_ids": keep_ids,
+    setup = {"rules": _portable(rules), "fields": fields, "keep_ids": keep_ids,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None}
 
     t0 = time.perf_counter()
@@ -136,6 +138,21 @@ def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fin
                "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=merge.seen,
                 records=merge.records, malformed=merge.malformed, cluster=cluster)
+
+
+def _portable(rules: RuleSet) -> RuleSet:
+    """The rules with the files they name (tokenizer, eval file) as absolute paths: workers
+    do not run in the driver's folder."""
+    from preflight.pipeline import rules_eval_path
+
+    base = Path(rules.path).parent if rules.path else None
+    model = rules.model
+    if model.tokenizer and not model.tokenizer.startswith("tiktoken:"):
+        found = find_beside(model.tokenizer, base, what="tokenizer")
+        model = model.model_copy(update={"tokenizer": str(found.resolve())})
+    eval_path = rules_eval_path(rules)
+    return rules.model_copy(update={
+        "model": model, "eval": str(Path(eval_path).resolve()) if eval_path else None})
 
 
 def _connect(address: str | None, *, progress: bool) -> Any:

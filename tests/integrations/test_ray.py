@@ -76,3 +76,19 @@ def test_cli_check_on_ray(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output  # the sample's planted faults fail the gate
     assert (tmp_path / "out" / "findings.parquet").is_file()
     assert "near-dupes" in result.output
+
+
+def test_relative_paths_reach_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """Data and eval file named relative to the driver's folder: workers run elsewhere."""
+    import json
+
+    texts = [f"record number {i} says something rather plain about rivers" for i in range(40)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"text": texts[7]}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    rules = {"eval": "eval.jsonl", "rules": [{"id": "overlap", "check": "overlap"}]}
+    local = run_preflight("data.jsonl", rules, "local", smoke=False)
+    on_ray = run_preflight("data.jsonl", rules, "ray", smoke=False, executor="ray")
+    assert local.rule("overlap").violations >= 1
+    same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
