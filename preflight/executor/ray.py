@@ -92,12 +92,13 @@ def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fin
     items = from_items([{"piece": pickle.dumps(p)} for p in plan],
                        override_num_blocks=max(len(plan), 1))
     workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+    pool = min(workers, max(len(plan), 1))  # no idle worker for a small input
     setup = {"rules": _portable(rules), "fields": fields, "keep_ids": keep_ids,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None}
 
     t0 = time.perf_counter()
     scanned = items.map_batches(_Scan, fn_constructor_kwargs=setup, batch_size=1,
-                                compute=ActorPoolStrategy(size=workers), num_cpus=1).materialize()
+                                compute=ActorPoolStrategy(size=pool), num_cpus=1).materialize()
     timings["ray:scan"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()
@@ -122,7 +123,7 @@ def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fin
             plans[index] = r.check.revisit_plan()
     if plans:
         revisited = items.map_batches(_Revisit, fn_constructor_kwargs={**setup, "plans": plans},
-                                      batch_size=1, compute=ActorPoolStrategy(size=workers),
+                                      batch_size=1, compute=ActorPoolStrategy(size=pool),
                                       num_cpus=1)
         for row in revisited.iter_rows():
             running[int(row["rule"])].check.merge_state(pickle.loads(row["payload"]))
