@@ -18,8 +18,8 @@ from typing import Any
 import xxhash
 
 from preflight.batch import Batch
-from preflight.errors import ConfigError
-from preflight.source import READERS, Source
+from preflight.errors import ConfigError, InputError
+from preflight.source import READ_ERRORS, READERS, Source
 from preflight.source.jsonl import read_jsonl_range
 from preflight.source.tracked import file_fingerprint
 
@@ -145,8 +145,13 @@ def read(piece: Piece) -> Iterator[Batch]:
     """The batches of one piece, with the rows and malformed-line findings the local
     reader gives."""
     path = Path(piece.path)
-    if piece.end is not None:
-        yield from read_jsonl_range(path, piece.file_index, piece.label, start=piece.start,
-                                    end=piece.end, row0=piece.row0)
-    else:
-        yield from READERS[piece.format](path, piece.file_index, piece.label, {})
+    try:
+        if piece.end is not None:
+            yield from read_jsonl_range(path, piece.file_index, piece.label, start=piece.start,
+                                        end=piece.end, row0=piece.row0)
+        else:
+            yield from READERS[piece.format](path, piece.file_index, piece.label, {})
+    except InputError:
+        raise
+    except READ_ERRORS as e:
+        raise InputError(f"cannot read {path}: {e}") from e

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from preflight.checks.base import Check, Context
 from preflight.config import Rule, RuleSet
-from preflight.errors import ConfigError
+from preflight.errors import ConfigError, PreflightError
 from preflight.executor import pieces as piecework
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
@@ -57,7 +57,39 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: FindingsSink,
                 sampler: Sampler | None, limit: int | None, address: str | None,
                 timings: dict[str, float], progress: Progress | None) -> Read:
-    """Read and scan ``src`` on Ray; leave the driver's checks ready for ``finish``."""
+    """Read and scan ``src`` on Ray; leave the driver's checks ready for ``finish``. A
+    preflight error raised on a worker (a file it cannot read, a tokenizer it cannot load)
+    is raised here as itself, not as Ray's wrapper."""
+    try:
+        return _scan_on_ray(src, rules, rule_list, sink=sink, sampler=sampler, limit=limit,
+                            address=address, timings=timings, progress=progress)
+    except PreflightError:
+        raise
+    except Exception as e:
+        cause = _preflight_cause(e)
+        if cause is None:
+            raise
+        raise cause from e
+
+
+def _preflight_cause(error: BaseException) -> PreflightError | None:
+    """The preflight error a Ray error wraps, if any (Ray keeps it as a cause)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, PreflightError):
+            return e
+        todo += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+    return None
+
+
+def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: FindingsSink,
+                 sampler: Sampler | None, limit: int | None, address: str | None,
+                 timings: dict[str, float], progress: Progress | None) -> Read:
     from preflight.pipeline import Read, rules_eval_path, rules_tokenizer, start_rule
 
     if limit is not None:

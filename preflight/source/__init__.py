@@ -43,6 +43,8 @@ _SUFFIXES = {
     ".ipc": "arrow",
 }
 _COMPRESSED = {".gz", ".zst", ".zstd"}
+# What a reader raises on a file it cannot read (an InputError for the user).
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
 
 def format_of(path: Path) -> str | None:
@@ -139,7 +141,7 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
                 yield from reader(p, index, label, state)
             except InputError:
                 raise
-            except (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError) as e:
+            except READ_ERRORS as e:
                 raise InputError(f"cannot read {p}: {e}") from e
         source._fingerprint = file_fingerprint(state)
 

@@ -92,3 +92,18 @@ def test_relative_paths_reach_the_workers(tmp_path: Path, monkeypatch: pytest.Mo
     on_ray = run_preflight("data.jsonl", rules, "ray", smoke=False, executor="ray")
     assert local.rule("overlap").violations >= 1
     same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
+
+
+def test_an_unreadable_shard_is_an_input_error_as_locally(tmp_path: Path) -> None:
+    """A worker's InputError reaches the caller as itself (exit 3), not as Ray's wrapper."""
+    from preflight import InputError
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"text": "fine"}\n')  # the driver reads this one first
+    (folder / "b.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot read") as local:
+        run_preflight(folder, smoke=False)
+    with pytest.raises(InputError, match="cannot read") as on_ray:
+        run_preflight(folder, smoke=False, executor="ray")
+    assert "b.jsonl.gz" in str(local.value) and "b.jsonl.gz" in str(on_ray.value)
