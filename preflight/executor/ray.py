@@ -5,8 +5,9 @@ Stages, each a Ray Data operation over the source's pieces (``preflight.executor
 1. count: line ends and a hash per piece (row numbers of split files, the fingerprint);
 2. scan: ``map_batches`` with one ``Worker`` per CPU: each reads its pieces with preflight's
    own readers (so row numbers and malformed-line findings are those of the local run) and
-   scans every batch; a batch gives one row per result (findings, check state, sample
-   candidates) and one per duplicate check (its keyed rows: hashes or LSH band keys);
+   scans every batch; a batch gives a row with its findings (a Parquet shard: rows located,
+   ids attached), a row with the rest (check state, sample candidates, ids for corpus-wide
+   findings) and one per duplicate check (its keyed rows: hashes or LSH band keys);
 3. group: per duplicate check, the keys are grouped (``groupby(["g", "key"]).count()``);
    only records whose key is shared by another record reach the driver;
 4. revisit (near-duplicate confirmation): the pieces are read again on the workers, which
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
 # One thread per library in each worker: Ray gives a worker one CPU.
 WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
               "OMP_NUM_THREADS": "1"}
-_RESULT = -1  # the ``rule`` of a row holding a batch's Scanned
+_RESULT = -1  # the ``rule`` of a row holding a batch's Scanned (without its findings)
+_FINDINGS = -2  # the ``rule`` of a row holding a batch's findings: a Parquet shard
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -135,8 +137,14 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
 
     t0 = time.perf_counter()
     merge = Merge(running, sink, sampler)
-    for payload in _payloads(scanned, _RESULT):
-        merge.add(pickle.loads(payload), with_keyed=False)
+    shard = None
+    for rule, payload in _payloads(scanned, [_FINDINGS, _RESULT]):
+        if rule == _FINDINGS:  # comes just before its batch's result
+            shard = payload
+            continue
+        result = pickle.loads(payload)
+        result.findings = _unshard(shard, len(rule_list))
+        merge.add(result, with_keyed=False)
         if progress is not None:
             progress(merge.progress, src.total, src.unit)
     timings["ray:merge"] = round(time.perf_counter() - t0, 4)
@@ -236,6 +244,8 @@ class _Scan:
                     if keyed is not None:
                         out.append((piece.index, seq, index, _ipc(keyed)))
                 scanned.keyed = [None] * len(scanned.keyed)
+                out.append((piece.index, seq, _FINDINGS, _shard(scanned.findings)))
+                scanned.findings = []
                 out.append((piece.index, seq, _RESULT, pickle.dumps(scanned)))
                 yield _rows(out)
 
@@ -278,11 +288,33 @@ def _ipc(frame: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def _payloads(ds: Any, rule: int) -> Iterator[bytes]:
-    """The payloads of one kind of row, in read order."""
-    for batch in ds.map_batches(_only, fn_kwargs={"rule": rule},
+def _payloads(ds: Any, rules: list[int]) -> Iterator[tuple[int, bytes]]:
+    """The rows of some kinds, in read order: (kind, payload)."""
+    for batch in ds.map_batches(_only, fn_kwargs={"rule": rules},
                                 batch_format="pyarrow").iter_batches(batch_format="pyarrow"):
-        yield from batch.column("payload").to_pylist()
+        yield from zip(batch.column("rule").to_pylist(), batch.column("payload").to_pylist(),
+                       strict=True)
+
+
+def _shard(found: list[pl.DataFrame | None]) -> bytes:
+    """One batch's located findings, every rule's, as one Parquet shard (``rule_index``:
+    the rule's position)."""
+    parts = [f.with_columns(rule_index=pl.lit(i, pl.Int32)) for i, f in enumerate(found)
+             if f is not None]
+    buf = io.BytesIO()
+    if parts:
+        pl.concat(parts, how="diagonal_relaxed").write_parquet(buf)
+    return buf.getvalue()
+
+
+def _unshard(shard: bytes | None, rules: int) -> list[pl.DataFrame | None]:
+    """Per rule, the findings of a shard written by ``_shard``."""
+    out: list[pl.DataFrame | None] = [None] * rules
+    if shard:
+        frame = pl.read_parquet(io.BytesIO(shard))
+        for (index,), part in frame.group_by("rule_index", maintain_order=True):
+            out[int(index)] = part.drop("rule_index")  # type: ignore[call-overload]
+    return out
 
 
 def _only(table: pa.Table, *, rule: int | list[int]) -> pa.Table:
