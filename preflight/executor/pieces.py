@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xxhash
 
-from preflight.batch import Batch
+from preflight.batch import Batch, record_key
 from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, READERS, Source
 from preflight.source.jsonl import read_jsonl_range
@@ -139,6 +140,20 @@ def fingerprint(pieces: list[Piece], counts: list[Counted]) -> dict[str, Any]:
             h.update(f"{counted.xxh3_128}\0{counted.size}\n".encode())
         hashes.append((name, f"pieces:{h.hexdigest()}", sum(c.size for _, c in parts)))
     return file_fingerprint({"hashes": hashes, "bytes": sum(c.size for c in counts)})
+
+
+def holding(pieces: list[Piece], keys: set[int]) -> list[Piece]:
+    """The (numbered) pieces whose rows include one of the record keys."""
+    wanted = np.array(sorted(keys), dtype=np.int64)
+    out = []
+    for k, piece in enumerate(pieces):
+        after = pieces[k + 1] if k + 1 < len(pieces) else None
+        last = (after.row0 if after is not None and after.file_index == piece.file_index
+                else 1 << 40)
+        lo, hi = record_key(np.array([piece.file_index] * 2), np.array([piece.row0, last]))
+        if np.any((wanted >= lo) & (wanted < hi)):
+            out.append(piece)
+    return out
 
 
 def read(piece: Piece) -> Iterator[Batch]:

@@ -171,8 +171,10 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
 
     if sampler is not None and (missing := sampler.missing()):
         t0 = time.perf_counter()
-        fetched = items.map_batches(_fetch, fn_kwargs={"keys": missing, "id_field": fields.id},
-                                    batch_size=1)
+        holding = piecework.holding(plan, missing)
+        fetched = from_items([{"piece": pickle.dumps(p)} for p in holding],
+                             override_num_blocks=len(holding)).map_batches(
+            _fetch, fn_kwargs={"keys": missing, "id_field": fields.id}, batch_size=1)
         sampler.hold([pickle.loads(row["payload"]) for row in fetched.iter_rows()])
         timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
     cluster = {"version": ray.__version__, "workers": workers, "pieces": len(plan),
@@ -268,14 +270,10 @@ class _Revisit:
 
 def _fetch(item: dict[str, np.ndarray], *, keys: set[int], id_field: str | None
            ) -> dict[str, np.ndarray]:
-    """Ray Data UDF: the records with the given record keys, from the pieces that hold
-    them."""
+    """Ray Data UDF: the records with the given record keys, from their pieces."""
     out = []
-    files = {key >> 40 for key in keys}
     for blob in item["piece"]:
         piece = pickle.loads(blob)
-        if piece.file_index not in files:
-            continue
         for seq, batch in enumerate(piecework.read(piece)):
             out += [(piece.index, seq, 0, pickle.dumps(s))
                     for s in records_with(batch, keys, id_field)]

@@ -163,3 +163,18 @@ def test_numeric_stats_merge_keeps_min_and_max() -> None:
     m = merge(a, b)
     assert (m.count, m.nan, m.min, m.max) == (3, 1, -3.0, 9.0)
     assert merge(_Stats(), b).min == -1.0
+
+
+def test_holding_finds_the_pieces_of_record_keys(tmp_path: Path) -> None:
+    from preflight.batch import record_key
+
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(300)))
+    src = open_source(path)
+    plan = pieces.numbered(*_counted(src, 1_000))
+    assert len(plan) > 3
+    rows = [0, 150, 299]
+    found = pieces.holding(plan, set(record_key(np.zeros(3), np.array(rows)).tolist()))
+    read_rows = {int(r) for p in found for b in pieces.read(p) for r in b.rows}
+    assert set(rows) <= read_rows
+    assert len(found) == 3  # one piece each, none else

@@ -66,6 +66,7 @@ def test_smoke_sample_is_the_local_one(tmp_path: Path) -> None:
     assert on_ray.smoke.sample_rows == local.smoke.sample_rows
     assert on_ray.smoke.flagged_in_sample == local.smoke.flagged_in_sample
     assert on_ray.smoke.verdict == local.smoke.verdict
+    assert "ray:fetch" in on_ray.timings  # duplicates flagged at the end were fetched
 
 
 def test_cli_check_on_ray(tmp_path: Path) -> None:
