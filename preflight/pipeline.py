@@ -25,7 +25,7 @@ from preflight.infer import infer_fields
 from preflight.paths import find_beside
 from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
 from preflight.report.writer import DEFAULT_FORMATS, write_report
-from preflight.sampling import Sampler
+from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -118,7 +118,8 @@ def run(
     if sampler is not None:
         t0 = time.perf_counter()
         smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
-                              out_dir=out_dir, limit=limit, records=records, progress=progress)
+                              out_dir=out_dir, limit=limit, records=records, progress=progress,
+                              fetch=read.fetch)
         timings["smoke"] = round(time.perf_counter() - t0, 4)
     verdict, reasons = decide(results, records=records, smoke=smoke_result)
     timings["read"] = round(timings["read"], 4)
@@ -179,6 +180,9 @@ class Read:
     records: int = 0
     malformed: int = 0
     cluster: dict[str, Any] = field(default_factory=dict)  # where a distributed run ran
+    # Fetches records by record key where they were read (a distributed run); None: the
+    # smoke sample reads the source again for them.
+    fetch: Callable[[set[int]], list[SampleRow]] | None = None
 
 
 def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
@@ -254,7 +258,8 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
            sampler: Sampler, out_dir: Path | None, limit: int | None, records: int,
-           progress: Progress | None) -> SmokeResult:
+           progress: Progress | None,
+           fetch: Callable[[set[int]], list[SampleRow]] | None = None) -> SmokeResult:
     """The smoke stage (torch is imported here, only when it runs)."""
     if records == 0:
         return SmokeResult(verdict="skipped", reason="no readable records",
@@ -262,8 +267,13 @@ def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCount
     from preflight.smoke import run_smoke
 
     t0 = time.perf_counter()
-    with contextlib.closing(src.batches()) as batches:
-        sample = sampler.finish(batches, limit=limit)
+    if fetch is not None:  # rows flagged at the end, fetched where they were read
+        if missing := sampler.missing():
+            sampler.hold(fetch(missing))
+        sample = sampler.finish(iter(()), limit=limit)
+    else:
+        with contextlib.closing(src.batches()) as batches:
+            sample = sampler.finish(batches, limit=limit)
     return run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
                      progress=progress, sampled_in=time.perf_counter() - t0)
 

@@ -145,9 +145,8 @@ class Sampler:
         return _records(batch, take, self.id_field)
 
     def take(self, rows: list[SampleRow]) -> None:
-        """``offer`` for records a worker chose with ``candidates`` (one batch's)."""
-        if not rows:
-            return
+        """``offer`` for records a worker chose with ``candidates`` (one batch's; call for
+        every batch, even one without records: its flags may retire held ones)."""
         keys = np.array([s.key for s in rows], dtype=np.int64)
         prio = priority(keys, self.seed)
         keep = set(self.flagged.watched().tolist())

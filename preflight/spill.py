@@ -25,12 +25,16 @@ class Spilled:
     def __init__(self) -> None:
         self._file: Any = None
         self._held: list[np.ndarray] = []  # unpickled from a worker, not written yet
-        self.size = 0
+        self.size = 0  # values in the file
+
+    def __len__(self) -> int:
+        return self.size + sum(len(part) for part in self._held)
 
     def append(self, values: np.ndarray) -> None:
         """Add values at the end."""
         if not len(values):
             return
+        self._write_held()  # they come first
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="preflight-")  # noqa: SIM115 - kept open
         self._file.seek(0, 2)
@@ -91,4 +95,3 @@ class Spilled:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
         self._held = [state["values"]] if len(state["values"]) else []
-        self.size = len(state["values"])

@@ -136,12 +136,18 @@ class Check:
     def merge_keyed(self, rows: pl.DataFrame) -> None:
         """Add keyed rows, in read order (only those whose keys are shared are needed)."""
 
+    def scan_plan(self, first: Batch) -> dict[str, Any]:
+        """Values every worker's instance must share before scanning, which the local run
+        derives from the corpus's first batch (a calibration); the driver computes them
+        from that batch and workers ``apply_plan`` them."""
+        return {}
+
     def revisit_plan(self) -> dict[str, Any]:
         """What a worker's instance needs before ``revisit`` (set by ``wants_revisit``)."""
         return {}
 
-    def start_revisit(self, plan: dict[str, Any]) -> None:
-        """Prepare a worker's instance to revisit batches with the driver's plan."""
+    def apply_plan(self, plan: dict[str, Any]) -> None:
+        """Give a worker's instance the driver's ``scan_plan`` or ``revisit_plan``."""
         for name, value in plan.items():
             setattr(self, name, value)
 

@@ -147,14 +147,28 @@ class TokenLength(Check):
         )
         return pl.Series(rendered, dtype=pl.String), problems
 
+    def scan_plan(self, first: Batch) -> dict[str, Any]:
+        """The bytes-per-token calibration, on the first batch as in the local run."""
+        if self.counter.exact and self._bytes_per_token is None:
+            docs = self._documents(first)[0].drop_nulls()
+            if len(docs):
+                self._calibrate(docs, docs.str.len_bytes().to_numpy().astype(np.int64))
+        if self._bytes_per_token is None:
+            return {}
+        return {"_bytes_per_token": self._bytes_per_token}
+
+    def _calibrate(self, docs: pl.Series, nbytes: np.ndarray) -> None:
+        """Bytes per token of the first documents, for the estimates of the others."""
+        sample = docs.head(_CALIBRATION).to_list()
+        tokens = self.counter.count(sample, add_special_tokens=False).sum()
+        self._bytes_per_token = float(nbytes[: len(sample)].sum()) / max(int(tokens), 1)
+
     def _estimates(self, docs: pl.Series, nbytes: np.ndarray, upper: np.ndarray | None,
                    lower: np.ndarray | None, chat: bool) -> np.ndarray:
         if not self.counter.exact:
             return self.counter.estimate(nbytes)
         if self._bytes_per_token is None:
-            sample = docs.head(_CALIBRATION).to_list()
-            tokens = self.counter.count(sample, add_special_tokens=False).sum()
-            self._bytes_per_token = float(nbytes[: len(sample)].sum()) / max(int(tokens), 1)
+            self._calibrate(docs, nbytes)
         estimate = np.round(nbytes / max(self._bytes_per_token, 1e-9)).astype(np.int64)
         estimate += 0 if chat else self.counter.specials
         if upper is not None:

@@ -97,7 +97,12 @@ def count(piece: Piece) -> Counted:
     """Line ends, bytes and xxh3-128 of a piece (the whole file for a file piece)."""
     h = xxhash.xxh3_128()
     lines = size = 0
-    with open(piece.path, "rb") as f:
+    try:
+        f = open(piece.path, "rb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise InputError(f"cannot read {piece.path}: {e.strerror} (with --executor ray every "
+                         "node needs the data at the same path: a shared file system)") from e
+    with f:
         f.seek(piece.start)
         left = (piece.end - piece.start) if piece.end is not None else None
         while left is None or left > 0:

@@ -12,7 +12,8 @@ Stages, each a Ray Data operation over the source's pieces (``preflight.executor
    only records whose key is shared by another record reach the driver;
 4. revisit (near-duplicate confirmation): the pieces are read again on the workers, which
    keep the shingle sets of candidate documents only;
-5. fetch: the flagged records the smoke sample wants that were found only at the end.
+5. fetch (after ``finish``, for the smoke test): the flagged records the sample wants that
+   were found only at the end (duplicates, outliers), from the pieces that hold them.
 
 The driver merges the results in read order (Ray keeps the order of the pieces) into its
 own check instances, findings sink and sampler, then ``finish`` runs as in the local run:
@@ -42,7 +43,7 @@ from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
 from preflight.infer import infer_fields
 from preflight.paths import find_beside
-from preflight.sampling import Sampler, records_with
+from preflight.sampling import Sampler, SampleRow, records_with
 from preflight.source import Source
 
 if TYPE_CHECKING:
@@ -107,19 +108,24 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
     src._fingerprint = piecework.fingerprint(plan, counts)
     timings["ray:count"] = round(time.perf_counter() - t0, 4)
 
-    # Fields are inferred from the first batch, as the local executor does.
+    # Fields are inferred from the first batch, and calibrations made on it, as the local
+    # executor does.
+    batches = src.batches()
+    try:
+        first = next(batches, None)
+    finally:
+        batches.close()
     fields, inferred = rules.fields, {}
-    if fields.is_empty():
-        batches = src.batches()
-        try:
-            first = next(batches, None)
-        finally:
-            batches.close()
-        if first is not None:
-            fields, inferred = infer_fields(first.frame)
+    if fields.is_empty() and first is not None:
+        fields, inferred = infer_fields(first.frame)
     ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
                   eval_path=rules_eval_path(rules))
     running = [start_rule(rule, ctx) for rule in rule_list]
+    scan_plans = {}
+    if first is not None:
+        for index, r in enumerate(running):
+            if r.error is None and (values := r.check.scan_plan(first)):
+                scan_plans[index] = values
     keep_ids = any(r.reports_at_finish for r in running)
     if sampler is not None:
         sampler.id_field = fields.id
@@ -128,6 +134,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
     workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
     pool = min(workers, max(len(plan), 1))  # no idle worker for a small input
     setup = {"rules": _portable(rules), "fields": fields, "keep_ids": keep_ids,
+             "plans": scan_plans,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None}
 
     t0 = time.perf_counter()
@@ -162,25 +169,30 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
         if r.error is None and r.check.wants_revisit():
             plans[index] = r.check.revisit_plan()
     if plans:
-        revisited = items.map_batches(_Revisit, fn_constructor_kwargs={**setup, "plans": plans},
+        revisited = items.map_batches(_Revisit, fn_constructor_kwargs={**setup, "revisit": plans},
                                       batch_size=1, compute=ActorPoolStrategy(size=pool),
                                       num_cpus=1)
         for row in revisited.iter_rows():
             running[int(row["rule"])].check.merge_state(pickle.loads(row["payload"]))
     timings["ray:revisit"] = round(time.perf_counter() - t0, 4)
 
-    if sampler is not None and (missing := sampler.missing()):
+    def fetch(keys: set[int]) -> list[SampleRow]:
+        """The records with these keys, read on Ray from the pieces that hold them (the
+        smoke sample's rows flagged only by ``finish``)."""
         t0 = time.perf_counter()
-        holding = piecework.holding(plan, missing)
+        holding = piecework.holding(plan, keys)
         fetched = from_items([{"piece": pickle.dumps(p)} for p in holding],
-                             override_num_blocks=len(holding)).map_batches(
-            _fetch, fn_kwargs={"keys": missing, "id_field": fields.id}, batch_size=1)
-        sampler.hold([pickle.loads(row["payload"]) for row in fetched.iter_rows()])
+                             override_num_blocks=max(len(holding), 1)).map_batches(
+            _fetch, fn_kwargs={"keys": keys, "id_field": fields.id}, batch_size=1)
+        rows = [pickle.loads(row["payload"]) for row in fetched.iter_rows()] if holding else []
         timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
+        return rows
+
     cluster = {"version": ray.__version__, "workers": workers, "pieces": len(plan),
                "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=merge.seen,
-                records=merge.records, malformed=merge.malformed, cluster=cluster)
+                records=merge.records, malformed=merge.malformed, cluster=cluster,
+                fetch=fetch if sampler is not None else None)
 
 
 def _portable(rules: RuleSet) -> RuleSet:
@@ -255,9 +267,9 @@ class _Scan:
 class _Revisit:
     """Ray Data UDF: read pieces again for the checks that asked (``Check.revisit``)."""
 
-    def __init__(self, *, plans: dict[int, dict[str, Any]], **setup: Any) -> None:
+    def __init__(self, *, revisit: dict[int, dict[str, Any]], **setup: Any) -> None:
         self.worker = Worker(**setup)
-        self.plans = plans
+        self.plans = revisit
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         for blob in item["piece"]:

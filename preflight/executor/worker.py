@@ -46,13 +46,16 @@ class Worker:
     """The rules' checks, scanning batches on a worker."""
 
     def __init__(self, rules: RuleSet, fields: Fields, *, keep_ids: bool,
-                 sample: tuple[int, int] | None = None) -> None:
+                 sample: tuple[int, int] | None = None,
+                 plans: dict[int, dict[str, Any]] | None = None) -> None:
         from preflight.pipeline import gate_rules, rules_eval_path, rules_tokenizer, start_rule
 
         self.fields = fields
         self.ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
                            eval_path=rules_eval_path(rules))
         self.running = [start_rule(rule, self.ctx) for rule in gate_rules(rules)]
+        for index, plan in (plans or {}).items():  # the driver's ``scan_plan``s
+            self.running[index].check.apply_plan(plan)
         self.keep_ids = keep_ids
         self.sampler = Sampler(*sample, id_field=fields.id) if sample else None
 
@@ -92,7 +95,7 @@ class Worker:
         out = {}
         for index, plan in plans.items():
             check = self.running[index].check
-            check.start_revisit(plan)
+            check.apply_plan(plan)
             check.revisit(batch)
             out[index] = check.export_state(revisit=True)
         return out

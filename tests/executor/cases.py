@@ -70,6 +70,34 @@ def shards_case(tmp: Path) -> tuple[Path, RuleSet]:
     return folder, rules
 
 
+def tokens_case(tmp: Path) -> tuple[Path, RuleSet]:
+    """Token lengths with a real (small, locally trained) tokenizer: lengths estimated from a
+    bytes-per-token calibration made on the first batch, exact near the bounds."""
+    from tests.tokenizers import build_bpe, made_up_text
+
+    tokenizer = build_bpe(tmp / "tok")
+    path = tmp / "tok.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in made_up_text(300, seed=2)))
+    return path, load_rules({
+        "fields": {"text": "text"},
+        "model": {"context_window": 64, "tokenizer": str(tokenizer)},
+        "rules": [{"id": "tok", "check": "token_length", "min_tokens": 2}],
+    })
+
+
+def malformed_shard_case(tmp: Path) -> tuple[Path, RuleSet]:
+    """A shard of records with empty texts, then a shard of only malformed lines: its
+    batches have no records, and their flags still change which flagged rows the smoke
+    sample holds."""
+    folder = tmp / "flags"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(
+        json.dumps({"text": "" if i % 3 == 0 else f"doc {i}"}) + "\n" for i in range(60)))
+    (folder / "b.jsonl").write_text('{"text": broken\n' * 200)
+    return folder, load_rules({"fields": {"text": "text"}, "smoke": {"samples": 6},
+                               "rules": [{"id": "empty", "check": "empty"}]})
+
+
 def same_findings(a: Report, b: Report, a_out: Path, b_out: Path) -> None:
     """Assert two runs found the same: per rule counts, codes, examples and stats, the
     source's counts, and findings.parquet (as a set of rows)."""

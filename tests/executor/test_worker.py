@@ -17,6 +17,7 @@ from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
 from preflight.infer import infer_fields
 from preflight.pipeline import (
+    _read_local,
     gate_rules,
     rules_eval_path,
     rules_tokenizer,
@@ -25,7 +26,13 @@ from preflight.pipeline import (
 )
 from preflight.sampling import Sampler
 from preflight.source import open_source
-from tests.executor.cases import CORPORA, sample_case, shards_case
+from tests.executor.cases import (
+    CORPORA,
+    malformed_shard_case,
+    sample_case,
+    shards_case,
+    tokens_case,
+)
 
 
 def merged_run(path: Path, rules: RuleSet, *, piece_bytes: int) -> dict[str, tuple]:
@@ -33,17 +40,20 @@ def merged_run(path: Path, rules: RuleSet, *, piece_bytes: int) -> dict[str, tup
     src = open_source(path)
     plan = pieces.plan(src, piece_bytes=piece_bytes)
     plan = pieces.numbered(plan, [pieces.count(p) for p in plan])
+    first = next(iter(src.batches()))
     fields = rules.fields
     if fields.is_empty():
-        fields = infer_fields(next(iter(src.batches())).frame)[0]
+        fields = infer_fields(first.frame)[0]
     ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
                   eval_path=rules_eval_path(rules))
     running = [start_rule(rule, ctx) for rule in gate_rules(rules)]
+    scan_plans = {i: p for i, r in enumerate(running)
+                  if r.error is None and (p := r.check.scan_plan(first))}
     sink = FindingsSink(None, show_text=False)
     merge_ = Merge(running, sink, None)
     for piece in plan:
         for batch in pieces.read(piece):
-            merge_.add(Worker(rules, fields, keep_ids=True).scan(batch))
+            merge_.add(Worker(rules, fields, keep_ids=True, plans=scan_plans).scan(batch))
     plans = {i: r.check.revisit_plan() for i, r in enumerate(running)
              if r.error is None and r.check.wants_revisit()}
     for piece in plan:
@@ -83,6 +93,46 @@ def test_shards_with_outliers_overlap_and_near_duplicates(tmp_path: Path) -> Non
         or local["score"][0] > 0
     assert local["near"][0] > 0 and local["overlap"][0] > 0 and local["dupes"][0] > 0
     assert merged_run(path, rules, piece_bytes=5_000) == local
+
+
+def test_token_lengths_use_the_first_batchs_calibration(tmp_path: Path) -> None:
+    """Workers do not calibrate on their own first batch: the driver's calibration, made on
+    the corpus's first batch as in the local run, goes to every worker."""
+    path, rules = tokens_case(tmp_path)
+    local = local_run(path, rules)
+    assert local["tok"][3]["bytes_per_token"]
+    assert merged_run(path, rules, piece_bytes=3_000) == local
+
+
+def test_smoke_sample_when_batches_hold_only_malformed_lines(tmp_path: Path) -> None:
+    """A batch without records still flags rows (its malformed lines), which can retire
+    flagged rows held so far: the merged sample must retire them too."""
+    path, rules = malformed_shard_case(tmp_path)
+    k, seed = rules.smoke.samples, rules.smoke.seed
+
+    def sample(merged: bool) -> list[tuple[int, int, bool]]:
+        src = open_source(path)
+        sampler = Sampler(k, seed)
+        sink = FindingsSink(None, show_text=False, flagged=sampler.flagged)
+        if merged:
+            ctx = Context(fields=rules.fields, model=rules.model)
+            running = [start_rule(r, ctx) for r in gate_rules(rules)]
+            merge_ = Merge(running, sink, sampler)
+            worker = Worker(rules, rules.fields, keep_ids=False, sample=(k, seed))
+            plan = pieces.numbered(*_counted(src, 10_000))
+            for batch in (b for p in plan for b in pieces.read(p)):
+                merge_.add(worker.scan(batch))
+        else:
+            running = _read_local(src, rules, gate_rules(rules), tokenizer=None,
+                                  eval_path=None, sink=sink, sampler=sampler, limit=None,
+                                  timings={"read": 0.0}, progress=None).running
+        for r in running:
+            sink.add(r.rule, frame=r.check.finish())
+        return [(s.file_index, s.row, s.flagged) for s in sampler.finish(src.batches())]
+
+    local = sample(merged=False)
+    assert any(flagged for _, _, flagged in local)
+    assert sample(merged=True) == local
 
 
 def test_pieces_of_a_file_read_as_the_whole_file(tmp_path: Path) -> None:

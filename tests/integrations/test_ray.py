@@ -18,7 +18,14 @@ from preflight.cli import main  # noqa: E402
 from preflight.executor import pieces  # noqa: E402
 from preflight.executor.ray import WORKER_ENV  # noqa: E402
 from preflight.source import open_source  # noqa: E402
-from tests.executor.cases import CORPORA, same_findings, sample_case, shards_case  # noqa: E402
+from tests.executor.cases import (  # noqa: E402
+    CORPORA,
+    malformed_shard_case,
+    same_findings,
+    sample_case,
+    shards_case,
+    tokens_case,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,6 +61,24 @@ def test_shards_with_overlap_outliers_and_near_duplicates(tmp_path: Path) -> Non
     assert found["near"] and found["dupes"] and found["overlap"] and found["score"]
     same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
     assert on_ray.source.fingerprint["bytes"] == local.source.fingerprint["bytes"]
+
+
+def test_token_lengths_with_a_tokenizer(tmp_path: Path) -> None:
+    """The bytes-per-token calibration is the driver's (the first batch's), on every worker."""
+    path, rules = tokens_case(tmp_path)
+    local = run_preflight(path, rules, tmp_path / "local", smoke=False)
+    on_ray = run_preflight(path, rules, tmp_path / "ray", smoke=False, executor="ray")
+    assert local.rule("tok").stats["bytes_per_token"]
+    same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
+
+
+def test_smoke_sample_with_a_shard_of_malformed_lines(tmp_path: Path) -> None:
+    path, rules = malformed_shard_case(tmp_path)
+    local = run_preflight(path, rules, tmp_path / "local", smoke=True)
+    on_ray = run_preflight(path, rules, tmp_path / "ray", smoke=True, executor="ray")
+    assert local.smoke is not None and on_ray.smoke is not None
+    assert (on_ray.smoke.sample_rows, on_ray.smoke.flagged_in_sample) == (
+        local.smoke.sample_rows, local.smoke.flagged_in_sample)
 
 
 def test_smoke_sample_is_the_local_one(tmp_path: Path) -> None:
