@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
@@ -145,6 +146,11 @@ class Check:
     def revisit_plan(self) -> dict[str, Any]:
         """What a worker's instance needs before ``revisit`` (set by ``wants_revisit``)."""
         return {}
+
+    def revisit_records(self) -> np.ndarray | None:
+        """The record keys ``revisit`` needs to see (None: every record), so a distributed
+        executor reads again only the pieces that hold them."""
+        return None
 
     def apply_plan(self, plan: dict[str, Any]) -> None:
         """Give a worker's instance the driver's ``scan_plan`` or ``revisit_plan``."""

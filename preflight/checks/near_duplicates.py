@@ -127,6 +127,9 @@ class NearDuplicate(Check):
     def revisit_plan(self) -> dict[str, Any]:
         return {"_wanted": self._wanted}
 
+    def revisit_records(self) -> np.ndarray | None:
+        return self._wanted
+
     def revisit(self, batch: Batch) -> None:
         assert self._wanted is not None
         keys = record_key(np.full(len(batch), batch.file_index), batch.rows)

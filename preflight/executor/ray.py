@@ -10,8 +10,8 @@ Stages, each a Ray Data operation over the source's pieces (``preflight.executor
    findings) and one per duplicate check (its keyed rows: hashes or LSH band keys);
 3. group: per duplicate check, the keys are grouped (``groupby(["g", "key"]).count()``);
    only records whose key is shared by another record reach the driver;
-4. revisit (near-duplicate confirmation): the pieces are read again on the workers, which
-   keep the shingle sets of candidate documents only;
+4. revisit (near-duplicate confirmation): the pieces holding candidate documents are read
+   again on the workers, which keep the shingle sets of those documents only;
 5. fetch (after ``finish``, for the smoke test): the flagged records the sample wants that
    were found only at the end (duplicates, outliers), from the pieces that hold them.
 
@@ -164,14 +164,18 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
     timings["ray:group"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()
-    plans = {}
+    plans, needed = {}, []
     for index, r in enumerate(running):
         if r.error is None and r.check.wants_revisit():
             plans[index] = r.check.revisit_plan()
+            needed.append(r.check.revisit_records())
     if plans:
-        revisited = items.map_batches(_Revisit, fn_constructor_kwargs={**setup, "revisit": plans},
-                                      batch_size=1, compute=ActorPoolStrategy(size=pool),
-                                      num_cpus=1)
+        again = plan if any(keys is None for keys in needed) else piecework.holding(
+            plan, set(np.concatenate(needed).tolist()))
+        revisited = from_items([{"piece": pickle.dumps(p)} for p in again],
+                               override_num_blocks=max(len(again), 1)).map_batches(
+            _Revisit, fn_constructor_kwargs={**setup, "revisit": plans}, batch_size=1,
+            compute=ActorPoolStrategy(size=min(pool, max(len(again), 1))), num_cpus=1)
         for row in revisited.iter_rows():
             running[int(row["rule"])].check.merge_state(pickle.loads(row["payload"]))
     timings["ray:revisit"] = round(time.perf_counter() - t0, 4)
