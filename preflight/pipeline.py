@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
@@ -91,8 +92,9 @@ def run(
     if executor == "ray":
         from preflight.executor.ray import scan_on_ray
 
-        read = scan_on_ray(src, rules, rule_list, sink=sink, sampler=sampler, limit=limit,
-                           address=address, timings=timings, progress=progress)
+        read = scan_on_ray(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                           sink=sink, sampler=sampler, limit=limit, address=address,
+                           timings=timings, progress=progress)
     else:
         read = _read_local(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
                            sink=sink, sampler=sampler, limit=limit, timings=timings,
@@ -193,8 +195,7 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     running: list[Running] | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
-    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
-                  eval_path=eval_path)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
     seen: set[str] = set()
     records = malformed = done = 0
     batches = src.batches()
@@ -215,12 +216,9 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             elif limit is None or records + len(batch) < limit:
                 pending = reader.submit(next, batches, None)
             if running is None:
-                if fields.is_empty():
-                    fields, inferred = infer_fields(batch.frame)
-                ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
-                              eval_path=eval_path)
                 t_setup = time.perf_counter()
-                running = [start_rule(rule, ctx) for rule in rule_list]
+                fields, inferred, ctx, running = start_checks(
+                    rules, rule_list, batch, tokenizer=tokenizer, eval_path=eval_path)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
             seen.update(batch.frame.columns)
@@ -249,9 +247,8 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
         reader.shutdown(wait=True)
         batches.close()
     if running is None:  # no batch at all: still judge every rule
-        ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer,
-                      eval_path=eval_path)
-        running = [start_rule(rule, ctx) for rule in rule_list]
+        fields, inferred, ctx, running = start_checks(rules, rule_list, None,
+                                                      tokenizer=tokenizer, eval_path=eval_path)
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=seen,
                 records=records, malformed=malformed)
 
@@ -349,6 +346,18 @@ def _scan(check: Check, batch: Any) -> tuple[Any, float]:
 @functools.cache
 def _scan_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="scan")
+
+
+def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
+                 tokenizer: TokenCounter | None, eval_path: str | None
+                 ) -> tuple[Fields, dict[str, Any], Context, list[Running]]:
+    """The fields (inferred from the corpus's first batch when the rules name none), the
+    checks' context, and every rule's check started: what both executors begin with."""
+    fields, inferred = rules.fields, {}
+    if fields.is_empty() and first is not None:
+        fields, inferred = infer_fields(first.frame)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
+    return fields, inferred, ctx, [start_rule(rule, ctx) for rule in rule_list]
 
 
 def start_rule(rule: Rule, ctx: Context) -> Running:

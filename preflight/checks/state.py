@@ -3,10 +3,11 @@
 A distributed executor scans batches on workers, each with its own check instances, and
 merges their state into one instance in read order before ``finish``. A check names the
 attributes that hold that state (``Check.merged``); their values are combined by type:
-lists are concatenated (read order), counters and numbers added, histograms (arrays)
-added, sets united, dicts merged key by key, dataclasses field by field, and a value that
-is not a count (a file label, a calibration) keeps the first one seen. A value with a
-``merged_with`` method (minimum and maximum, say) merges itself.
+lists are concatenated (read order), counters and numbers added (so only counts belong
+there: a calibration is a ``Check.scan_plan``), histograms (arrays) added, sets united,
+dicts merged key by key, dataclasses field by field, and any other value (a file label)
+keeps the first one seen. A value with a ``merged_with`` method (minimum and maximum, say)
+merges itself.
 """
 
 from __future__ import annotations

@@ -35,19 +35,20 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from preflight.checks.base import Check, Context
+from preflight.checks.base import Check
 from preflight.config import Rule, RuleSet
 from preflight.errors import ConfigError, PreflightError
 from preflight.executor import pieces as piecework
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
-from preflight.infer import infer_fields
 from preflight.paths import find_beside
 from preflight.sampling import Sampler, SampleRow, records_with
 from preflight.source import Source
 
 if TYPE_CHECKING:
+    from preflight.batch import Batch
     from preflight.pipeline import Progress, Read
+    from preflight.tokenizer import TokenCounter
 
 # One thread per library in each worker: Ray gives a worker one CPU.
 WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
@@ -57,15 +58,17 @@ _FINDINGS = -2  # the ``rule`` of a row holding a batch's findings: a Parquet sh
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: FindingsSink,
+def scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
+                tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
                 sampler: Sampler | None, limit: int | None, address: str | None,
                 timings: dict[str, float], progress: Progress | None) -> Read:
     """Read and scan ``src`` on Ray; leave the driver's checks ready for ``finish``. A
     preflight error raised on a worker (a file it cannot read, a tokenizer it cannot load)
     is raised here as itself, not as Ray's wrapper."""
     try:
-        return _scan_on_ray(src, rules, rule_list, sink=sink, sampler=sampler, limit=limit,
-                            address=address, timings=timings, progress=progress)
+        return _scan_on_ray(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                            sink=sink, sampler=sampler, limit=limit, address=address,
+                            timings=timings, progress=progress)
     except PreflightError:
         raise
     except Exception as e:
@@ -90,17 +93,18 @@ def _preflight_cause(error: BaseException) -> PreflightError | None:
     return None
 
 
-def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: FindingsSink,
+def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
+                 tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
                  sampler: Sampler | None, limit: int | None, address: str | None,
                  timings: dict[str, float], progress: Progress | None) -> Read:
-    from preflight.pipeline import Read, rules_eval_path, rules_tokenizer, start_rule
+    from preflight.pipeline import Read, start_checks
 
     if limit is not None:
         raise ConfigError("--limit reads the first N records in order, which only the local "
                           "executor does: drop --limit or --executor ray")
     plan = piecework.plan(src)
     ray = _connect(address, progress=progress is not None)
-    from ray.data import ActorPoolStrategy, from_items
+    from ray.data import ActorPoolStrategy
 
     t0 = time.perf_counter()
     counts = ray.get([ray.remote(num_cpus=1)(piecework.count).remote(p) for p in plan])
@@ -115,12 +119,8 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
         first = next(batches, None)
     finally:
         batches.close()
-    fields, inferred = rules.fields, {}
-    if fields.is_empty() and first is not None:
-        fields, inferred = infer_fields(first.frame)
-    ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
-                  eval_path=rules_eval_path(rules))
-    running = [start_rule(rule, ctx) for rule in rule_list]
+    fields, inferred, ctx, running = start_checks(rules, rule_list, first,
+                                                  tokenizer=tokenizer, eval_path=eval_path)
     scan_plans = {}
     if first is not None:
         for index, r in enumerate(running):
@@ -129,8 +129,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
     keep_ids = any(r.reports_at_finish for r in running)
     if sampler is not None:
         sampler.id_field = fields.id
-    items = from_items([{"piece": pickle.dumps(p)} for p in plan],
-                       override_num_blocks=max(len(plan), 1))
+    items = _dataset(plan)
     workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
     pool = min(workers, max(len(plan), 1))  # no idle worker for a small input
     setup = {"rules": _portable(rules), "fields": fields, "keep_ids": keep_ids,
@@ -172,8 +171,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
     if plans:
         again = plan if any(keys is None for keys in needed) else piecework.holding(
             plan, set(np.concatenate(needed).tolist()))
-        revisited = from_items([{"piece": pickle.dumps(p)} for p in again],
-                               override_num_blocks=max(len(again), 1)).map_batches(
+        revisited = _dataset(again).map_batches(
             _Revisit, fn_constructor_kwargs={**setup, "revisit": plans}, batch_size=1,
             compute=ActorPoolStrategy(size=min(pool, max(len(again), 1))), num_cpus=1)
         for row in revisited.iter_rows():
@@ -185,8 +183,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *, sink: Fi
         smoke sample's rows flagged only by ``finish``)."""
         t0 = time.perf_counter()
         holding = piecework.holding(plan, keys)
-        fetched = from_items([{"piece": pickle.dumps(p)} for p in holding],
-                             override_num_blocks=max(len(holding), 1)).map_batches(
+        fetched = _dataset(holding).map_batches(
             _fetch, fn_kwargs={"keys": keys, "id_field": fields.id}, batch_size=1)
         rows = [pickle.loads(row["payload"]) for row in fetched.iter_rows()] if holding else []
         timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
@@ -237,6 +234,22 @@ def _connect(address: str | None, *, progress: bool) -> Any:
     return ray
 
 
+def _dataset(pieces: list[piecework.Piece]) -> Any:
+    """A Ray dataset of pieces, one block each (a block is one UDF call)."""
+    from ray.data import from_items
+
+    return from_items([{"piece": pickle.dumps(p)} for p in pieces],
+                      override_num_blocks=max(len(pieces), 1))
+
+
+def _batches(item: dict[str, np.ndarray]) -> Iterator[tuple[piecework.Piece, int, Batch]]:
+    """The batches of the pieces in a UDF's input, with their piece and position."""
+    for blob in item["piece"]:
+        piece = pickle.loads(blob)
+        for seq, batch in enumerate(piecework.read(piece)):
+            yield piece, seq, batch
+
+
 def _rows(out: list[tuple[int, int, int, bytes]]) -> dict[str, np.ndarray]:
     return {
         "piece": np.array([o[0] for o in out], dtype=np.int64),
@@ -253,19 +266,15 @@ class _Scan:
         self.worker = Worker(**setup)
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
-        for blob in item["piece"]:
-            piece = pickle.loads(blob)
-            for seq, batch in enumerate(piecework.read(piece)):
-                scanned = self.worker.scan(batch)
-                out = []
-                for index, keyed in enumerate(scanned.keyed):
-                    if keyed is not None:
-                        out.append((piece.index, seq, index, _ipc(keyed)))
-                scanned.keyed = [None] * len(scanned.keyed)
-                out.append((piece.index, seq, _FINDINGS, _shard(scanned.findings)))
-                scanned.findings = []
-                out.append((piece.index, seq, _RESULT, pickle.dumps(scanned)))
-                yield _rows(out)
+        for piece, seq, batch in _batches(item):
+            scanned = self.worker.scan(batch)
+            out = [(piece.index, seq, index, _ipc(keyed))
+                   for index, keyed in enumerate(scanned.keyed) if keyed is not None]
+            scanned.keyed = [None] * len(scanned.keyed)
+            out.append((piece.index, seq, _FINDINGS, _shard(scanned.findings)))
+            scanned.findings = []
+            out.append((piece.index, seq, _RESULT, pickle.dumps(scanned)))
+            yield _rows(out)
 
 
 class _Revisit:
@@ -276,24 +285,17 @@ class _Revisit:
         self.plans = revisit
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
-        for blob in item["piece"]:
-            piece = pickle.loads(blob)
-            for seq, batch in enumerate(piecework.read(piece)):
-                states = self.worker.revisit(batch, self.plans)
-                yield _rows([(piece.index, seq, index, pickle.dumps(state))
-                             for index, state in states.items()])
+        for piece, seq, batch in _batches(item):
+            states = self.worker.revisit(batch, self.plans)
+            yield _rows([(piece.index, seq, index, pickle.dumps(state))
+                         for index, state in states.items()])
 
 
 def _fetch(item: dict[str, np.ndarray], *, keys: set[int], id_field: str | None
            ) -> dict[str, np.ndarray]:
     """Ray Data UDF: the records with the given record keys, from their pieces."""
-    out = []
-    for blob in item["piece"]:
-        piece = pickle.loads(blob)
-        for seq, batch in enumerate(piecework.read(piece)):
-            out += [(piece.index, seq, 0, pickle.dumps(s))
-                    for s in records_with(batch, keys, id_field)]
-    return _rows(out)
+    return _rows([(piece.index, seq, 0, pickle.dumps(s)) for piece, seq, batch in _batches(item)
+                  for s in records_with(batch, keys, id_field)])
 
 
 def _ipc(frame: pl.DataFrame) -> bytes:

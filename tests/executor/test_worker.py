@@ -9,20 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preflight.checks.base import Context
 from preflight.checks.state import empty_like, merge
 from preflight.config import RuleSet
 from preflight.executor import pieces
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
-from preflight.infer import infer_fields
 from preflight.pipeline import (
     _read_local,
     gate_rules,
     rules_eval_path,
     rules_tokenizer,
     run,
-    start_rule,
+    start_checks,
 )
 from preflight.sampling import Sampler
 from preflight.source import open_source
@@ -41,12 +39,9 @@ def merged_run(path: Path, rules: RuleSet, *, piece_bytes: int) -> dict[str, tup
     plan = pieces.plan(src, piece_bytes=piece_bytes)
     plan = pieces.numbered(plan, [pieces.count(p) for p in plan])
     first = next(iter(src.batches()))
-    fields = rules.fields
-    if fields.is_empty():
-        fields = infer_fields(first.frame)[0]
-    ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
-                  eval_path=rules_eval_path(rules))
-    running = [start_rule(rule, ctx) for rule in gate_rules(rules)]
+    fields, _, _, running = start_checks(rules, gate_rules(rules), first,
+                                         tokenizer=rules_tokenizer(rules),
+                                         eval_path=rules_eval_path(rules))
     scan_plans = {i: p for i, r in enumerate(running)
                   if r.error is None and (p := r.check.scan_plan(first))}
     sink = FindingsSink(None, show_text=False)
@@ -115,8 +110,8 @@ def test_smoke_sample_when_batches_hold_only_malformed_lines(tmp_path: Path) -> 
         sampler = Sampler(k, seed)
         sink = FindingsSink(None, show_text=False, flagged=sampler.flagged)
         if merged:
-            ctx = Context(fields=rules.fields, model=rules.model)
-            running = [start_rule(r, ctx) for r in gate_rules(rules)]
+            running = start_checks(rules, gate_rules(rules), None, tokenizer=None,
+                                   eval_path=None)[3]
             merge_ = Merge(running, sink, sampler)
             worker = Worker(rules, rules.fields, keep_ids=False, sample=(k, seed))
             plan = pieces.numbered(*_counted(src, 10_000))
