@@ -296,15 +296,17 @@ class _progress:
 @main.command()
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="The cleaned corpus (JSON Lines, or Parquet for Parquet input).")
+              help="The cleaned corpus; its suffix picks the format (.jsonl, .csv, .parquet, "
+                   ".arrow) unless --format says.")
 @click.option("--quarantine", type=click.Path(path_type=Path), required=True,
               help="Records set aside, with their row, id and reasons (JSON Lines).")
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
 @click.option("--manifest", type=click.Path(path_type=Path),
               help="Where to write the manifest [default: fix-manifest.json beside --out].")
-@click.option("--format", "out_format", type=click.Choice(["jsonl", "parquet"]),
-              help="Output format [default: the input's; JSON Lines for CSV, JSON, Arrow].")
+@click.option("--format", "out_format", type=click.Choice(["jsonl", "csv", "parquet", "arrow"]),
+              help="Output format [default: --out's suffix, else Parquet for Parquet, Arrow "
+                   "for Arrow, JSON Lines for the rest].")
 @click.option("--marker", default="", help="Appended to truncated texts, e.g. ' [...]'.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--context-window", type=click.IntRange(min=1), help="Model context length.")

@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 from tokenizers import Tokenizer
 
-import preflight.fix
 from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
+from preflight.fix.writers import JsonlWriter
 from preflight.text import is_invisible
 from tests.tokenizers import build_bpe, made_up_text
 
@@ -611,15 +611,15 @@ def test_an_interrupted_run_leaves_no_output(tmp_path: Path, monkeypatch: pytest
     folder = tmp_path / "out"
     folder.mkdir()
     calls = {"n": 0}
-    record = preflight.fix._Writer.record
+    change = JsonlWriter.change
 
-    def failing(self: Any, rec: dict[str, Any]) -> None:
+    def failing(self: Any, unit: Any, rec: dict[str, Any]) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise error("interrupted")
-        record(self, rec)
+        change(self, unit, rec)
 
-    monkeypatch.setattr(preflight.fix._Writer, "record", failing)
+    monkeypatch.setattr(JsonlWriter, "change", failing)
     with pytest.raises(error):
         run_preflight(src, fix=FixOptions(out=folder / "clean.jsonl",
                                           quarantine=folder / "rejected.jsonl"), smoke=False)
@@ -637,10 +637,10 @@ def test_an_interrupted_run_keeps_the_previous_outputs(tmp_path: Path,
     previous = {p.name: p.read_bytes() for p in out.parent.iterdir()}
     assert sorted(previous) == ["clean.jsonl", "fix-manifest.json", "rejected.jsonl"]
 
-    def failing(self: Any, rec: dict[str, Any]) -> None:
+    def failing(self: Any, unit: Any, rec: dict[str, Any]) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(preflight.fix._Writer, "record", failing)
+    monkeypatch.setattr(JsonlWriter, "change", failing)
     with pytest.raises(RuntimeError):
         run_preflight(src, fix=FixOptions(out=out, quarantine=quarantine), smoke=False)
     assert {p.name: p.read_bytes() for p in out.parent.iterdir()} == previous

@@ -34,18 +34,19 @@ import polars as pl
 
 from preflight.checks.base import Context
 from preflight.config import Fields, Rule, RuleSet
-from preflight.errors import ConfigError
+from preflight.errors import ConfigError, OutputError
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
-from preflight.fix.output import Writer as _Writer  # noqa: F401 - the seam tests patch
 from preflight.fix.output import merge_quarantine, part, place_text, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
+from preflight.fix.units import Input, open_input
+from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.pipeline import gate_rules, rules_tokenizer
 from preflight.report.model import Report
-from preflight.source import format_of
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
+MANIFEST_NAME = "fix-manifest.json"
 
 
 @dataclass
@@ -55,7 +56,7 @@ class FixOptions:
     out: Path
     quarantine: Path
     manifest: Path | None = None
-    format: str | None = None  # jsonl or parquet; default: the input's (JSON Lines for CSV)
+    format: str | None = None  # jsonl, csv, parquet or arrow; default: see output_format
     marker: str = ""
     dry_run: bool = False
 
@@ -69,25 +70,15 @@ def run_fix(
     ``run_gate(source, rules, out)`` runs the gate and returns its Report; the API passes
     ``pipeline.run`` with its display options (``show_text``, progress)."""
     src_path = Path(source)
-    fmt = format_of(src_path) if src_path.is_file() else None
-    out_format = options.format or ("parquet" if fmt == "parquet" else "jsonl")
-    if out_format not in ("jsonl", "parquet"):
-        raise ConfigError(f"--format must be jsonl or parquet, got {out_format!r}")
-    inside = src_path.resolve() if src_path.is_dir() else None
-    for target in (options.out, options.quarantine, options.manifest):
-        if target is None:
-            continue
-        if inside is not None and inside in target.resolve().parents:
-            raise ConfigError(f"{target} is inside the input folder; write outputs elsewhere")
-        if target.suffix.lower() in (".gz", ".zst", ".zstd"):
-            raise ConfigError(f"{target}: fix writes plain files; compress them afterwards")
-        if target.resolve() == src_path.resolve():
-            raise ConfigError(f"{target} is the input; fix never modifies its input")
+    found = open_input(src_path)
+    out_format = output_format(options, found.format)
+    _check_paths(src_path, options)
     fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"]
 
-    with tempfile.TemporaryDirectory(prefix="preflight-fix-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"preflight-fix-{os.getpid()}-") as tmp:
         work = Path(tmp)
         report = run_gate(src_path, rules, work / "report")
+        _refuse_errored_rules(report)
         ctx = Context(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
         )
@@ -109,8 +100,7 @@ def run_fix(
         written = [clean, quarantined]
         try:
             report, manifest = _fix_rounds(
-                src_path,
-                fmt,
+                found,
                 out_format,
                 rules,
                 options,
@@ -124,15 +114,83 @@ def run_fix(
                 run_gate,
                 work,
             )
+        except OSError as e:
+            where = e.filename or options.out.parent
+            raise OutputError(f"cannot write {where}: {e.strerror or e}; nothing was "
+                              "written (free space or pick a writable folder)") from e
         finally:
             for path in written:
                 path.unlink(missing_ok=True)
         return report, manifest
 
 
+_SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
+                   ".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow",
+                   ".feather": "arrow", ".ipc": "arrow"}
+
+
+def output_format(options: FixOptions, input_format: str) -> str:
+    """The clean output's format: ``--format``, else ``--out``'s suffix, else the input's
+    (Parquet and Arrow keep their own; everything else becomes JSON Lines)."""
+    fmt = options.format or _SUFFIX_FORMATS.get(options.out.suffix.lower())
+    if fmt is None:
+        fmt = {"parquet": "parquet", "arrow": "arrow", "datasets": "arrow"}.get(input_format,
+                                                                              "jsonl")
+    if fmt not in OUTPUT_FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
+    if fmt == "csv" and input_format != "csv":
+        raise ConfigError(f"CSV output needs CSV input ({input_format} given): "
+                          "name --out .jsonl or .parquet, or pass --format")
+    return fmt
+
+
+def _check_paths(src: Path, options: FixOptions) -> None:
+    """Exit 2 before any work when an output cannot be used: two outputs on one path, an
+    output on the input or inside an input folder, a compressed name, a folder in the way."""
+    manifest = options.manifest or options.out.with_name(MANIFEST_NAME)
+    named = {"--out": options.out, "--quarantine": options.quarantine,
+             "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
+    inside = src.resolve() if src.is_dir() else None
+    seen: dict[Path, str] = {}
+    for flag, target in named.items():
+        resolved = target.resolve()
+        if resolved in seen:
+            raise ConfigError(f"{seen[resolved]} and {flag} are the same file ({target}); "
+                              "give each output its own path")
+        seen[resolved] = flag
+        if _same_file(target, src):
+            raise ConfigError(f"{flag} {target} is the input; fix never modifies its input")
+        if inside is not None and inside in resolved.parents:
+            raise ConfigError(f"{flag} {target} is inside the input folder; write outputs "
+                              "elsewhere")
+        if target.is_dir():
+            raise ConfigError(f"{flag} {target} is a folder; name a file")
+        if target.suffix.lower() in (".gz", ".zst", ".zstd"):
+            raise ConfigError(f"{flag} {target}: fix writes plain files; compress them "
+                              "afterwards")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _refuse_errored_rules(report: Report) -> None:
+    """A rule that could not run leaves its faults unknown: fix must not pretend to clean."""
+    errored = [r for r in report.rules if r.status == "error"]
+    if errored:
+        reasons = "; ".join(f"{r.id}: {r.message or 'could not run'}" for r in errored)
+        raise ConfigError(f"fix refuses to run: {len(errored)} rule(s) could not run "
+                          f"({reasons}). Fix the rules file (or the data) and run again; "
+                          "nothing was written.")
+
+
 def _fix_rounds(
-    src_path: Path,
-    fmt: str | None,
+    found: Input,
     out_format: str,
     rules: RuleSet,
     options: FixOptions,
@@ -148,8 +206,7 @@ def _fix_rounds(
 ) -> tuple[Report, dict[str, Any]]:
     """Write round one, then verify and re-fix until no fix-action rule has a finding."""
     counts = write_round(
-        src_path,
-        fmt,
+        found,
         out_format,
         the_plan,
         Mender(rules, ctx, options.marker),
@@ -174,8 +231,7 @@ def _fix_rounds(
         next_clean = part(options.out, rounds)
         written.append(next_clean)
         more = write_round(
-            clean,
-            out_format,
+            open_input(clean, out_format),
             out_format,
             next_plan,
             Mender(rules, ctx, options.marker),
@@ -193,9 +249,9 @@ def _fix_rounds(
         clean, rounds, last_plan = next_clean, rounds + 1, next_plan
     counts["changed"] = len(counts["changed"] - later.keys())
     if later:
-        merge_quarantine(src_path, fmt, quarantined, later, Mender(rules, ctx, ""))
+        merge_quarantine(found, quarantined, later, Mender(rules, ctx, ""))
     manifest = manifests.manifest(
-        src_path, clean, quarantined, counts, the_plan, report, rounds, options
+        Path(found.path), clean, quarantined, counts, the_plan, report, rounds, options
     )
     os.replace(clean, options.out)
     os.replace(quarantined, options.quarantine)
@@ -203,7 +259,7 @@ def _fix_rounds(
         str(options.out),
         str(options.quarantine),
     )
-    target = options.manifest or options.out.with_name("fix-manifest.json")
+    target = options.manifest or options.out.with_name(MANIFEST_NAME)
     place_text(json.dumps(manifest, indent=2) + "\n", target)
     manifest["manifest_path"] = str(target)
     return report, manifest

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preflight.fix.mend import Mender
-from preflight.fix.output import Lazy, records
 from preflight.fix.plan import ORDER, Plan
+from preflight.fix.units import open_input, units
 from preflight.report.model import Report
-from preflight.source import format_of
 from preflight.source.tracked import hash_file
 from preflight.text import visible
 
@@ -60,12 +59,13 @@ def manifest(
 
 
 def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report) -> dict[str, Any]:
-    fmt = format_of(src) if src.is_file() else None
     examples = []
-    for file, row, _line, rec in records(src, fmt):
-        key = (file, row)
-        if key in the_plan.transforms and len(examples) < _EXAMPLES:
-            record = rec.get()[0] if isinstance(rec, Lazy) else rec
+    for unit in units(open_input(src)):
+        if len(examples) >= _EXAMPLES:
+            break
+        key = (unit.file, unit.row)
+        record = unit.record() if key in the_plan.transforms else None
+        if record is not None:
             after = mender.apply(record, the_plan.transforms[key])
             for name in [*mender.ctx.text_fields]:
                 before, changed = record.get(name), after.get(name)
@@ -80,7 +80,7 @@ def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report) -> dict[s
                     )
                     examples.append(
                         {
-                            "row": row,
+                            "row": unit.row,
                             "field": name,
                             "before": visible(_around(before, at)),
                             "after": visible(_around(changed, at)),

@@ -20,13 +20,13 @@ import zstandard
 
 from preflight.batch import Batch
 from preflight.errors import InputError
-from preflight.source import arrow, csv, jsonl
+from preflight.source import arrow, csv, jsonarray, jsonl
 from preflight.source.tracked import file_fingerprint
 
 Reader = Callable[[Path, int, "str | None", dict[str, Any]], Iterator[Batch]]
 READERS: dict[str, Reader] = {
     "jsonl": jsonl.read_jsonl,
-    "json": jsonl.read_json,
+    "json": jsonarray.read_json,
     "csv": csv.read_csv,
     "parquet": arrow.read_parquet,
     "arrow": arrow.read_ipc,

@@ -9,12 +9,10 @@ verdict and its physical line number (``row``), and nothing is dropped.
 
 from __future__ import annotations
 
-import codecs
 import functools
 import io
 import json
 import os
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -40,9 +38,7 @@ from preflight.source.tracked import note_file, open_range, open_stream
 BLOCK_BYTES = 8 << 20
 PIECE_BYTES = 512 << 10
 _SLOW_LINES = 64  # below this many lines, parse line by line
-ARRAY_BATCH = 20_000
 _BOM = b"\xef\xbb\xbf"
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 class _Fallback(Exception):
@@ -296,83 +292,3 @@ def _without_timestamps(schema: pa.Schema) -> pa.Schema | None:
 
     fixed = pa.schema([f.with_type(fix(f.type)) for f in schema])
     return None if fixed.equals(schema) else fixed
-
-
-def read_json(path: Path, file_index: int, label: str | None, state: dict[str, Any]
-              ) -> Iterator[Batch]:
-    """Yield batches of a ``.json`` file: a top-level array of records (streamed), or JSON
-    Lines under a .json name."""
-    stream, raw = open_stream(path)
-    with stream:
-        head = stream.peek(64)[:64] if hasattr(stream, "peek") else b""
-        if not head.removeprefix(_BOM).lstrip().startswith(b"["):
-            stream.close()
-            yield from read_jsonl(path, file_index, label, state)
-            return
-        yield from _array(stream, raw, file_index, label)
-    note_file(state, path, raw.hash.hexdigest(), raw.pos)
-
-
-def _array(stream: Any, raw: Any, file_index: int, label: str | None) -> Iterator[Batch]:
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
-    scanner = json.JSONDecoder()
-    buf, pos, index, eof, started = "", 0, 0, False, False
-    records: list[dict[str, Any]] = []
-    rows: list[int] = []
-    malformed: list[Malformed] = []
-    surrogates: dict[int, int] = {}
-    done = 0
-
-    def flush() -> Batch:
-        nonlocal records, rows, malformed, surrogates, done
-        batch = records_to_batch(records, rows, file=label, file_index=file_index)
-        batch.malformed, batch.progress = malformed, raw.pos - done
-        batch.lone_surrogates = surrogates
-        done = raw.pos
-        records, rows, malformed, surrogates = [], [], [], {}
-        return batch
-
-    while True:
-        while pos < len(buf) and buf[pos] in " \t\r\n,\ufeff":
-            pos += 1
-        if not started and pos < len(buf):
-            if buf[pos] != "[":
-                raise ValueError("expected a JSON array")
-            started, pos = True, pos + 1
-            continue
-        if pos < len(buf) and buf[pos] == "]":
-            break
-        try:
-            if pos >= len(buf):
-                raise json.JSONDecodeError("need more", buf, pos)
-            obj, end = scanner.raw_decode(buf, pos)
-            if end >= len(buf) and not eof:
-                raise json.JSONDecodeError("need more", buf, pos)
-        except json.JSONDecodeError as e:
-            if not eof:
-                chunk = stream.read(1 << 20)
-                eof = not chunk
-                buf = buf[pos:] + decoder.decode(chunk, final=eof)
-                pos = 0
-                continue
-            if buf[pos:].strip():
-                malformed.append(Malformed(index, "invalid_json",
-                                           f"{e.msg}; the rest of the file from element "
-                                           f"{index} could not be read"))
-            break
-        if _ESCAPED_BYTE.search(buf, pos, end):
-            malformed.append(Malformed(index, "invalid_utf8", "element holds invalid UTF-8"))
-        elif not isinstance(obj, dict):
-            malformed.append(Malformed(index, "not_an_object",
-                                       f"a JSON {_json_kind(obj)}, not an object"))
-        else:
-            obj, n = replace_lone_surrogates(obj)
-            if n:
-                surrogates[len(records)] = n
-            records.append(obj)
-            rows.append(index)
-        index, pos = index + 1, end
-        if len(records) >= ARRAY_BATCH:
-            yield flush()
-    if records or malformed:
-        yield flush()

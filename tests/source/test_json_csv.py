@@ -46,7 +46,7 @@ def test_truncated_json_array_keeps_earlier_records(tmp_path: Path) -> None:
     batches = read(write(tmp_path, "d.json", b'[{"a": 0}, {"a": 1}, {"a": "tw'))
     assert rows(batches) == [0, 1]
     assert values(batches, "a") == [0, 1]
-    assert [(r, c) for r, c in malformed(batches)] == [(2, "invalid_json")]
+    assert [(r, c) for r, c in malformed(batches)] == [(2, "truncated")]
 
 
 def test_json_file_holding_json_lines_is_read_as_lines(tmp_path: Path) -> None:

@@ -1,0 +1,193 @@
+"""Reading the input unit by unit for ``fix``, each unit as written.
+
+A unit is what the gate gave a row number: a JSON Lines line, a JSON-array element, a CSV data
+row, an Arrow/Parquet row. Each keeps its native form so the writers can copy an untouched
+record exactly (bytes for JSON Lines and CSV, Arrow values for Parquet/Arrow) and edit only the
+field a fix changes. The row numbering is the gate's: the same readers (``jsonarray``,
+``csv_rows``) or the same rule (the physical line for JSON Lines, the position for Arrow).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zstandard
+
+from preflight.batch import Malformed
+from preflight.errors import InputError
+from preflight.source import READ_ERRORS, format_of, open_source
+from preflight.source.csv import csv_rows
+from preflight.source.jsonarray import elements, is_array
+from preflight.source.jsonl import parse_line
+
+SYNTAX = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "arrow", "arrow": "arrow",
+          "datasets": "arrow"}
+
+
+@dataclass
+class Unit:
+    """One input unit. ``raw`` is its text as written (JSON text without the line end, or a
+    CSV row with its line end); ``eol`` the JSON Lines line end; ``cells`` a CSV row's values;
+    ``table``/``index`` an Arrow row."""
+
+    file: str | None
+    row: int
+    syntax: str  # json | csv | arrow
+    raw: bytes | None = None
+    eol: bytes = b"\n"
+    blank: bool = False
+    malformed: Malformed | None = None
+    cells: list[str] | None = None
+    header: list[str] | None = None
+    table: pa.RecordBatch | None = None
+    index: int = 0
+    _record: dict[str, Any] | None = None
+
+    def record(self) -> dict[str, Any] | None:
+        """The record as Python values (None for a malformed unit)."""
+        if self._record is None and self.malformed is None and not self.blank:
+            if self.syntax == "json":
+                assert self.raw is not None
+                self._record, problem = parse_line(self.raw)
+                if problem is not None:
+                    self.malformed = Malformed(self.row, *problem)
+            elif self.syntax == "csv":
+                assert self.header is not None and self.cells is not None
+                self._record = dict(zip(self.header, self.cells, strict=True))
+            else:
+                assert self.table is not None
+                self._record = self.table.slice(self.index, 1).to_pylist()[0]
+        return self._record
+
+
+@dataclass
+class Input:
+    """What ``fix`` reads: the format, its files, and for Arrow the schema to keep."""
+
+    path: str
+    format: str
+    syntax: str
+    files: list[tuple[str | None, Path]]
+    schema: pa.Schema | None = None
+    header_raw: bytes | None = None  # the first CSV file's header line as written
+    header: list[str] | None = None
+
+
+def open_input(path: Path, fmt: str | None = None) -> Input:
+    """Open ``path`` (a file or a folder) for unit-by-unit reading."""
+    source = open_source(path)
+    fmt = fmt or source.format
+    files = [(source.file_label(i), p) for i, p in enumerate(source.files)]
+    found = Input(path=str(path), format=fmt, syntax=SYNTAX[fmt], files=files)
+    try:
+        if found.syntax == "arrow":
+            found.schema = _schema([p for _, p in files], fmt)
+        elif found.syntax == "csv":
+            with _open(files[0][1]) as f:
+                found.header, head, _ = csv_rows(f)
+                found.header_raw = head.encode("utf-8", "surrogateescape")
+    except READ_ERRORS as e:
+        raise InputError(f"cannot read {path}: {e}") from e
+    return found
+
+
+def units(found: Input) -> Iterator[Unit]:
+    """Every unit of the input in order."""
+    row0 = 0
+    for label, path in found.files:
+        try:
+            if found.syntax == "json":
+                yield from _json_units(path, label)
+            elif found.syntax == "csv":
+                yield from _csv_units(path, label)
+            else:
+                for unit in _arrow_units(path, label, found.format, row0):
+                    yield unit
+                    if found.format == "datasets":  # rows continue across its shards
+                        row0 = unit.row + 1
+        except InputError:
+            raise
+        except READ_ERRORS as e:
+            raise InputError(f"cannot read {path}: {e}") from e
+
+
+def _json_units(path: Path, label: str | None) -> Iterator[Unit]:
+    if format_of(path) == "json" and is_array(path):
+        with _open(path) as f:
+            for e in elements(f):
+                yield Unit(label, e.row, "json", raw=e.raw_bytes(), malformed=e.malformed)
+        return
+    with _open(path) as f:
+        for row, line in enumerate(f):
+            body = line.rstrip(b"\r\n")
+            eol = line[len(body):] or b"\n"
+            if row == 0:
+                body = body.removeprefix(b"\xef\xbb\xbf")
+            yield Unit(label, row, "json", raw=body, eol=eol, blank=not body.strip())
+
+
+def _csv_units(path: Path, label: str | None) -> Iterator[Unit]:
+    with _open(path) as f:
+        header, _, rows = csv_rows(f)
+        for r in rows:
+            yield Unit(label, r.row, "csv", raw=r.raw_bytes(), malformed=r.malformed,
+                       cells=r.fields, header=header)
+
+
+def _arrow_units(path: Path, label: str | None, fmt: str, row0: int) -> Iterator[Unit]:
+    row = row0
+    for batch in _record_batches(path, fmt):
+        for i in range(batch.num_rows):
+            yield Unit(label, row, "arrow", table=batch, index=i)
+            row += 1
+
+
+def _record_batches(path: Path, fmt: str) -> Iterator[pa.RecordBatch]:
+    if fmt == "parquet":
+        yield from pq.ParquetFile(path).iter_batches(batch_size=65_536)
+        return
+    with pa.memory_map(str(path)) as source:
+        try:
+            reader: Any = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+        except pa.ArrowInvalid:
+            source.seek(0)
+            yield from pa.ipc.open_stream(source)
+
+
+def _schema(paths: list[Path], fmt: str) -> pa.Schema:
+    """The Arrow schema the output keeps: the input's (shards with other schemas are unified
+    only when they must be)."""
+    schemas = []
+    for p in paths:
+        if fmt == "parquet":
+            schemas.append(pq.read_schema(p))
+        else:
+            with pa.memory_map(str(p)) as source:
+                try:
+                    schemas.append(pa.ipc.open_file(source).schema)
+                except pa.ArrowInvalid:
+                    source.seek(0)
+                    schemas.append(pa.ipc.open_stream(source).schema)
+    if all(s.equals(schemas[0]) for s in schemas):
+        return schemas[0]
+    return pa.unify_schemas(schemas, promote_options="permissive")
+
+
+def _open(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".gz":
+            return gzip.open(path, "rb")
+        if suffix in (".zst", ".zstd"):
+            return zstandard.open(path, "rb")
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(f"cannot open {path}: {e.strerror or e}") from e

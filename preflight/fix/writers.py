@@ -1,0 +1,322 @@
+"""The clean output's writers, one per format, and the quarantine's lines.
+
+Each writer takes units as ``fix`` decides them: ``keep`` (untouched), ``change`` (a text field
+or message content was mended) or ``blank`` (a blank JSON Lines line, kept in place). What each
+keeps:
+
+- JSON Lines: an untouched JSON unit byte for byte; a changed one with only the changed values
+  replaced in its text. Units from CSV hold their cells as written (strings); from Arrow, their
+  values as JSON.
+- CSV (from CSV only): the header and untouched rows byte for byte; a changed row re-quoted.
+- Parquet / Arrow IPC: the input's schema exactly (types, dictionaries, metadata); untouched
+  rows taken as Arrow values, changed cells replaced in their own type. From JSON or CSV input
+  the schema is inferred over the whole output (chunks spilled to a temporary file).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import decimal
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from preflight.errors import ConfigError
+from preflight.fix.jsonedit import dumps, replace_values
+from preflight.fix.units import Input, Unit
+
+OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "arrow")
+_CHUNK = 65_536
+
+
+def json_default(value: Any) -> Any:
+    """JSON for the Arrow values JSON has no type for."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
+        return str(value) if isinstance(value, datetime.timedelta) else value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def json_line(value: Any) -> bytes:
+    """One JSON line (NaN literals kept; lone surrogates as \\u escapes)."""
+    return (dumps(value, json_default) + "\n").encode()
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | int, ...], Any]:
+    """The paths whose values a fix changed: a top-level field, or a message's content."""
+    out: dict[tuple[str | int, ...], Any] = {}
+    for name, new in after.items():
+        old = before.get(name)
+        if old == new:
+            continue
+        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+            for i, (a, b) in enumerate(zip(old, new, strict=True)):
+                if a != b and isinstance(a, dict) and isinstance(b, dict):
+                    for key in b:
+                        if a.get(key) != b[key]:
+                            out[(name, i, key)] = b[key]
+            continue
+        out[(name,)] = new
+    return out
+
+
+class Writer:
+    """Base: a clean output file under a temporary name (renamed by the caller)."""
+
+    def __init__(self, path: Path, found: Input) -> None:
+        self.path, self.found = path, found
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def keep(self, unit: Unit) -> None:
+        raise NotImplementedError
+
+    def change(self, unit: Unit, after: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def blank(self, unit: Unit) -> bool:
+        """Write a blank line where the format has them; True when written."""
+        return False
+
+    def keeps_malformed(self, unit: Unit) -> bool:
+        """True when a malformed unit can be kept as written (its rule's action is none)."""
+        return False
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class JsonlWriter(Writer):
+    def __init__(self, path: Path, found: Input) -> None:
+        super().__init__(path, found)
+        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+
+    def keep(self, unit: Unit) -> None:
+        if unit.syntax == "json":
+            assert unit.raw is not None
+            self._f.write(unit.raw + unit.eol)
+        else:
+            self._f.write(json_line(unit.record()))
+
+    def change(self, unit: Unit, after: dict[str, Any]) -> None:
+        if unit.syntax != "json":
+            self._f.write(json_line(after))
+            return
+        assert unit.raw is not None
+        before = unit.record()
+        assert before is not None
+        text = replace_values(unit.raw.decode(), changes(before, after))
+        self._f.write(text.encode() + unit.eol)
+
+    def keeps_malformed(self, unit: Unit) -> bool:
+        return unit.syntax == "json"
+
+    def blank(self, unit: Unit) -> bool:
+        assert unit.raw is not None
+        self._f.write(unit.raw + unit.eol)
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class CsvWriter(Writer):
+    def __init__(self, path: Path, found: Input) -> None:
+        super().__init__(path, found)
+        if found.syntax != "csv":
+            raise ConfigError(f"CSV output needs CSV input ({found.format} given): "
+                              "use --format jsonl or parquet")
+        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        assert found.header_raw is not None
+        self._f.write(found.header_raw)
+
+    def keep(self, unit: Unit) -> None:
+        self._check_header(unit)
+        assert unit.raw is not None
+        self._f.write(unit.raw)
+
+    def change(self, unit: Unit, after: dict[str, Any]) -> None:
+        self._check_header(unit)
+        assert unit.raw is not None and unit.header is not None and unit.cells is not None
+        cells = [after.get(name, cell) for name, cell in zip(unit.header, unit.cells,
+                                                             strict=True)]
+        ending = unit.raw[len(unit.raw.rstrip(b"\r\n")):].decode()
+        text = io.StringIO()
+        csv.writer(text, lineterminator=ending).writerow(cells)
+        self._f.write(text.getvalue().encode("utf-8", "surrogateescape"))
+
+    def keeps_malformed(self, unit: Unit) -> bool:
+        return True
+
+    def _check_header(self, unit: Unit) -> None:
+        if unit.header != self.found.header:
+            raise ConfigError(f"shard {unit.file} has another CSV header than the first; "
+                              "write one format that needs none: --format jsonl")
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class ArrowWriter(Writer):
+    """Parquet or Arrow IPC; the input's schema when the input is Arrow."""
+
+    def __init__(self, path: Path, found: Input, kind: str) -> None:
+        super().__init__(path, found)
+        self.kind = kind
+        self._schema = found.schema if found.syntax == "arrow" else None
+        self._table: pa.RecordBatch | None = None
+        self._take: list[int] = []
+        self._edits: dict[tuple[int, str], Any] = {}
+        self._rows: list[dict[str, Any]] = []
+        self._spill: Any = None  # chunks of records from JSON/CSV, typed at the end
+        self._chunks: list[pa.Schema] = []
+        self._out: Any = None
+
+    def keep(self, unit: Unit) -> None:
+        if unit.syntax == "arrow":
+            self._arrow(unit)
+        else:
+            self._record(unit.record())
+
+    def change(self, unit: Unit, after: dict[str, Any]) -> None:
+        if unit.syntax != "arrow":
+            self._record(after)
+            return
+        before = unit.record()
+        assert before is not None
+        self._arrow(unit)
+        for name, value in after.items():
+            if before.get(name) != value:
+                self._edits[(len(self._take) - 1, name)] = value
+
+    # -- Arrow in, Arrow out: values and schema as read
+    def _arrow(self, unit: Unit) -> None:
+        if unit.table is not self._table:
+            self._flush_arrow()
+            self._table = unit.table
+        self._take.append(unit.index)
+
+    def _flush_arrow(self) -> None:
+        if self._table is None or not self._take:
+            self._take, self._edits = [], {}
+            return
+        taken = self._table.take(pa.array(self._take, type=pa.int64()))
+        columns = dict(zip(taken.schema.names, taken.columns, strict=True))
+        for name in {name for _, name in self._edits}:
+            values = columns[name].to_pylist()
+            for (k, n), value in self._edits.items():
+                if n == name:
+                    values[k] = value
+            columns[name] = pa.array(values, type=columns[name].type)
+        table = pa.Table.from_batches([pa.RecordBatch.from_arrays(
+            list(columns.values()), schema=taken.schema)])
+        self._write(table)
+        self._take, self._edits = [], {}
+
+    def _write(self, table: pa.Table) -> None:
+        assert self._schema is not None
+        if table.schema != self._schema:
+            table = table.cast(self._schema)
+        if self._out is None:
+            self._out = (pq.ParquetWriter(self.path, self._schema) if self.kind == "parquet"
+                         else pa.ipc.new_file(str(self.path), self._schema))
+        self._out.write_table(table)
+
+    # -- JSON or CSV in: records typed once the whole output is known
+    def _record(self, record: dict[str, Any] | None) -> None:
+        assert record is not None
+        self._rows.append(record)
+        if len(self._rows) >= _CHUNK:
+            self._spill_rows()
+
+    def _spill_rows(self) -> None:
+        if not self._rows:
+            return
+        try:
+            table = pa.Table.from_pylist(self._rows)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise ConfigError(f"the records cannot be one {self.kind} table ({e}); "
+                              "write JSON Lines: --format jsonl") from e
+        if self._spill is None:
+            # Unnamed: nothing is left behind, whatever happens to the process.
+            self._spill = tempfile.TemporaryFile(prefix=f"preflight-fix-{os.getpid()}-")  # noqa: SIM115
+        sink = pa.ipc.new_stream(self._spill, table.schema)
+        sink.write_table(table)
+        sink.close()
+        self._chunks.append(table.schema)
+        self._rows = []
+
+    def _close_records(self) -> None:
+        self._spill_rows()
+        if not self._chunks:
+            self._schema = pa.schema([])
+            self._write(pa.table({}))
+            return
+        try:
+            self._schema = pa.unify_schemas(self._chunks, promote_options="permissive")
+            self._spill.seek(0)
+            for _ in self._chunks:
+                self._write(pa.ipc.open_stream(self._spill).read_all())
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise ConfigError(f"the records cannot be one {self.kind} table ({e}); "
+                              "write JSON Lines: --format jsonl") from e
+        finally:
+            self._spill.close()
+
+    def close(self) -> None:
+        if self.found.syntax == "arrow":
+            self._flush_arrow()
+            if self._out is None:
+                self._write(self._schema.empty_table())  # type: ignore[union-attr]
+        else:
+            self._close_records()
+        self._out.close()
+
+
+def open_writer(path: Path, fmt: str, found: Input) -> Writer:
+    """The writer for output format ``fmt``."""
+    if fmt == "jsonl":
+        return JsonlWriter(path, found)
+    if fmt == "csv":
+        return CsvWriter(path, found)
+    return ArrowWriter(path, found, fmt)
+
+
+def quarantine_line(unit: Unit, reasons: list[dict[str, Any]], id_field: str | None) -> bytes:
+    """The quarantine's line for a unit: row, file, id and reasons, next to the record as
+    written (JSON text spliced in verbatim), or the malformed unit's raw bytes."""
+    entry: dict[str, Any] = {"row": unit.row, "file": unit.file, "id": None, "reasons": reasons}
+    record = unit.record()
+    if record is not None:
+        value = record.get(id_field) if id_field else None
+        entry["id"] = None if value is None else str(value)
+        if unit.syntax == "json":
+            assert unit.raw is not None
+            head = json_line(entry).rstrip(b"\n")
+            return head[:-1] + b', "record": ' + unit.raw.strip() + b"}\n"
+        entry["record"] = record
+        return json_line(entry)
+    if unit.malformed is not None:
+        entry["malformed"] = {"code": unit.malformed.code, "detail": unit.malformed.detail}
+    raw = unit.raw or b""
+    if unit.syntax == "json":
+        raw = raw.strip()
+    try:
+        entry["raw"] = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        entry["raw_base64"] = base64.b64encode(raw).decode()
+    return json_line(entry)

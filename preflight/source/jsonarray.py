@@ -1,0 +1,220 @@
+"""JSON array reader: a top-level array of records, streamed element by element.
+
+Element boundaries are found structurally (brackets and strings), not by parsing, so a bad
+element (``{oops}``, a nested array, a number) is one ``malformed`` unit and every later
+element is still read. A file cut off inside an element or before the closing ``]`` is a
+``truncated`` unit; data after the closing ``]`` (two arrays concatenated) is a
+``trailing_data`` unit per value. ``check`` and ``fix`` read arrays with this one scanner, so
+they agree on every row number; ``fix`` keeps each element's text as written (whitespace
+between tokens removed, so it fits on one JSON Lines line; values untouched).
+
+Memory is bounded by the largest element: the buffer holds the unread tail only.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
+from preflight.source.tracked import Tracked, note_file, open_stream
+
+ARRAY_BATCH = 20_000
+MAX_DEPTH = 256  # deeper elements are malformed: the parsers recurse, and no corpus needs it
+_READ = 1 << 20
+_STRUCT = re.compile(r'["\[\]{}]')
+_STRING_TAIL = re.compile(r'(?:[^"\\]|\\.)*"', re.S)  # from after an opening quote
+_SCALAR_END = re.compile(r"[,\]\s]")
+_SPACE = re.compile(r"[ \t\r\n\ufeff]*")
+_COMPACT = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.S)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+@dataclass
+class Element:
+    """One unit of the array: a record, or a malformed element with its text as written."""
+
+    row: int
+    raw: str  # records: compact text; malformed: the text as written ("" when there is none)
+    record: dict[str, Any] | None = None
+    malformed: Malformed | None = None
+
+    def raw_bytes(self) -> bytes:
+        """The text as it stands in the file (invalid UTF-8 bytes restored)."""
+        return self.raw.encode("utf-8", "surrogateescape")
+
+
+class _NeedMore(Exception):
+    """The element runs past the buffer."""
+
+
+def is_array(path: Path) -> bool:
+    """True when a ``.json`` file holds a top-level array (else it is JSON Lines)."""
+    stream, _ = open_stream(path)
+    with stream:
+        head = stream.read(4096)
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"[")
+
+
+def elements(stream: Any) -> Iterator[Element]:
+    """Every element of the JSON array in ``stream`` (binary), in order."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    buf, pos, eof = "", 0, False
+    read_size = _READ
+
+    def fill() -> None:
+        nonlocal buf, pos, eof, read_size
+        chunk = stream.read(read_size)
+        eof = not chunk
+        buf = buf[pos:] + decoder.decode(chunk, final=eof)
+        pos = 0
+        read_size = max(_READ, len(buf))  # an element larger than the buffer: grow, not rescan
+
+    def skip_space() -> bool:
+        """Skip whitespace; False when the input is exhausted."""
+        nonlocal pos
+        while True:
+            pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+            if pos < len(buf):
+                return True
+            if eof:
+                return False
+            fill()
+
+    if not skip_space() or buf[pos] != "[":
+        raise ValueError("expected a JSON array")
+    pos += 1
+    index, closed, cut = 0, False, False
+    while True:
+        if not skip_space():
+            break
+        if buf[pos] == "," and not closed:  # a stray comma holds no record
+            pos += 1
+            continue
+        if buf[pos] == "]" and not closed:
+            closed, pos = True, pos + 1
+            continue
+        try:
+            end, depth, problem = _value_end(buf, pos, eof)
+        except _NeedMore:
+            fill()
+            continue
+        text = buf[pos:end]
+        pos = end
+        if closed:
+            problem = problem or ("trailing_data", "data after the closing ] of the array")
+        cut = problem is not None and problem[0] == "truncated"
+        yield _element(index, text, depth, problem)
+        index += 1
+    if not closed and not cut:
+        yield Element(index, "", malformed=Malformed(
+            index, "truncated", "the file ends before the array's closing ] (truncated?)"))
+
+
+def _value_end(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str] | None]:
+    """Where the value starting at ``pos`` ends, its nesting depth and, when the structure
+    itself is broken, (code, detail). Raises _NeedMore when the buffer ends first."""
+    first = buf[pos]
+    if first not in "[{":
+        if first == '"':
+            m = _STRING_TAIL.match(buf, pos + 1)
+            if m:
+                return m.end(), 0, None
+        else:
+            m = _SCALAR_END.search(buf, pos + 1)
+            if m:
+                return m.start(), 0, None
+        if not eof:
+            raise _NeedMore
+        return len(buf), 0, ("truncated", "the file ends inside this element (truncated?)")
+    stack, depth, p = [first], 1, pos + 1
+    while True:
+        m = _STRUCT.search(buf, p)
+        if m is None:
+            break
+        ch, p = m.group(), m.end()
+        if ch == '"':
+            tail = _STRING_TAIL.match(buf, p)
+            if tail is None:
+                break
+            p = tail.end()
+        elif ch in "[{":
+            stack.append(ch)
+            depth = max(depth, len(stack))
+        elif (ch == "}") != (stack[-1] == "{"):
+            # A closer of the other kind: this element is broken and ends before it.
+            return m.start(), depth, ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
+        else:
+            stack.pop()
+            if not stack:
+                return p, depth, None
+    if not eof:
+        raise _NeedMore
+    return len(buf), depth, ("truncated", "the file ends inside this element (truncated?)")
+
+
+def _element(index: int, text: str, depth: int, problem: tuple[str, str] | None) -> Element:
+    from preflight.source.jsonl import parse_line
+
+    if problem is None and depth > MAX_DEPTH:
+        problem = ("invalid_json", f"nested {depth} levels deep (the limit is {MAX_DEPTH})")
+    if problem is None and _ESCAPED_BYTE.search(text):
+        problem = ("invalid_utf8", "element holds invalid UTF-8")
+    if problem is None:
+        compact = _COMPACT.sub(lambda m: m.group(1) or "", text)
+        record, problem = parse_line(compact.encode())
+        if problem is None:
+            return Element(index, compact, record=record)
+    return Element(index, text, malformed=Malformed(index, *problem))
+
+
+def read_json(path: Path, file_index: int, label: str | None, state: dict[str, Any]
+              ) -> Iterator[Batch]:
+    """Yield batches of a ``.json`` file: a top-level array of records (streamed), or JSON
+    Lines under a .json name."""
+    from preflight.source.jsonl import read_jsonl
+
+    if not is_array(path):
+        yield from read_jsonl(path, file_index, label, state)
+        return
+    stream, raw = open_stream(path)
+    with stream:
+        yield from _batches(elements(stream), raw, file_index, label)
+    note_file(state, path, raw.hash.hexdigest(), raw.pos)
+
+
+def _batches(units: Iterator[Element], raw: Tracked, file_index: int, label: str | None
+             ) -> Iterator[Batch]:
+    records: list[dict[str, Any]] = []
+    rows: list[int] = []
+    malformed: list[Malformed] = []
+    surrogates: dict[int, int] = {}
+    done = 0
+
+    def flush() -> Batch:
+        nonlocal done
+        batch = records_to_batch(records, rows, file=label, file_index=file_index)
+        batch.malformed, batch.progress = list(malformed), raw.pos - done
+        batch.lone_surrogates = dict(surrogates)
+        done = raw.pos
+        records.clear(), rows.clear(), malformed.clear(), surrogates.clear()
+        return batch
+
+    for unit in units:
+        if unit.malformed is not None:
+            malformed.append(unit.malformed)
+        else:
+            assert unit.record is not None
+            record, n = replace_lone_surrogates(unit.record)
+            if n:
+                surrogates[len(records)] = n
+            records.append(record)
+            rows.append(unit.row)
+        if len(records) + len(malformed) >= ARRAY_BATCH:
+            yield flush()
+    if records or malformed:
+        yield flush()

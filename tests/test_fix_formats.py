@@ -1,0 +1,359 @@
+"""fix off the JSON Lines path: every record in exactly one output, values and schema kept.
+
+Regression tests for issue 13 (items 1-7, 12): JSON arrays with bad elements, CSV rows
+with wrong field counts, invalid UTF-8 or unterminated quotes, shard folders, Parquet and
+Arrow schemas, numbers JSON cannot hold in a float, output path collisions, rules that
+could not run, and a full disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from preflight import FixOptions, run_preflight
+from preflight.cli import main
+from preflight.fix.writers import JsonlWriter
+
+RULES = {"fields": {"text": "text", "id": "id"},
+         "rules": [{"id": "malformed", "check": "malformed"},
+                   {"id": "invisible", "check": "invisible_unicode"},
+                   {"id": "dupes", "check": "exact_duplicate"}]}
+PLAIN = ["The quick brown fox jumps over the lazy dog.",
+         "A second, entirely different sentence about rivers.",
+         "Third record: the weather was cold and bright all week."]
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def fix(src: Path, folder: Path, rules: Any = RULES, out: str = "clean.jsonl"
+        ) -> tuple[dict[str, Any], Path, list[dict[str, Any]]]:
+    """Run fix; return the manifest, the clean output's path and the quarantine entries."""
+    clean, quarantine = folder / out, folder / "rejected.jsonl"
+    report = run_preflight(src, rules, fix=FixOptions(out=clean, quarantine=quarantine),
+                           smoke=False)
+    assert report.fix is not None and report.fix["balanced"] is True
+    entries = [json.loads(x) for x in quarantine.read_bytes().splitlines()]
+    return report.fix, clean, entries
+
+
+def check_codes(src: Path, rules: Any = RULES) -> tuple[bool, list[tuple[int, str]]]:
+    report = run_preflight(src, rules, smoke=False)
+    [rule] = [r for r in report.rules if r.check == "malformed"]
+    return report.passed, sorted((e.row, e.code) for e in rule.examples)
+
+
+# -- 1. JSON arrays -------------------------------------------------------------------------
+
+
+def test_a_bad_element_mid_array_loses_no_later_element(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_text('[{"id": 0, "text": "%s"},\n {oops},\n [1, 2],\n {"id": 3, "text": "%s"},'
+                   '\n {"id": 4, "text": "%s"}]' % tuple(PLAIN), encoding="utf-8")
+    passed, codes = check_codes(src)
+    assert not passed
+    assert codes == [(1, "invalid_json"), (2, "not_an_object")]
+
+    manifest, clean, entries = fix(src, tmp_path / "out")
+    assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == [0, 3, 4]
+    assert [(e["row"], e["raw"]) for e in entries] == [(1, "{oops}"), (2, "[1, 2]")]
+    assert manifest["input"]["records"] == 5
+
+
+@pytest.mark.parametrize(("tail", "code", "raw"), [
+    ('][{"id": 9, "text": "x"}]', "trailing_data", '[{"id": 9, "text": "x"}]'),
+    ("", "truncated", ""),
+    (', {"id": 9, "te', "truncated", '{"id": 9, "te'),
+])
+def test_data_after_the_array_or_a_missing_bracket_is_malformed(
+        tmp_path: Path, tail: str, code: str, raw: str) -> None:
+    src = tmp_path / "in.json"
+    src.write_text('[{"id": 0, "text": "%s"}, {"id": 1, "text": "%s"}%s' % (*PLAIN[:2], tail),
+                   encoding="utf-8")
+    passed, codes = check_codes(src)
+    assert (passed, codes) == (False, [(2, code)])
+    _, clean, entries = fix(src, tmp_path / "out")
+    assert len(clean.read_bytes().splitlines()) == 2
+    assert [(e["row"], e["raw"], e["reasons"][0]["code"]) for e in entries] == [(2, raw, code)]
+
+
+def test_a_pretty_printed_array_keeps_values_as_written(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_text('[\n  {\n    "id": 0,\n    "text": "Zero\u200b width",\n'
+                   '    "big": 123456789012345678901234567890,\n    "x": 1e400,\n'
+                   '    "y": 1.10\n  },\n  {"id": 1, "text": "%s", "n": 00.5e1}\n]' % PLAIN[0],
+                   encoding="utf-8")
+    _, clean, entries = fix(src, tmp_path / "out")
+    # element 1 holds a number JSON does not allow (00.5e1): malformed, kept raw
+    assert [e["row"] for e in entries] == [1]
+    assert clean.read_bytes() == (b'{"id":0,"text":"Zero width",'
+                                  b'"big":123456789012345678901234567890,"x":1e400,"y":1.10}\n')
+
+
+def test_an_array_nested_past_the_limit_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    deep = '{"a": ' * 20_000 + "1" + "}" * 20_000
+    src.write_text(f'[{{"id": 0, "text": "{PLAIN[0]}"}}, {deep}, {{"id": 2, "text": "ok"}}]')
+    done = subprocess.run([sys.executable, "-m", "preflight", "check", str(src), "--no-smoke",
+                           "--out", str(tmp_path / "report"), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    findings = pq.read_table(tmp_path / "report" / "findings.parquet").to_pylist()
+    assert [(f["row"], f["check"]) for f in findings if f["check"] == "malformed"] == [
+        (1, "malformed")]
+
+
+# -- 2. CSV ---------------------------------------------------------------------------------
+
+
+def test_csv_rows_that_are_not_records_are_quarantined_with_their_bytes(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    rows = [b"id,text,label\r\n", b"0,%s,1\r\n" % PLAIN[0].encode(), b"1,too,many,fields\r\n",
+            b"2,caf\xe9 latin-1,0\r\n", b"3,%s,0\r\n" % PLAIN[2].encode()]
+    src.write_bytes(b"".join(rows))
+    passed, codes = check_codes(src)
+    assert (passed, codes) == (False, [(1, "wrong_field_count"), (2, "invalid_utf8")])
+    _, clean, entries = fix(src, tmp_path / "out")
+    assert entries[0]["raw"].encode() == rows[2]
+    assert base64.b64decode(entries[1]["raw_base64"]) == rows[3]
+    assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == ["0", "3"]
+
+
+def test_csv_to_jsonl_keeps_every_cell_as_written(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text('id,text,code,big,score,pad\n00123,"Zero\u200b width",1E5,'
+                   '123456789012345678901234567890,nan, 7 \n', encoding="utf-8")
+    _, clean, _ = fix(src, tmp_path / "out")
+    assert json.loads(clean.read_bytes()) == {
+        "id": "00123", "text": "Zero width", "code": "1E5",
+        "big": "123456789012345678901234567890", "score": "nan", "pad": " 7 "}
+
+
+def test_an_unterminated_quote_that_swallows_rows_is_malformed(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    body = ('id,text\n0,"%s\n1,%s\n2,"a ""quoted"" word",\n3,%s\n'
+            % (PLAIN[0], PLAIN[1], PLAIN[2]))
+    src.write_text(body, encoding="utf-8")
+    passed, codes = check_codes(src)
+    assert not passed
+    assert codes == [(0, "unbalanced_quote")]
+    _, clean, entries = fix(src, tmp_path / "out")
+    assert entries[0]["raw"] == '0,"%s\n1,%s\n2,"a ""quoted"" word",\n' % (PLAIN[0], PLAIN[1])
+    assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == ["3"]
+
+
+def test_csv_to_csv_copies_untouched_rows_byte_for_byte(tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    rows = [b"id,text,n\r\n", b'00123,"%s",1E5\r\n' % PLAIN[0].encode(),
+            'x,"Zero\u200b, width",07\r\n'.encode(), b"y,%s, 7 \r\n" % PLAIN[2].encode()]
+    src.write_bytes(b"".join(rows))
+    _, clean, _ = fix(src, tmp_path / "out", out="clean.csv")
+    assert clean.read_bytes() == rows[0] + rows[1] + b'x,"Zero, width",07\r\n' + rows[3]
+    again, clean2, entries = fix(clean, tmp_path / "again", out="clean.csv")
+    assert clean2.read_bytes() == clean.read_bytes() and entries == []
+    assert again["clean"]["changed"] == 0
+
+
+# -- 3. shard folders -----------------------------------------------------------------------
+
+
+def test_a_shard_folder_keeps_records_as_written(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(
+        b'{"id": 0, "text": "%s", "score": 3}\n{"id": 1, "text": "Zero\\u200b", "score": 2.5}\n'
+        % PLAIN[0].encode())
+    (folder / "b.jsonl").write_bytes(b'{"id": 2, "text": "%s"}\nnot json\n' % PLAIN[1].encode())
+    _, clean, entries = fix(folder, tmp_path / "out")
+    assert clean.read_bytes().splitlines(keepends=True) == [
+        b'{"id": 0, "text": "%s", "score": 3}\n' % PLAIN[0].encode(),
+        b'{"id": 1, "text": "Zero", "score": 2.5}\n',
+        b'{"id": 2, "text": "%s"}\n' % PLAIN[1].encode()]
+    assert [(e["file"], e["row"], e["raw"]) for e in entries] == [("b.jsonl", 1, "not json")]
+
+
+def test_a_shard_folder_of_json_arrays(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.json").write_text('[{"id": 0, "text": "%s"}, 7]' % PLAIN[0])
+    (folder / "b.json").write_text('[{"id": 1, "text": "%s"}]' % PLAIN[1])
+    _, clean, entries = fix(folder, tmp_path / "out")
+    assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == [0, 1]
+    assert [(e["file"], e["row"], e["raw"]) for e in entries] == [("a.json", 1, "7")]
+
+
+# -- 4. Parquet and Arrow -------------------------------------------------------------------
+
+N = 70_000  # past one Arrow batch of 65,536 rows
+
+
+def _wide_table() -> pa.Table:
+    texts = [f"Record number {k} says something plain." for k in range(N)]
+    texts[5] = "Zero\u200bwidth in record five."
+    texts[N - 1] = texts[0]  # an exact duplicate: quarantined
+    return pa.table({
+        "id": pa.array(range(N), pa.int32()),
+        "text": pa.array(texts, pa.string()),
+        "small": pa.array([k % 100 for k in range(N)], pa.int8()),
+        "f32": pa.array([0.1] * N, pa.float32()),
+        "u64": pa.array([2**63 + k for k in range(N)], pa.uint64()),
+        "late": pa.array([None] * 66_000 + [1.5] * (N - 66_000), pa.float64()),
+        "cat": pa.array(["a", "b"] * (N // 2)).dictionary_encode(),
+        "dec": pa.array([Decimal("1.250")] * N, pa.decimal128(10, 3)),
+        "ts": pa.array([10**18] * N, pa.timestamp("ns")),
+        "tags": pa.array([{"k": 1}] * N, pa.map_(pa.string(), pa.int64())),
+    })
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_parquet_and_arrow_keep_their_schema_and_values(tmp_path: Path, suffix: str) -> None:
+    table = _wide_table()
+    src = tmp_path / f"in{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(table, src)
+    else:
+        feather.write_feather(table, src)
+    rules = {"fields": {"text": "text", "id": "id"},
+             "rules": [{"id": "invisible", "check": "invisible_unicode"},
+                       {"id": "dupes", "check": "exact_duplicate"}]}
+    _, clean, entries = fix(src, tmp_path / "out", rules, out=f"clean{suffix}")
+    read = pq.read_table(clean) if suffix == ".parquet" else feather.read_table(clean)
+    expected = pq.read_table(src) if suffix == ".parquet" else feather.read_table(src)
+    assert read.schema.equals(expected.schema, check_metadata=True)
+    assert read.num_rows == N - 1
+    assert [e["row"] for e in entries] == [N - 1]
+    assert read.column("text")[5].as_py() == "Zerowidth in record five."
+    untouched = [k for k in range(N - 1) if k != 5]
+    assert (read.take(untouched).drop_columns(["text"])
+            .equals(expected.take(untouched).drop_columns(["text"])))
+
+
+# -- 5. numbers in JSON Lines -----------------------------------------------------------------
+
+
+def test_quarantined_and_changed_records_keep_numbers_as_written(tmp_path: Path) -> None:
+    lines = [b'{"id": 0, "text": "%s", "big": 123456789012345678901234567890}\n'
+             % PLAIN[0].encode(),
+             b'{"id":1,"text":"Zero\\u200bwidth","x":1e400,"y":1.10,"big":-18446744073709551617}'
+             b"\n",
+             b'{"id": 2, "text": "%s",   "big": 123456789012345678901234567890, "z": 1E+2}\n'
+             % PLAIN[0].upper().encode()]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(lines))
+    _, clean, entries = fix(src, tmp_path / "out")
+    assert clean.read_bytes() == lines[0] + (
+        b'{"id":1,"text":"Zerowidth","x":1e400,"y":1.10,"big":-18446744073709551617}\n')
+    [entry] = entries
+    assert entry["row"] == 2
+    q_line = (tmp_path / "out" / "rejected.jsonl").read_bytes()
+    assert q_line.endswith(b'"record": ' + lines[2].rstrip(b"\n") + b"}\n")
+
+
+# -- 6. output paths ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["--out", "o.jsonl", "--quarantine", "q.jsonl", "--manifest", "o.jsonl"],
+     ("--out", "--manifest")),
+    (["--out", "o.jsonl", "--quarantine", "q.jsonl", "--manifest", "q.jsonl"],
+     ("--quarantine", "--manifest")),
+    (["--out", "o.jsonl", "--quarantine", "fix-manifest.json"],
+     ("--quarantine", "the manifest")),
+    (["--out", "same.jsonl", "--quarantine", "./same.jsonl"], ("--out", "--quarantine")),
+])
+def test_outputs_that_collide_are_refused_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        names: tuple[str, str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "data" / "in.jsonl"
+    src.parent.mkdir()
+    src.write_text(json.dumps({"id": 0, "text": "Zero\u200bwidth"}) + "\n")
+    result = invoke("fix", src, *args)
+    assert result.exit_code == 2, result.output
+    assert all(name in result.output for name in names), result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_an_output_that_is_a_link_to_the_input_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
+    (tmp_path / "link.jsonl").symlink_to(src)
+    result = invoke("fix", src, "--out", tmp_path / "link.jsonl", "--quarantine",
+                    tmp_path / "q.jsonl")
+    assert result.exit_code == 2 and "is the input" in result.output
+    assert src.read_text() == json.dumps({"id": 0, "text": PLAIN[0]}) + "\n"
+
+
+# -- 7. a rule that could not run -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_fix_refuses_when_a_rule_could_not_run(tmp_path: Path, suffix: str) -> None:
+    records = [{"id": k, "text": f"{PLAIN[k % 3]} {k}"} for k in range(200)]
+    src = tmp_path / f"in{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(records), src)
+    else:
+        src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("fields: {text: text, label: label}\nmodel: {num_classes: 3}\n"
+                     "rules:\n  - {id: labels, check: label_range}\n")
+    out = tmp_path / "out"
+    result = invoke("fix", src, "--rules", rules, "--out", out / f"clean{suffix}",
+                    "--quarantine", out / "q.jsonl")
+    assert result.exit_code == 2, result.output
+    assert "labels" in result.output and "could not run" in result.output
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+# -- 12. a full disk ------------------------------------------------------------------------
+
+
+def test_a_full_disk_is_exit_3_and_leaves_nothing(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": k, "text": f"Zero\u200b {k}"}) + "\n"
+                           for k in range(5)))
+
+    def full(self: Any, unit: Any, after: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(JsonlWriter, "change", full)
+    out = tmp_path / "out"
+    result = invoke("fix", src, "--out", out / "clean.jsonl", "--quarantine", out / "q.jsonl")
+    assert result.exit_code == 3, result.output
+    assert "No space left on device" in result.output
+    assert list(out.iterdir()) == []
+
+
+def test_a_real_full_disk_when_a_tmpfs_can_be_mounted(tmp_path: Path) -> None:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        src = tmp_path / "in.jsonl"
+        src.write_text("".join(json.dumps({"id": k, "text": f"{PLAIN[k % 3]} {k} " * 20})
+                               + "\n" for k in range(2_000)))
+        result = invoke("fix", src, "--out", mount / "clean.jsonl",
+                        "--quarantine", mount / "q.jsonl")
+        assert result.exit_code == 3, result.output
+        assert "No space left on device" in result.output
+        assert list(mount.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
