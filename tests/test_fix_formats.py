@@ -168,6 +168,24 @@ def test_csv_to_csv_copies_untouched_rows_byte_for_byte(tmp_path: Path) -> None:
     assert again["clean"]["changed"] == 0
 
 
+def test_a_second_round_on_csv_input_does_not_judge_labels_read_back_as_text(
+        tmp_path: Path) -> None:
+    # A repair is a risky change, so the gate runs again on the clean JSON Lines, where the
+    # CSV's cells are strings: the label rule must not see "1" there and quarantine it.
+    src = tmp_path / "in.csv"
+    src.write_text("id,text,label\n0,caf\u00c3\u00a9 au lait,1\n1,%s,2\n" % PLAIN[0],
+                   encoding="utf-8")
+    rules = {"fields": {"text": "text", "id": "id", "label": "label"},
+             "model": {"num_classes": 3},
+             "rules": [{"id": "enc", "check": "encoding"},
+                       {"id": "labels", "check": "label_range"}]}
+    manifest, clean, entries = fix(src, tmp_path / "out", rules)
+    assert entries == []
+    assert [json.loads(x)["text"] for x in clean.read_bytes().splitlines()] == [
+        "café au lait", PLAIN[0]]
+    assert manifest["clean"]["changed"] == 1
+
+
 # -- 3. shard folders -----------------------------------------------------------------------
 
 

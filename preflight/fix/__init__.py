@@ -47,6 +47,7 @@ from preflight.report.model import Report
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
 MANIFEST_NAME = "fix-manifest.json"
+_BLIND_TO_TEXT = frozenset({"label_range", "numeric", "malformed", "schema"})
 
 
 @dataclass
@@ -73,7 +74,11 @@ def run_fix(
     found = open_input(src_path)
     out_format = output_format(options, found.format)
     _check_paths(src_path, options)
-    fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"]
+    # The verification rounds rerun the rules a fix could give a new finding: those with a
+    # fix action that read text (a fix changes only text; labels, numbers and the records'
+    # shape stay as they were, and a CSV read back from JSON Lines output would be all text).
+    fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"
+               and r.check not in _BLIND_TO_TEXT]
 
     with tempfile.TemporaryDirectory(prefix=f"preflight-fix-{os.getpid()}-") as tmp:
         work = Path(tmp)
