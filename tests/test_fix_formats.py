@@ -163,6 +163,10 @@ def test_csv_to_csv_copies_untouched_rows_byte_for_byte(tmp_path: Path) -> None:
     src.write_bytes(b"".join(rows))
     _, clean, _ = fix(src, tmp_path / "out", out="clean.csv")
     assert clean.read_bytes() == rows[0] + rows[1] + b'x,"Zero, width",07\r\n' + rows[3]
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+    _, with_bom, _ = fix(bom, tmp_path / "bom", out="clean.csv")
+    assert with_bom.read_bytes() == b"\xef\xbb\xbf" + clean.read_bytes()
     again, clean2, entries = fix(clean, tmp_path / "again", out="clean.csv")
     assert clean2.read_bytes() == clean.read_bytes() and entries == []
     assert again["clean"]["changed"] == 0
@@ -356,6 +360,15 @@ def test_a_full_disk_is_exit_3_and_leaves_nothing(tmp_path: Path,
     assert result.exit_code == 3, result.output
     assert "No space left on device" in result.output
     assert list(out.iterdir()) == []
+
+
+def test_an_unwritable_tmpdir_is_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "not-there"))
+    result = invoke("fix", src, "--out", tmp_path / "o.jsonl", "--quarantine", tmp_path / "q.jsonl")
+    assert result.exit_code == 3, result.output
+    assert "TMPDIR" in result.output
 
 
 def test_a_real_full_disk_when_a_tmpfs_can_be_mounted(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def run_fix(
     fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"
                and r.check not in _BLIND_TO_TEXT]
 
-    with tempfile.TemporaryDirectory(prefix=f"preflight-fix-{os.getpid()}-") as tmp:
+    with _work_folder() as tmp:
         work = Path(tmp)
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
@@ -127,6 +127,15 @@ def run_fix(
             for path in written:
                 path.unlink(missing_ok=True)
         return report, manifest
+
+
+def _work_folder() -> tempfile.TemporaryDirectory[str]:
+    """The gate's scratch folder under TMPDIR (removed on exit)."""
+    try:
+        return tempfile.TemporaryDirectory(prefix=f"preflight-fix-{os.getpid()}-")
+    except OSError as e:
+        raise OutputError(f"cannot create a temporary folder in {tempfile.gettempdir()}: "
+                          f"{e.strerror or e}; set TMPDIR to a writable folder") from e
 
 
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",

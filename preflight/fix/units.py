@@ -90,8 +90,11 @@ def open_input(path: Path, fmt: str | None = None) -> Input:
             found.schema = _schema([p for _, p in files], fmt)
         elif found.syntax == "csv":
             with _open(files[0][1]) as f:
+                bom = f.peek(3)[:3] == b"\xef\xbb\xbf" if hasattr(f, "peek") else False
                 found.header, head, _ = csv_rows(f)
-                found.header_raw = head.encode("utf-8", "surrogateescape")
+                # the reader drops a byte-order mark; the CSV output keeps it
+                found.header_raw = (b"\xef\xbb\xbf" if bom else b"") + head.encode(
+                    "utf-8", "surrogateescape")
     except READ_ERRORS as e:
         raise InputError(f"cannot read {path}: {e}") from e
     return found
