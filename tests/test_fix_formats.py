@@ -388,3 +388,22 @@ def test_a_real_full_disk_when_a_tmpfs_can_be_mounted(tmp_path: Path) -> None:
         assert list(mount.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_datasets_folder_keeps_its_schema_and_global_rows(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    texts = ["Hello the\u200bre world.", PLAIN[0], PLAIN[1], PLAIN[0], PLAIN[2], ""]
+    ds = datasets.Dataset.from_dict({"id": list(range(6)), "text": texts})
+    ds.save_to_disk(str(tmp_path / "saved"), num_shards=2)
+    rules = {"fields": {"text": "text", "id": "id"},
+             "rules": [{"id": "invisible", "check": "invisible_unicode"},
+                       {"id": "dupes", "check": "exact_duplicate"},
+                       {"id": "empty", "check": "empty"}]}
+    _, clean, entries = fix(tmp_path / "saved", tmp_path / "out", rules, out="clean.arrow")
+    table = feather.read_table(clean)
+    with pa.memory_map(str(tmp_path / "saved" / "data-00000-of-00002.arrow")) as f:
+        shard = pa.ipc.open_stream(f).schema  # datasets writes Arrow IPC streams
+    assert table.schema.equals(shard, check_metadata=True)
+    assert table.column("id").to_pylist() == [0, 1, 2, 4]
+    assert table.column("text")[0].as_py() == "Hello there world."
+    assert [(e["row"], e["file"]) for e in entries] == [(3, None), (5, None)]
