@@ -6,6 +6,8 @@ was called, each class carrying the exit code the CLI maps it to::
     PreflightError              (exit 2 unless a subclass says otherwise)
     ├── ConfigError             a rules file or option is wrong            exit 2
     ├── InputError              the input cannot be read at all            exit 3
+    ├── OutputError             an output cannot be written (disk full,    exit 3
+    │                           read-only folder, permission)
     └── PreflightFailed         raised by Report.raise_for_status()        exit 1
 """
 
@@ -31,6 +33,13 @@ class ConfigError(PreflightError):
 
 class InputError(PreflightError):
     """The input could not be read at all (missing, unknown format, corrupt container)."""
+
+    exit_code = 3
+
+
+class OutputError(PreflightError):
+    """An output could not be written: no space left, a read-only folder, no permission.
+    Like an unreadable input, an I/O failure the user must fix where the files live."""
 
     exit_code = 3
 
