@@ -25,7 +25,14 @@ from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
 from preflight.paths import find_beside
-from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
+from preflight.report.model import (
+    Report,
+    RuleResult,
+    RulesInfo,
+    Skipped,
+    SmokeResult,
+    SourceInfo,
+)
 from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
@@ -148,6 +155,7 @@ def run(
                 total=total,
                 limit=limit,
                 fingerprint=src.fingerprint(),
+                skipped=[Skipped(path=name, reason=why) for name, why in src.skipped],
             ),
             rules_file=RulesInfo(
                 path=rules.path,
