@@ -6,6 +6,7 @@ closes stdout early (``preflight check DATA | head -1``) never changes the exit 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -80,6 +81,12 @@ def _stdout_may_close() -> Iterator[None]:
         _err.quiet = True  # the summary may have gone to stderr, as closed
 
 
+# Failures of the disk or the file system, which the user fixes where the files live (exit 3);
+# another OSError (a file gone missing mid-run, say) is preflight's own bug.
+_IO_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                          errno.EIO, errno.EFBIG, errno.ENAMETOOLONG, errno.ELOOP})
+
+
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Map preflight's errors to exit codes; no traceback unless --debug."""
 
@@ -104,7 +111,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:
             if debug:
                 raise
-            if isinstance(e, OSError) and e.errno is not None:
+            if isinstance(e, OSError) and e.errno in _IO_FAILURES:
                 # an I/O failure no reader or writer named for the user: still exit 3
                 where = f"{e.filename}: " if e.filename else ""
                 _err.print(f"[bold red]error:[/] {escape(where)}{escape(e.strerror or str(e))}",

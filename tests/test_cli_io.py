@@ -367,3 +367,18 @@ def test_check_piped_to_head_passes(tmp_path: Path) -> None:
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr  # the gate passed, whoever stopped reading
     assert proc.stdout.startswith(str(data))
+
+
+def test_an_io_failure_nothing_else_named_is_still_exit_3(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import preflight.pipeline
+
+    def failing() -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), "/dev/sdz1")
+
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    monkeypatch.setattr(preflight.pipeline, "environment", failing)
+    result = invoke("check", "--no-smoke", data, "--out", tmp_path / "out")
+    assert result.exit_code == 3, result.output
+    assert "internal error" not in result.output
+    assert "/dev/sdz1" in result.output and "Input/output error" in result.output
