@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from preflight.config import RuleSet, load_rules
-from preflight.errors import ConfigError, InputError, PreflightError, PreflightFailed
+from preflight.errors import (
+    ConfigError,
+    InputError,
+    OutputError,
+    PreflightError,
+    PreflightFailed,
+)
 from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import EXECUTORS, Progress, run
 from preflight.report.model import Report
@@ -22,6 +28,7 @@ __all__ = [
     "ConfigError",
     "FixOptions",
     "InputError",
+    "OutputError",
     "PreflightError",
     "PreflightFailed",
     "Report",

@@ -1,13 +1,17 @@
 """The command line: a thin layer over the Python API, and the only module that prints or
 exits. ``PreflightError`` subclasses map to their exit codes: 0 pass, 1 gate failed,
-2 usage or configuration error, 3 input unreadable."""
+2 usage or configuration error, 3 input unreadable or output unwritable. A reader that
+closes stdout early (``preflight check DATA | head -1``) never changes the exit code."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -44,7 +48,43 @@ from preflight.report.markdown import DEFAULT_MAX_CHARS
 from preflight.report.model import load_report
 from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
 
-_err = Console(stderr=True, soft_wrap=True)
+
+class _Console(Console):
+    """A console whose closed output raises ``BrokenPipeError`` (rich's own handling exits
+    with 1, which would read as a failed gate)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+_err = _Console(stderr=True, soft_wrap=True)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so nothing more (not even the flush at exit) fails."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def _stdout_may_close() -> Iterator[None]:
+    """Output that a reader may stop reading (``| head``): a broken pipe ends the output
+    quietly; the caller exits with the code it decided."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        _err.quiet = True  # the summary may have gone to stderr, as closed
+
+
+# Failures of the disk or the file system, which the user fixes where the files live (exit 3);
+# another OSError (a file gone missing mid-run, say) is preflight's own bug.
+_IO_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                          errno.EIO, errno.EFBIG, errno.ENAMETOOLONG, errno.ELOOP})
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,9 +105,19 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(130)
         except click.ClickException:  # a usage mistake: click prints it, exit 2
             raise
-        except Exception as e:  # a bug in preflight, not a user mistake
+        except BrokenPipeError:  # stdout closed where no command expected it
+            _silence_stdout()
+            sys.exit(141)  # what the shell reports for SIGPIPE
+        except Exception as e:
             if debug:
                 raise
+            if isinstance(e, OSError) and e.errno in _IO_FAILURES:
+                # an I/O failure no reader or writer named for the user: still exit 3
+                where = f"{e.filename}: " if e.filename else ""
+                _err.print(f"[bold red]error:[/] {escape(where)}{escape(e.strerror or str(e))}",
+                           highlight=False)
+                sys.exit(3)
+            # a bug in preflight, not a user mistake
             _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {escape(str(e))}\n"
                        "This is a bug in preflight; rerun with --debug for the traceback.",
                        highlight=False)
@@ -75,6 +125,10 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     return wrapper
 
+
+# DATA as given: whether it exists and can be read is the reader's to say (exit 3), not
+# click's (whose readable=True check would make an unreadable input a usage error, exit 2).
+_INPUT = click.Path(path_type=Path, readable=False)
 
 _md_max_chars = click.option(
     "--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
@@ -109,7 +163,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", type=_INPUT)
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file (see `preflight rules list`).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
@@ -161,7 +215,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 
 
 @main.command()
-@click.argument("data", type=click.Path(path_type=Path), required=False)
+@click.argument("data", type=_INPUT, required=False)
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
@@ -202,10 +256,11 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
         from preflight.smoke import replay
 
         result = replay(replay_path)
-        if as_json:
-            click.echo(result.model_dump_json(indent=2))
-        if not quiet:
-            render_smoke(result, _err if as_json else _stdout())
+        with _stdout_may_close():
+            if as_json:
+                click.echo(result.model_dump_json(indent=2))
+            if not quiet:
+                render_smoke(result, _err if as_json else _stdout())
         sys.exit(1 if result.failed else 0)
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
@@ -243,17 +298,18 @@ def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: i
                                show_text=show_text, progress=update, smoke=smoke,
                                formats=formats, md_max_chars=md_max_chars, executor=executor,
                                address=address)
-    if as_json:
-        click.echo(report.model_dump_json(indent=2))
-    if not quiet:
-        render_console(report, _err if as_json else _stdout())
+    with _stdout_may_close():  # `| head` must not turn a verdict into another exit code
+        if as_json:
+            click.echo(report.model_dump_json(indent=2))
+        if not quiet:
+            render_console(report, _err if as_json else _stdout())
     sys.exit(0 if report.passed else 1)
 
 
 def _stdout() -> Console:
     """A console for the summary; 120 columns when stdout is not a terminal (logs, pipes)."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    console = _Console()
+    return console if console.is_terminal else _Console(width=120)
 
 
 class _progress:
@@ -294,7 +350,7 @@ class _progress:
 
 
 @main.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", type=_INPUT)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="The cleaned corpus; its suffix picks the format (.jsonl, .csv, .parquet, "
                    ".arrow) unless --format says.")
@@ -393,10 +449,11 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
 def diff(old: Path, new: Path, as_json: bool, debug: bool) -> None:
     """Compare two report.json files: exit 0 when no rule got worse, 1 when one did."""
     result = diff_reports(load_report(old), load_report(new))
-    if as_json:
-        click.echo(result.model_dump_json(indent=2))
-    else:
-        render_diff(result, _stdout())
+    with _stdout_may_close():
+        if as_json:
+            click.echo(result.model_dump_json(indent=2))
+        else:
+            render_diff(result, _stdout())
     sys.exit(1 if result.worse else 0)
 
 
@@ -415,7 +472,7 @@ def rules_list(as_json: bool) -> None:
         click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
                                "smoke": smoke, "presets": preset_names()}, indent=2))
         return
-    console = Console()
+    console = _Console()
     console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
                   "max_count (default 0 unless max_fraction is set), max_fraction, fix.\n")
     for c in checks:
@@ -439,7 +496,7 @@ def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
-    Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    _Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
 
 
 def _describe(cls: Any) -> dict[str, Any]:

@@ -6,7 +6,8 @@ was called, each class carrying the exit code the CLI maps it to::
     PreflightError              (exit 2 unless a subclass says otherwise)
     ├── ConfigError             a rules file or option is wrong            exit 2
     ├── InputError              the input cannot be read at all            exit 3
-    ├── OutputError             an output cannot be written (disk full…)   exit 3
+    ├── OutputError             an output cannot be written (disk full,    exit 3
+    │                           read-only folder, permission)
     └── PreflightFailed         raised by Report.raise_for_status()        exit 1
 """
 
@@ -37,7 +38,8 @@ class InputError(PreflightError):
 
 
 class OutputError(PreflightError):
-    """An output could not be written while working (disk full, read-only, permission)."""
+    """An output could not be written: no space left, a read-only folder, no permission.
+    Like an unreadable input, an I/O failure the user must fix where the files live."""
 
     exit_code = 3
 

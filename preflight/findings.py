@@ -2,12 +2,14 @@
 
 Memory stays bounded whatever the number of findings: counts and up to ``MAX_EXAMPLES``
 examples per rule live in memory, the rest is streamed to ``findings.parquet`` (written under
-a temporary name and renamed when complete).
+a temporary name and renamed when complete; ``abort`` deletes it when the run stops short).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from preflight.batch import Batch, record_key
 from preflight.config import Rule
 from preflight.report.model import Example
 from preflight.sampling import FlaggedKeys
+from preflight.tempfiles import temp_path, write_error
 from preflight.text import redact, visible
 
 MAX_EXAMPLES = 20
@@ -68,8 +71,9 @@ class FindingsSink:
         self._ids: list[pa.Array] = []
         self._batch_ids: pl.Series | None = None
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            self._tmp = out_dir / f".findings.parquet.{os.getpid()}.tmp"
+            with self._writing(out_dir):
+                out_dir.mkdir(parents=True, exist_ok=True)
+            self._tmp = temp_path(out_dir / "findings.parquet")
 
     def open_batch(self, batch: Batch, id_field: str | None, *, keep_ids: bool) -> None:
         """Start a batch: remember its file label and the records' ids (kept for the whole
@@ -171,9 +175,11 @@ class FindingsSink:
         if not self._pending or self._tmp is None:
             return
         table = pl.concat(self._pending).to_arrow().cast(PARQUET_SCHEMA)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
-        self._writer.write_table(table)
+        assert self._out_dir is not None
+        with self._writing(self._out_dir / "findings.parquet"):
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
+            self._writer.write_table(table)
         self._pending, self._pending_rows = [], 0
 
     def close(self) -> dict[str, str]:
@@ -181,12 +187,35 @@ class FindingsSink:
         if self._out_dir is None or self._tmp is None:
             return {}
         self._flush()
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
-        self._writer.close()
         final = self._out_dir / "findings.parquet"
-        os.replace(self._tmp, final)
+        with self._writing(final):
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
+            self._writer.close()
+            os.replace(self._tmp, final)
+        self._writer = self._tmp = None
         return {"findings": str(final)}
+
+    def abort(self) -> None:
+        """Stop without a findings file: close the writer and delete the temporary file
+        (a run that failed or was interrupted leaves nothing half-written)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _writing(self, path: Path) -> Iterator[None]:
+        """A failed write (disk full, read-only folder) is an ``OutputError``, and leaves
+        no temporary file behind."""
+        try:
+            yield
+        except OSError as e:
+            self.abort()
+            raise write_error(path, e) from e
 
     def tally(self, rule_id: str) -> Tally:
         """What was collected for one rule."""

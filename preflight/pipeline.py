@@ -21,13 +21,22 @@ from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
 from preflight.environment import environment
+from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
 from preflight.paths import find_beside
-from preflight.report.model import Report, RuleResult, RulesInfo, SmokeResult, SourceInfo
+from preflight.report.model import (
+    Report,
+    RuleResult,
+    RulesInfo,
+    Skipped,
+    SmokeResult,
+    SourceInfo,
+)
 from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
+from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
@@ -79,94 +88,127 @@ def run(
         check_setup(rules)  # a bad --model or --checkpoint, before the read, not after it
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
+    if out_dir is not None:
+        check_out_dir(out_dir, src)
+        sweep(out_dir)  # what killed runs left there
+    sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
     sampler = Sampler(rules.smoke.samples, rules.smoke.seed) if smoke else None
     sink = FindingsSink(out_dir, show_text=show_text,
                         flagged=sampler.flagged if sampler is not None else None)
-    timings: dict[str, float] = {"read": 0.0}
-    notes: list[str] = []
-    rule_list = gate_rules(rules)
-    if rule_list[0] is IMPLICIT_MALFORMED:
-        notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
+    # Whatever stops the run (an error, Ctrl-C during the smoke stage), no half-written
+    # findings file stays behind; after a successful close this does nothing.
+    try:
+        timings: dict[str, float] = {"read": 0.0}
+        notes: list[str] = []
+        rule_list = gate_rules(rules)
+        if rule_list[0] is IMPLICIT_MALFORMED:
+            notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
 
-    if executor == "ray":
-        from preflight.executor.ray import scan_on_ray
+        if executor == "ray":
+            from preflight.executor.ray import scan_on_ray
 
-        read = scan_on_ray(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
-                           sink=sink, sampler=sampler, limit=limit, address=address,
-                           timings=timings, progress=progress)
-    else:
-        read = _read_local(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
-                           sink=sink, sampler=sampler, limit=limit, timings=timings,
-                           progress=progress)
-        _second_read(src, read.running, read.ctx, limit=limit, records=read.records,
-                     timings=timings, progress=progress)
-    running, fields, records, malformed = read.running, read.fields, read.records, read.malformed
-    for r in running:
-        if r.error is None:
+            read = scan_on_ray(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                               sink=sink, sampler=sampler, limit=limit, address=address,
+                               timings=timings, progress=progress)
+        else:
+            read = _read_local(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                               sink=sink, sampler=sampler, limit=limit, timings=timings,
+                               progress=progress)
+            _second_read(src, read.running, read.ctx, limit=limit, records=read.records,
+                         timings=timings, progress=progress)
+        running, fields = read.running, read.fields
+        records, malformed = read.records, read.malformed
+        for r in running:
+            if r.error is None:
+                t0 = time.perf_counter()
+                sink.add(r.rule, frame=r.check.finish())
+                r.stats = r.check.summary()
+                r.seconds += time.perf_counter() - t0
+            timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
+
+        total = records + malformed
+        results = []
+        for r in running:
+            error = r.error or _could_not_run(r.check, read.seen, records)
+            results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
+                                   stats=r.stats, strict=strict))
+        smoke_result = None
+        if sampler is not None:
             t0 = time.perf_counter()
-            sink.add(r.rule, frame=r.check.finish())
-            r.stats = r.check.summary()
-            r.seconds += time.perf_counter() - t0
-        timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
-
-    total = records + malformed
-    results = []
-    for r in running:
-        error = r.error or _could_not_run(r.check, read.seen, records)
-        results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
-                               stats=r.stats, strict=strict))
-    smoke_result = None
-    if sampler is not None:
+            smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
+                                  out_dir=out_dir, limit=limit, records=records, progress=progress,
+                                  fetch=read.fetch)
+            timings["smoke"] = round(time.perf_counter() - t0, 4)
+        verdict, reasons = decide(results, records=records, smoke=smoke_result)
+        timings["read"] = round(timings["read"], 4)
+        report = Report(
+            verdict=verdict,
+            strict=strict,
+            reasons=reasons,
+            source=SourceInfo(
+                path=src.path,
+                format=src.format,
+                files=len(src.files) or 1,
+                records=records,
+                malformed=malformed,
+                total=total,
+                limit=limit,
+                fingerprint=src.fingerprint(),
+                skipped=[Skipped(path=name, reason=why) for name, why in src.skipped],
+            ),
+            rules_file=RulesInfo(
+                path=rules.path,
+                preset=rules.preset,
+                sha256=rules.sha256,
+                fields=fields.model_dump(exclude_none=True),
+                inferred=read.inferred,
+                notes=notes,
+            ),
+            rules=results,
+            timings=timings,
+            environment=environment(),
+            smoke=smoke_result,
+        )
+        report.environment["executor"] = executor
+        if executor == "ray":
+            report.environment["ray"] = read.cluster
+        if smoke_result is not None:
+            report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
+                                      gpu=smoke_result.gpu)
         t0 = time.perf_counter()
-        smoke_result = _smoke(src, rules, fields=fields, tokenizer=tokenizer, sampler=sampler,
-                              out_dir=out_dir, limit=limit, records=records, progress=progress,
-                              fetch=read.fetch)
-        timings["smoke"] = round(time.perf_counter() - t0, 4)
-    verdict, reasons = decide(results, records=records, smoke=smoke_result)
-    timings["read"] = round(timings["read"], 4)
-    report = Report(
-        verdict=verdict,
-        strict=strict,
-        reasons=reasons,
-        source=SourceInfo(
-            path=src.path,
-            format=src.format,
-            files=len(src.files) or 1,
-            records=records,
-            malformed=malformed,
-            total=total,
-            limit=limit,
-            fingerprint=src.fingerprint(),
-        ),
-        rules_file=RulesInfo(
-            path=rules.path,
-            preset=rules.preset,
-            sha256=rules.sha256,
-            fields=fields.model_dump(exclude_none=True),
-            inferred=read.inferred,
-            notes=notes,
-        ),
-        rules=results,
-        timings=timings,
-        environment=environment(),
-        smoke=smoke_result,
-    )
-    report.environment["executor"] = executor
-    if executor == "ray":
-        report.environment["ray"] = read.cluster
-    if smoke_result is not None:
-        report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
-                                  gpu=smoke_result.gpu)
-    t0 = time.perf_counter()
-    if out_dir is not None:
-        report.outputs = sink.close()
-        report.timings["report"] = round(time.perf_counter() - t0, 4)
-        report.timings["total"] = round(time.perf_counter() - started, 4)
-        write_report(report, out_dir, formats, md_max_chars=md_max_chars)
-    else:
-        report.timings["total"] = round(time.perf_counter() - started, 4)
-    return report
+        if out_dir is not None:
+            report.outputs = sink.close()
+            report.timings["report"] = round(time.perf_counter() - t0, 4)
+            report.timings["total"] = round(time.perf_counter() - started, 4)
+            write_report(report, out_dir, formats, md_max_chars=md_max_chars)
+        else:
+            report.timings["total"] = round(time.perf_counter() - started, 4)
+        return report
+    finally:
+        sink.abort()
+
+
+def check_out_dir(out: Path, src: Source) -> None:
+    """A ``ConfigError`` (exit 2, before any work) when ``out`` cannot be the report
+    folder: it is a file (the input, say), or it lies in a folder being read, where the
+    next run would read the reports as data."""
+    for probe in (out, *out.parents):
+        if probe.is_dir():
+            break
+        if probe.exists():
+            is_input = any(probe.resolve() == f.resolve() for f in src.files)
+            what = "the input" if is_input else "a file"
+            where = "is " + what if probe == out else f"lies under {probe}, which is {what}"
+            raise ConfigError(f"--out {out} {where}; --out names the folder for the report "
+                              "(e.g. --out preflight-report)")
+    root = Path(src.path)
+    if src.files and root.is_dir():
+        root, target = root.resolve(), out.resolve()
+        if target == root or root in target.parents:
+            where = "is" if target == root else "is inside"
+            raise ConfigError(f"--out {out} {where} the input folder {src.path}, whose files "
+                              "are being read; write the report elsewhere")
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 Near-duplicate confirmation needs the shingle sets of every candidate document, which grow
 with the candidates' text, not with the number of rows; they are written to a temporary
-file (in ``TMPDIR``, deleted when closed) and read back a chunk of pairs at a time.
+file (in ``TMPDIR``) and read back a chunk of pairs at a time. The file has no name (it is
+unlinked as it is created), so even a killed run leaves nothing behind; a full ``TMPDIR``
+is an ``OutputError`` (exit 3) that names it.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import mmap
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from preflight.tempfiles import write_error
 
 _READ = 1 << 22  # values per read when copying a file
 
@@ -35,10 +40,15 @@ class Spilled:
         if not len(values):
             return
         self._write_held()  # they come first
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="preflight-")  # noqa: SIM115 - kept open
-        self._file.seek(0, 2)
-        np.ascontiguousarray(values, dtype=self.dtype).tofile(self._file)
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="preflight-")  # noqa: SIM115 - kept open
+            self._file.seek(0, 2)
+            # file.write, not ndarray.tofile: a short write raises with its errno (ENOSPC)
+            self._file.write(np.ascontiguousarray(values, dtype=self.dtype).data)
+        except OSError as e:
+            raise write_error(Path(tempfile.gettempdir()), e,
+                              what="a temporary file in TMPDIR") from e
         self.size += len(values)
 
     def chunks(self) -> Iterator[np.ndarray]:

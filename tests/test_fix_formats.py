@@ -113,8 +113,8 @@ def test_an_array_nested_past_the_limit_is_a_finding_not_a_crash(tmp_path: Path)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     findings = pq.read_table(tmp_path / "report" / "findings.parquet").to_pylist()
-    assert [(f["row"], f["check"]) for f in findings if f["check"] == "malformed"] == [
-        (1, "malformed")]
+    assert [(f["row"], f["code"]) for f in findings if f["check"] == "malformed"] == [
+        (1, "too_deep")]
 
 
 # -- 2. CSV ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from preflight.report.model import Report, RuleResult, SmokeResult
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "bold red"}
 _SMOKE_STYLE = {"pass": "green", "data_fault": "red", "code_fault": "red", "skipped": "yellow"}
 _MAX_EXAMPLES = 3
+_MAX_SKIPPED = 10
 
 
 def render_console(report: Report, console: Console, *, examples: int = _MAX_EXAMPLES) -> None:
@@ -21,6 +22,12 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         f"[bold]{src.path}[/] · {src.format} · {src.records:,} records{limited}"
         f" · {src.malformed:,} malformed"
     )
+    for s in src.skipped[:_MAX_SKIPPED]:
+        console.print(f"  skipped {s.path}: {s.reason}", style="yellow", markup=False,
+                      highlight=False)
+    if len(src.skipped) > _MAX_SKIPPED:
+        console.print(f"  … and {len(src.skipped) - _MAX_SKIPPED:,} more skipped (see "
+                      "report.json)", style="yellow", highlight=False)
     for role, why in report.rules_file.inferred.items():
         console.print(f"  inferred {role}: {why}", style="dim")
     for note in report.rules_file.notes:

@@ -47,6 +47,13 @@ class RuleResult(BaseModel):
     fix: str | None = None
 
 
+class Skipped(BaseModel):
+    """An entry of a folder of shards that was not read, and why."""
+
+    path: str = Field(description="Relative to the folder.")
+    reason: str
+
+
 class SourceInfo(BaseModel):
     """What was read."""
 
@@ -58,6 +65,10 @@ class SourceInfo(BaseModel):
     total: int = Field(description="records + malformed: the denominator of every fraction.")
     limit: int | None = None
     fingerprint: dict[str, Any] = Field(default_factory=dict)
+    skipped: list[Skipped] = Field(
+        default_factory=list,
+        description="Entries of a folder of shards that were not read (sub-folders, names "
+                    "starting with '.' or '_', files of no known format), with the reason.")
 
 
 class RulesInfo(BaseModel):

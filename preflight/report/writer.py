@@ -1,14 +1,15 @@
 """Write the report's files atomically (a temporary name, then a rename): ``report.json``
-and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``."""
+and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``. A failed write
+(disk full, read-only folder) leaves no temporary file and is an ``OutputError``."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from preflight.errors import ConfigError
 from preflight.report.model import Report
+from preflight.tempfiles import atomic_write, write_error
 
 FORMATS = ("json", "html", "junit", "md")
 DEFAULT_FORMATS = ("json", "html")
@@ -49,7 +50,10 @@ def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
 def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT_FORMATS, *,
                  md_max_chars: int | None = None) -> dict[str, Path]:
     """Write the report into ``out_dir`` in each format; return the paths by format."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(out_dir, e) from e
     formats = list(formats)
     paths = {fmt: out_dir / FILE_NAMES[fmt] for fmt in formats}
     for fmt, path in paths.items():
@@ -61,7 +65,5 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
 
 def write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")

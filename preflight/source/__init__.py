@@ -5,11 +5,20 @@
 shards of one format, a folder written by ``datasets``' ``save_to_disk``, or a
 ``datasets.Dataset`` object. A new format is one function ``(path, file_index, label) ->
 Iterator[Batch]`` added to ``READERS``.
+
+Every input is read more than once (the smoke sample and near-duplicate confirmation read
+it again), so only regular files are read: a named pipe or a device is refused (exit 3)
+rather than opened twice or read forever. In a folder of shards, what is not read is
+listed in ``Source.skipped`` with the reason (sub-folders, names starting with ``.`` or
+``_``, files of no known format); a broken or looping symbolic link is an ``InputError``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -67,6 +76,8 @@ class Source:
     total: int = 0
     unit: str = "bytes"
     global_rows: bool = False
+    # entries of a folder of shards that were not read: (name, why)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     _batches: Callable[[], Iterator[Batch]] | None = None
     _fingerprint: dict[str, Any] = field(default_factory=dict)
 
@@ -91,18 +102,25 @@ def open_source(obj: Any) -> Source:
     if not isinstance(obj, str | Path):
         return _dataset_object(obj)
     path = Path(obj)
-    if not path.exists():
-        raise InputError(f"input not found: {path}")
-    if path.is_dir():
-        if (path / "state.json").is_file() and (path / "dataset_info.json").is_file():
+    st = _stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            saved = (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+            split = (path / "dataset_dict.json").is_file()
+            splits = sorted(p.name for p in path.iterdir() if p.is_dir()) if split else []
+        except OSError as e:
+            raise InputError(f"cannot read the folder {path}: {e.strerror}") from e
+        if saved:
             return _saved_dataset(path)
-        if (path / "dataset_dict.json").is_file():
-            splits = sorted(p.name for p in path.iterdir() if p.is_dir())
+        if split:
             raise InputError(
                 f"{path} holds a DatasetDict; point preflight at one split, e.g. "
                 f"{path / (splits[0] if splits else 'train')}"
             )
         return _folder(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path} is {_kind(st.st_mode)}, not a regular file; preflight reads "
+                         "its input more than once: save it to a file and check that")
     fmt = format_of(path)
     if fmt is None:
         raise InputError(
@@ -113,19 +131,71 @@ def open_source(obj: Any) -> Source:
     return _files(fmt, path, [path])
 
 
+def _stat(path: Path) -> os.stat_result:
+    """``path``'s status (links followed); an ``InputError`` naming what is wrong."""
+    try:
+        return path.stat()
+    except OSError as e:
+        if path.is_symlink():
+            if e.errno == errno.ELOOP:
+                raise InputError(f"{path} is a symbolic link that loops; fix or remove it") from e
+            if e.errno == errno.ENOENT:
+                raise InputError(f"{path} is a broken symbolic link (its target "
+                                 f"{os.readlink(path)} does not exist); fix or remove it") from e
+        if e.errno == errno.ENOENT:
+            raise InputError(f"input not found: {path}") from e
+        raise InputError(f"cannot read {path}: {e.strerror}") from e
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file or folder"
+
+
 def _folder(path: Path) -> Source:
-    data = [p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))]
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as e:
+        raise InputError(f"cannot list the folder {path}: {e.strerror}") from e
     by_format: dict[str, list[Path]] = {}
-    for p in data:
-        if (fmt := format_of(p)) is not None:
+    skipped: list[tuple[str, str]] = []
+    for p in entries:
+        if p.name.startswith((".", "_")):
+            skipped.append((p.name, f"the name starts with {p.name[0]!r} (hidden or "
+                                    "metadata, skipped by convention)"))
+            continue
+        st = _stat(p)
+        fmt = format_of(p)
+        if stat.S_ISDIR(st.st_mode):
+            skipped.append((p.name, "a sub-folder (only the files directly inside are read)"))
+        elif not stat.S_ISREG(st.st_mode):
+            if fmt is not None:
+                raise InputError(f"{p} is {_kind(st.st_mode)}, not a regular file; preflight "
+                                 "reads its input more than once: replace it with a file")
+            skipped.append((p.name, f"{_kind(st.st_mode)}, not a regular file"))
+        elif fmt is None:
+            skipped.append((p.name, "not a data file (its name says no supported format)"))
+        else:
             by_format.setdefault(fmt, []).append(p)
     if not by_format:
-        raise InputError(f"{path} holds no data files (.jsonl, .json, .csv, .parquet, .arrow)")
+        seen = "; ".join(f"{name}: {why}" for name, why in skipped[:5])
+        more = f" (skipped {seen}{' …' if len(skipped) > 5 else ''})" if skipped else ""
+        raise InputError(f"{path} holds no data files (.jsonl, .json, .csv, .parquet, "
+                         f".arrow){more}")
     if len(by_format) > 1:
         kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_format.items()))
         raise InputError(f"{path} mixes formats ({kinds}); point preflight at one format")
     ((fmt, files),) = by_format.items()
-    return _files(fmt, path, files)
+    source = _files(fmt, path, files)
+    source.skipped = skipped
+    return source
 
 
 def _files(fmt: str, root: Path, files: list[Path]) -> Source:

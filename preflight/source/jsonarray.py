@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
+from preflight.source.jsonl import MAX_DEPTH, TOO_DEEP, parse_line, read_jsonl
 from preflight.source.tracked import Tracked, note_file, open_stream
 
 ARRAY_BATCH = 20_000
-MAX_DEPTH = 256  # deeper elements are malformed: the parsers recurse, and no corpus needs it
 _READ = 1 << 20
 _STRUCT = re.compile(r'["\[\]{}]')
 _STRING_TAIL = re.compile(r'(?:[^"\\]|\\.)*"', re.S)  # from after an opening quote
@@ -158,10 +158,8 @@ def _value_end(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str]
 
 
 def _element(index: int, text: str, depth: int, problem: tuple[str, str] | None) -> Element:
-    from preflight.source.jsonl import parse_line
-
-    if problem is None and depth > MAX_DEPTH:
-        problem = ("invalid_json", f"nested {depth} levels deep (the limit is {MAX_DEPTH})")
+    if problem is None and depth > MAX_DEPTH:  # the same limit and finding as JSON Lines
+        problem = TOO_DEEP
     if problem is None and _ESCAPED_BYTE.search(text):
         problem = ("invalid_utf8", "element holds invalid UTF-8")
     if problem is None:
@@ -176,8 +174,6 @@ def read_json(path: Path, file_index: int, label: str | None, state: dict[str, A
               ) -> Iterator[Batch]:
     """Yield batches of a ``.json`` file: a top-level array of records (streamed), or JSON
     Lines under a .json name."""
-    from preflight.source.jsonl import read_jsonl
-
     if not is_array(path):
         yield from read_jsonl(path, file_index, label, state)
         return

@@ -5,6 +5,13 @@ Arrow's multithreaded JSON reader (which also accepts Python's ``NaN``/``Infinit
 literals); when that reader rejects the block — a malformed line, a field whose type changes,
 invalid UTF-8 — only that block is parsed again line by line, so every line gets its own
 verdict and its physical line number (``row``), and nothing is dropped.
+
+Nesting is bounded. Arrow's reader recurses once per level and crashes the process (a
+segfault, no report) on a line nested some thousands deep, so a line whose brackets may nest
+``_ARROW_DEPTH`` deep never reaches it. A record nested deeper than ``MAX_DEPTH`` levels of
+objects and arrays (which the rest of preflight walks recursively) is a ``malformed``
+finding, ``too_deep``, on either path: Arrow's inferred schema shows how deep a block goes,
+and the line-by-line path measures the lines that have that many brackets.
 """
 
 from __future__ import annotations
@@ -39,6 +46,14 @@ BLOCK_BYTES = 8 << 20
 PIECE_BYTES = 512 << 10
 _SLOW_LINES = 64  # below this many lines, parse line by line
 _BOM = b"\xef\xbb\xbf"
+# The deepest record read: deeper is a `too_deep` finding (preflight's own code walks
+# records recursively). Lines whose brackets may nest _ARROW_DEPTH deep are parsed one by
+# one, never by Arrow, whose reader crashes some thousands of levels down.
+MAX_DEPTH = 200
+_ARROW_DEPTH = 1000
+_NESTING = np.zeros(256, dtype=np.int8)
+_NESTING[[ord("{"), ord("[")]] = 1
+_NESTING[[ord("}"), ord("]")]] = -1
 
 
 class _Fallback(Exception):
@@ -181,8 +196,12 @@ def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
     if any(not stripped[k].startswith(b"{") for k in nonblank):
         raise _Fallback
     longest = max(map(len, lines), default=0)
+    if longest >= _ARROW_DEPTH and _may_nest_deeper(block, lines, _ARROW_DEPTH):
+        raise _Fallback
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
+    if _schema_depth(table.schema) > MAX_DEPTH:  # the lines that deep are findings
+        raise _Fallback
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
         table = pj.read_json(io.BytesIO(block), read_options=options,
@@ -190,6 +209,57 @@ def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
     return _Part(rows=np.asarray(nonblank, dtype=np.int64) + row0, table=table)
+
+
+def _may_nest_deeper(block: bytes, lines: list[bytes], limit: int) -> bool:
+    """Whether a line of ``block`` (``lines``, each ended by a newline) may be nested
+    ``limit`` deep. Brackets inside strings count too, so this errs on the safe side. Cheap
+    first: a line needs ``limit`` opening brackets to get that deep; only such lines get
+    their depth measured."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    opens = data == ord("{")
+    opens |= data == ord("[")
+    starts = np.zeros(len(lines), dtype=np.int64)
+    np.cumsum([len(line) + 1 for line in lines[:-1]], out=starts[1:])
+    per_line = np.add.reduceat(opens, starts, dtype=np.int32)
+    for k in np.flatnonzero(per_line >= limit):
+        line = data[starts[k]:starts[k] + len(lines[k])]
+        if np.cumsum(_NESTING[line], dtype=np.int32).max() >= limit:
+            return True
+    return False
+
+
+def _schema_depth(schema: pa.Schema) -> int:
+    """How deep the records of a table nest (a flat record is 1), from its types alone."""
+    deepest, stack = 1, [(f.type, 2) for f in schema]
+    while stack:
+        t, depth = stack.pop()
+        if pa.types.is_struct(t):
+            children = [t.field(i).type for i in range(t.num_fields)]
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            children = [t.value_type]
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def nesting_depth(obj: Any) -> int:
+    """How deep a parsed value nests objects and arrays (``{"a": 1}`` is 1), without
+    recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return deepest
 
 
 def _slow(lines: list[bytes], row0: int) -> _Part:
@@ -260,10 +330,16 @@ def parse_line(line: bytes) -> tuple[Any, tuple[str, str] | None]:
         except json.JSONDecodeError as e:
             return None, ("invalid_json", f"{e.msg} (column {e.colno})")
         except RecursionError:
-            return None, ("invalid_json", "nested too deeply")
+            return None, TOO_DEEP
     if not isinstance(obj, dict):
         return None, ("not_an_object", f"a JSON {_json_kind(obj)}, not an object")
+    if line.count(b"{") + line.count(b"[") > MAX_DEPTH and nesting_depth(obj) > MAX_DEPTH:
+        return None, TOO_DEEP
     return obj, None
+
+
+TOO_DEEP = ("too_deep", f"nested too deeply (more than {MAX_DEPTH} levels of objects "
+                         "and arrays)")
 
 
 def _may_have_surrogates(line: bytes) -> bool:

@@ -274,3 +274,41 @@ def test_empty_objects_are_records(tmp_path: Path, data: bytes) -> None:
     for b in batches:
         assert b.frame.height in (0, len(b.rows))
         assert b.json_types("text").to_list() == ["null"] * len(b)
+
+
+def _nested(depth: int) -> str:
+    """A record nested ``depth`` levels deep (the record itself is level 1)."""
+    return '{"text": "t", "a": ' + '{"a": ' * (depth - 2) + "[1]" + "}" * (depth - 2) + "}"
+
+
+def test_records_nested_up_to_the_limit_are_read_deeper_ones_are_findings(
+    tmp_path: Path,
+) -> None:
+    from preflight.source.jsonl import MAX_DEPTH
+
+    good = [json.dumps({"text": f"r{i}", "a": {"b": [i]}}) for i in range(200)]
+    # only objects: Arrow's reader takes the block, its schema shows the depth
+    at_limit = write(tmp_path, "a.jsonl", "\n".join([*good, _nested(MAX_DEPTH)]).encode())
+    batches = read(at_limit)
+    assert rows(batches) == list(range(201)) and malformed(batches) == []
+    deeper = write(tmp_path, "b.jsonl",
+                   "\n".join([*good[:100], _nested(MAX_DEPTH + 1), *good[100:]]).encode())
+    batches = read(deeper)
+    assert rows(batches) == [*range(100), *range(101, 201)]
+    assert malformed(batches) == [(100, "too_deep")]
+
+
+@pytest.mark.parametrize("neighbour", ["", "broken"])
+def test_lines_that_would_crash_arrow_are_too_deep_findings(
+    tmp_path: Path, neighbour: str
+) -> None:
+    from preflight.source.jsonl import MAX_DEPTH
+
+    good = [json.dumps({"text": f"r{i}", "a": {"b": [i]}}) for i in range(100)]
+    lines = [*good, _nested(MAX_DEPTH), _nested(MAX_DEPTH + 1), "[" * 20_000,
+             '{"a":' * 20_000, json.dumps({"text": "[" * 5000 + "{" * 5000}), neighbour]
+    path = write(tmp_path, "d.jsonl", ("\n".join(lines) + "\n").encode())
+    batches = read(path)
+    assert rows(batches) == [*range(100), 100, 104]  # brackets in a string are only text
+    expected = [(101, "too_deep"), (102, "too_deep"), (103, "too_deep")]
+    assert malformed(batches) == expected + ([(105, "invalid_json")] if neighbour else [])
