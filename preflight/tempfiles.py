@@ -7,6 +7,9 @@ process's id, and the next run deletes the ones whose process is gone::
 
     .{final.name}.preflight-{pid}.tmp           temp_path(final)
     .{final.name}.preflight-{pid}-{tag}.tmp     temp_path(final, tag)   (tag: [A-Za-z0-9_])
+    .{final.name}.preflight-{pid}.tmp.jsonl     temp_path(final, readable=True): a temporary
+                                                that is read back (fix's rounds) keeps the
+                                                suffix that names its format
     $TMPDIR/preflight-{kind}-{pid}-{random}/    temp_dir(kind)          (kind: [a-z]+)
 
 ``sweep(folder)`` and ``sweep_temp_dirs()`` delete only names of that shape whose pid is not
@@ -37,7 +40,7 @@ _TAG = re.compile(r"[A-Za-z0-9_]*")
 _KIND = re.compile(r"[a-z]+")
 # What a temporary name looks like; group "pid" is the writer's process id.
 _FILE_NAMES = (
-    re.compile(rf"^\..+\.{_MARK}-(?P<pid>\d+)(?:-[A-Za-z0-9_]+)?\.tmp$"),
+    re.compile(rf"^\..+\.{_MARK}-(?P<pid>\d+)(?:-[A-Za-z0-9_]+)?\.tmp(?:\.[A-Za-z0-9]+)?$"),
     # earlier releases
     re.compile(r"^\.(?:findings\.parquet|report\.(?:json|html|junit\.xml|md))\.(?P<pid>\d+)\.tmp$"),
     re.compile(r"^\..+\.(?P<pid>\d+)\.\d+\.part(?:\.[A-Za-z0-9]+)?$"),
@@ -46,13 +49,15 @@ _FILE_NAMES = (
 _DIR_NAME = re.compile(rf"^{_MARK}-[a-z]+-(?P<pid>\d+)-[A-Za-z0-9_]+$")
 
 
-def temp_path(final: Path, tag: str = "") -> Path:
+def temp_path(final: Path, tag: str = "", *, readable: bool = False) -> Path:
     """A temporary name beside ``final`` that carries this process's id (and ``tag``, to
-    tell apart several temporaries of one final path). Nothing is created."""
+    tell apart several temporaries of one final path); with ``readable``, it ends in
+    ``final``'s suffix so a reader can tell its format. Nothing is created."""
     if not _TAG.fullmatch(tag):
         raise ValueError(f"tag must be letters, digits or '_', got {tag!r}")
     suffix = f"-{tag}" if tag else ""
-    return final.with_name(f".{final.name}.{_MARK}-{os.getpid()}{suffix}.tmp")
+    end = final.suffix if readable else ""
+    return final.with_name(f".{final.name}.{_MARK}-{os.getpid()}{suffix}.tmp{end}")
 
 
 def pid_of(name: str) -> int | None:
@@ -108,7 +113,8 @@ def temp_dir(kind: str) -> Path:
     try:
         return Path(tempfile.mkdtemp(prefix=f"{_MARK}-{kind}-{os.getpid()}-", dir=parent))
     except OSError as e:
-        raise write_error(Path(parent), e, what="the temporary folder") from e
+        raise OutputError(f"cannot create a temporary folder in {parent}: "
+                          f"{e.strerror or e} (set TMPDIR to a writable folder)") from e
 
 
 def sweep_temp_dirs(parent: Path | None = None) -> list[Path]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import errno
 import json
+import os
 import subprocess
 import sys
 from decimal import Decimal
@@ -407,3 +408,33 @@ def test_a_datasets_folder_keeps_its_schema_and_global_rows(tmp_path: Path) -> N
     assert table.column("id").to_pylist() == [0, 1, 2, 4]
     assert table.column("text")[0].as_py() == "Hello there world."
     assert [(e["row"], e["file"]) for e in entries] == [(3, None), (5, None)]
+
+
+# -- 8. leftovers of killed runs ------------------------------------------------------------
+
+
+def test_fix_sweeps_what_killed_runs_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    from tests.test_tempfiles import dead_pid
+
+    dead = dead_pid()
+    out = tmp_path / "out"
+    out.mkdir()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    stale = [out / f".clean.jsonl.preflight-{dead}-0.tmp.jsonl",
+             out / f".rejected.jsonl.preflight-{dead}-0.tmp.jsonl",
+             out / f".clean.{dead}.1.part.jsonl",  # an earlier release's name
+             out / f".fix-manifest.json.{dead}.part"]
+    for p in stale:
+        p.write_bytes(b"x" * 1000)
+    (scratch / f"preflight-fix-{dead}-abc123").mkdir()
+    live = out / f".clean.jsonl.preflight-{os.getpid()}-9.tmp.jsonl"
+    live.write_bytes(b"a live run's file")
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
+    fix(src, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["clean.jsonl", "rejected.jsonl", "fix-manifest.json", live.name])
+    assert list(scratch.iterdir()) == []

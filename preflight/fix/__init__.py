@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.pipeline import gate_rules, rules_tokenizer
 from preflight.report.model import Report
+from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
@@ -80,8 +81,11 @@ def run_fix(
     fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"
                and r.check not in _BLIND_TO_TEXT]
 
-    with _work_folder() as tmp:
-        work = Path(tmp)
+    for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
+        sweep(folder)  # what killed runs left
+    sweep_temp_dirs()
+    work = temp_dir("fix")
+    try:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
         ctx = Context(
@@ -127,15 +131,13 @@ def run_fix(
             for path in written:
                 path.unlink(missing_ok=True)
         return report, manifest
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def _work_folder() -> tempfile.TemporaryDirectory[str]:
-    """The gate's scratch folder under TMPDIR (removed on exit)."""
-    try:
-        return tempfile.TemporaryDirectory(prefix=f"preflight-fix-{os.getpid()}-")
-    except OSError as e:
-        raise OutputError(f"cannot create a temporary folder in {tempfile.gettempdir()}: "
-                          f"{e.strerror or e}; set TMPDIR to a writable folder") from e
+def manifest_path(options: FixOptions) -> Path:
+    """Where the manifest goes: ``--manifest``, else beside ``--out``."""
+    return options.manifest or options.out.with_name(MANIFEST_NAME)
 
 
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
@@ -161,7 +163,7 @@ def output_format(options: FixOptions, input_format: str) -> str:
 def _check_paths(src: Path, options: FixOptions) -> None:
     """Exit 2 before any work when an output cannot be used: two outputs on one path, an
     output on the input or inside an input folder, a compressed name, a folder in the way."""
-    manifest = options.manifest or options.out.with_name(MANIFEST_NAME)
+    manifest = manifest_path(options)
     named = {"--out": options.out, "--quarantine": options.quarantine,
              "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
     inside = src.resolve() if src.is_dir() else None
@@ -273,7 +275,7 @@ def _fix_rounds(
         str(options.out),
         str(options.quarantine),
     )
-    target = options.manifest or options.out.with_name(MANIFEST_NAME)
+    target = manifest_path(options)
     place_text(json.dumps(manifest, indent=2) + "\n", target)
     manifest["manifest_path"] = str(target)
     return report, manifest

@@ -14,6 +14,7 @@ from preflight.fix.mend import Mender
 from preflight.fix.plan import Plan
 from preflight.fix.units import Input, Unit, units
 from preflight.fix.writers import open_writer, quarantine_line
+from preflight.tempfiles import atomic_write, temp_path
 
 
 def write_round(
@@ -106,7 +107,7 @@ def merge_quarantine(
         if (unit.file, unit.row) in later and not unit.blank:
             entry = quarantine_line(unit, later[(unit.file, unit.row)], mender.ctx.fields.id)
             pending.append(((files[unit.file], unit.row), entry))
-    merged = quarantined.with_name(quarantined.name + ".merge")
+    merged = temp_path(quarantined, tag="merge")
     with open(quarantined, "rb") as first, open(merged, "wb") as out:
         for entry in first:
             parsed = json.loads(entry)
@@ -158,13 +159,12 @@ _ROW = re.compile(r"\brow ([\d,]+)")
 
 
 def part(final: Path, n: int) -> Path:
-    """A temporary name beside ``final`` (the same folder, so the rename is atomic)."""
+    """A temporary name beside ``final`` (the same folder, so the rename is atomic), carrying
+    this process's id so a later run can sweep it if this one is killed."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return final.with_name(f".{final.stem}.{os.getpid()}.{n}.part{final.suffix}")
+    return temp_path(final, tag=str(n), readable=True)
 
 
 def place_text(text: str, final: Path) -> None:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    part = final.with_name(f".{final.name}.{os.getpid()}.part")
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, final)
+    with atomic_write(final) as tmp:
+        tmp.write_text(text, encoding="utf-8")
