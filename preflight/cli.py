@@ -10,7 +10,8 @@ import traceback
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import click
 from rich.console import Console
@@ -45,6 +46,9 @@ from preflight.report.model import load_report
 from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
 
 _err = Console(stderr=True, soft_wrap=True)
+# An error message longer than this is cut (a value quoted from a hostile input must not
+# flood the terminal); --debug shows it whole.
+MAX_ERROR_CHARS = 10_000
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,7 +62,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except PreflightError as e:
             if debug:
                 traceback.print_exc()
-            _err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+            _err.print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}", highlight=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             _err.print("interrupted")
@@ -68,12 +72,20 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:  # a bug in preflight, not a user mistake
             if debug:
                 raise
-            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {escape(str(e))}\n"
+            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: "
+                       f"{escape(_capped(str(e), debug))}\n"
                        "This is a bug in preflight; rerun with --debug for the traceback.",
                        highlight=False)
             sys.exit(2)
 
     return wrapper
+
+
+def _capped(message: str, debug: bool) -> str:
+    if debug or len(message) <= MAX_ERROR_CHARS:
+        return message
+    return (f"{message[:MAX_ERROR_CHARS]}\n… ({len(message) - MAX_ERROR_CHARS:,} more "
+            "characters; --debug shows them)")
 
 
 _md_max_chars = click.option(
@@ -464,8 +476,15 @@ def _params_table(params: list[dict[str, Any]]) -> Table:
 
 
 def _type_name(annotation: Any) -> str:
-    if get_origin(annotation) is Literal:
+    origin = get_origin(annotation)
+    if origin is Literal:
         return " | ".join(map(str, get_args(annotation)))
+    if origin is Annotated:  # StrictInt and the like: the type under the constraint
+        return _type_name(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return " | ".join(_type_name(a) for a in get_args(annotation))
+    if annotation is type(None):
+        return "None"
     text = getattr(annotation, "__name__", None) or str(annotation)
     return text.replace("typing.", "")
 
