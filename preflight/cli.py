@@ -179,11 +179,14 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and the replay file.")
 @click.option("--model", "model_spec", metavar="SPEC",
-              help="Your model: package.module:build or file.py:build (default: built-in).")
+              help="Your model: package.module:build or file.py:build (default: built-in). "
+                   "With --replay: the model to rerun it with (a replay of your model runs "
+                   "only with it).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Weights to start from (.safetensors or a torch state dict).")
 @click.option("--replay", "replay_path", type=click.Path(path_type=Path),
-              help="Rerun a replay file written by an earlier smoke test (no DATA needed).")
+              help="Rerun a replay file written by an earlier smoke test (no DATA needed; "
+                   "a replay of your own model needs --model SPEC to run its code).")
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records.")
 @click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
@@ -204,16 +207,17 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
         given = [name for name, value in (("DATA", data), ("--rules", rules_file),
-                                          ("--preset", preset), ("--model", model_spec),
-                                          ("--checkpoint", checkpoint), ("--set", sets),
-                                          ("--limit", limit), ("--tokenizer", tokenizer),
+                                          ("--preset", preset), ("--checkpoint", checkpoint),
+                                          ("--set", sets), ("--limit", limit),
+                                          ("--tokenizer", tokenizer),
                                           ("--num-classes", num_classes)) if value]
         if given:
-            raise click.UsageError(f"--replay reruns the saved batch, model and settings; "
-                                   f"{', '.join(given)} cannot apply")
+            raise click.UsageError(f"--replay reruns the saved batch, weights and settings "
+                                   f"(with --model: on that model); {', '.join(given)} "
+                                   "cannot apply")
         from preflight.smoke import replay
 
-        result = replay(replay_path)
+        result = replay(replay_path, model=model_spec)
         if as_json:
             click.echo(result.model_dump_json(indent=2))
         if not quiet:
@@ -449,7 +453,12 @@ def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
-    Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    console = Console()
+    console.print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    if ruleset.smoke.model:  # not run here: validating a file never runs its code
+        console.print(f"[yellow]note[/]: this rules file names code to run: smoke.model = "
+                      f"{escape(ruleset.smoke.model)} (the smoke test of `preflight check` and "
+                      "`preflight smoke` imports it and runs it)", highlight=False)
 
 
 def _describe(cls: Any) -> dict[str, Any]:

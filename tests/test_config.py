@@ -445,3 +445,23 @@ def test_every_number_in_a_rules_file_is_bounded_and_strict(where: str) -> None:
         with pytest.raises(ValidationError):  # a boolean is not a number
             model(**{name: True}) if model is not Rule else Rule(id="r", check="empty",
                                                                  **{name: True})
+
+
+# ------------------------------------------------------------------- code a rules file names
+
+
+def test_rules_validate_says_the_file_names_code_and_runs_none(tmp_path: Path) -> None:
+    mark = tmp_path / "imported.txt"
+    (tmp_path / "model.py").write_text(f"import pathlib\npathlib.Path({str(mark)!r}).touch()\n"
+                                       "def build():\n    raise SystemExit(0)\n")
+    path = tmp_path / "rules.yaml"
+    path.write_text("smoke: {model: model.py:build}\n" + RULE)
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "names code to run: smoke.model = model.py:build" in flat(result.stdout)
+    assert result.stderr == ""
+    assert not mark.exists()  # validating never imports it
+
+    path.write_text(RULE)
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert result.exit_code == 0 and "code to run" not in result.stdout
