@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import reprlib
 from importlib import resources
 from pathlib import Path
@@ -115,7 +116,7 @@ class SmokeConfig(_Strict):
         description="Seed for the sample, weights and data order (0 to 2^63-1).",
     )
     lr: StrictFloat = Field(
-        1e-2, gt=0, le=10, allow_inf_nan=False, description="AdamW learning rate (0 to 10)."
+        1e-2, gt=0, allow_inf_nan=False, description="AdamW learning rate (positive, finite)."
     )
     batch_size: StrictInt | None = Field(
         None, ge=1, le=10_000,
@@ -215,6 +216,13 @@ class _BoundedLoader(yaml.SafeLoader):
                     "needs far fewer: write the values out", event.start_mark)
             self._sizes[node] = size
         return node
+
+
+# YAML 1.1 reads `1e-4` (no dot) as a string; read it as the number everyone means (YAML
+# 1.2 does), so `lr: 3e-4` is a float and `n: 1e9` a float that an integer field refuses.
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def yaml_load(text: str | bytes) -> Any:

@@ -159,6 +159,11 @@ BAD_RULES: list[tuple[str, str, list[str]]] = [
         ["rules[0].n", "less than or equal to 64", "1000000000"],
     ),
     (
+        "shingle-size-written-1e9",  # YAML 1.2 reading: a float, which an int field refuses
+        "rules:\n  - {id: a, check: near_duplicate, n: 1e9}\n",
+        ["rules[0].n", "integer", "1000000000.0"],
+    ),
+    (
         "min-chars-past-64-bits",
         f"rules:\n  - {{id: a, check: exact_duplicate, min_chars: {2**70}}}\n",
         ["rules[0].min_chars", "less than or equal to", str(2**70)],
@@ -465,3 +470,10 @@ def test_rules_validate_says_the_file_names_code_and_runs_none(tmp_path: Path) -
     path.write_text(RULE)
     result = CliRunner().invoke(main, ["rules", "validate", str(path)])
     assert result.exit_code == 0 and "code to run" not in result.stdout
+
+
+def test_exponents_without_a_dot_are_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text("smoke: {lr: 3e-4, grad_norm_warn: 1E3}\n" + RULE)
+    smoke = load_rules(path).smoke
+    assert (smoke.lr, smoke.grad_norm_warn) == (3e-4, 1000.0)
