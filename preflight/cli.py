@@ -14,7 +14,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import click
 from rich.console import Console
@@ -85,6 +86,9 @@ def _stdout_may_close() -> Iterator[None]:
 # another OSError (a file gone missing mid-run, say) is preflight's own bug.
 _IO_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                           errno.EIO, errno.EFBIG, errno.ENAMETOOLONG, errno.ELOOP})
+# An error message longer than this is cut (a value quoted from a hostile input must not
+# flood the terminal); --debug shows it whole.
+MAX_ERROR_CHARS = 10_000
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -98,7 +102,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except PreflightError as e:
             if debug:
                 traceback.print_exc()
-            _err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+            _err.print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}", highlight=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             _err.print("interrupted")
@@ -118,12 +122,20 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                            highlight=False)
                 sys.exit(3)
             # a bug in preflight, not a user mistake
-            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: {escape(str(e))}\n"
+            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: "
+                       f"{escape(_capped(str(e), debug))}\n"
                        "This is a bug in preflight; rerun with --debug for the traceback.",
                        highlight=False)
             sys.exit(2)
 
     return wrapper
+
+
+def _capped(message: str, debug: bool) -> str:
+    if debug or len(message) <= MAX_ERROR_CHARS:
+        return message
+    return (f"{message[:MAX_ERROR_CHARS]}\n… ({len(message) - MAX_ERROR_CHARS:,} more "
+            "characters; --debug shows them)")
 
 
 # DATA as given: whether it exists and can be read is the reader's to say (exit 3), not
@@ -221,11 +233,14 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and the replay file.")
 @click.option("--model", "model_spec", metavar="SPEC",
-              help="Your model: package.module:build or file.py:build (default: built-in).")
+              help="Your model: package.module:build or file.py:build (default: built-in). "
+                   "With --replay: the model to rerun it with (a replay of your model runs "
+                   "only with it).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Weights to start from (.safetensors or a torch state dict).")
 @click.option("--replay", "replay_path", type=click.Path(path_type=Path),
-              help="Rerun a replay file written by an earlier smoke test (no DATA needed).")
+              help="Rerun a replay file written by an earlier smoke test (no DATA needed; "
+                   "a replay of your own model needs --model SPEC to run its code).")
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records.")
 @click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
@@ -246,16 +261,17 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
         given = [name for name, value in (("DATA", data), ("--rules", rules_file),
-                                          ("--preset", preset), ("--model", model_spec),
-                                          ("--checkpoint", checkpoint), ("--set", sets),
-                                          ("--limit", limit), ("--tokenizer", tokenizer),
+                                          ("--preset", preset), ("--checkpoint", checkpoint),
+                                          ("--set", sets), ("--limit", limit),
+                                          ("--tokenizer", tokenizer),
                                           ("--num-classes", num_classes)) if value]
         if given:
-            raise click.UsageError(f"--replay reruns the saved batch, model and settings; "
-                                   f"{', '.join(given)} cannot apply")
+            raise click.UsageError(f"--replay reruns the saved batch, weights and settings "
+                                   f"(with --model: on that model); {', '.join(given)} "
+                                   "cannot apply")
         from preflight.smoke import replay
 
-        result = replay(replay_path)
+        result = replay(replay_path, model=model_spec)
         with _stdout_may_close():
             if as_json:
                 click.echo(result.model_dump_json(indent=2))
@@ -496,7 +512,12 @@ def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
-    _Console().print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    console = _Console()
+    console.print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    if ruleset.smoke.model:  # not run here: validating a file never runs its code
+        console.print(f"[yellow]note[/]: this rules file names code to run: smoke.model = "
+                      f"{escape(ruleset.smoke.model)} (the smoke test of `preflight check` and "
+                      "`preflight smoke` imports it and runs it)", highlight=False)
 
 
 def _describe(cls: Any) -> dict[str, Any]:
@@ -523,8 +544,15 @@ def _params_table(params: list[dict[str, Any]]) -> Table:
 
 
 def _type_name(annotation: Any) -> str:
-    if get_origin(annotation) is Literal:
+    origin = get_origin(annotation)
+    if origin is Literal:
         return " | ".join(map(str, get_args(annotation)))
+    if origin is Annotated:  # StrictInt and the like: the type under the constraint
+        return _type_name(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return " | ".join(_type_name(a) for a in get_args(annotation))
+    if annotation is type(None):
+        return "None"
     text = getattr(annotation, "__name__", None) or str(annotation)
     return text.replace("typing.", "")
 

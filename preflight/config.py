@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
+import reprlib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from preflight.checks import registry
 from preflight.errors import ConfigError
+from preflight.limits import INT64_MAX, MAX_CLASSES, MAX_TOKENS, MAX_VOCAB
 
 Severity = Literal["error", "warn", "info"]
 Task = Literal["lm", "chat", "classification", "regression"]
@@ -33,6 +36,15 @@ FixAction = Literal[
 ]
 RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix")
 DEFAULT_PRESET = "default"
+# A rules file is a few KB holding a few hundred values. Anchors and aliases may share
+# settings, but what they expand to is counted while the file is parsed, so a "billion
+# laughs" file fails in milliseconds instead of expanding to billions of values.
+MAX_RULES_BYTES = 10 * 2**20
+MAX_YAML_VALUES = 100_000
+# A wrong value in an error message: its start is enough (bounded whatever its size).
+_shown = reprlib.Repr()
+_shown.maxlevel, _shown.maxlist, _shown.maxdict, _shown.maxstring = 3, 8, 8, 80
+_shown.maxlong, _shown.maxother = 40, 80
 
 
 class _Strict(BaseModel):
@@ -74,33 +86,58 @@ class Fields(_Strict):
 class ModelFacts(_Strict):
     """Facts about the model the corpus is for."""
 
-    context_window: int | None = Field(None, gt=0, description="Context length in tokens.")
+    context_window: StrictInt | None = Field(
+        None, gt=0, le=MAX_TOKENS, description=f"Context length in tokens (1 to {MAX_TOKENS:,})."
+    )
     tokenizer: str | None = Field(None, description="tokenizer.json path or tokenizer folder.")
-    num_classes: int | None = Field(None, gt=0, description="Number of classes.")
-    labels: list[str | int] | None = Field(None, description="The declared label set.")
-    vocab_size: int | None = Field(None, gt=0, description="Vocabulary size for token ids.")
+    num_classes: StrictInt | None = Field(
+        None, gt=0, le=MAX_CLASSES, description=f"Number of classes (1 to {MAX_CLASSES:,})."
+    )
+    labels: list[str | StrictInt] | None = Field(
+        None, max_length=MAX_CLASSES, description="The declared label set."
+    )
+    vocab_size: StrictInt | None = Field(
+        None, gt=0, le=MAX_VOCAB, description=f"Vocabulary size for token ids (1 to {MAX_VOCAB:,})."
+    )
 
 
 class SmokeConfig(_Strict):
     """The smoke test: a short, seeded training run on a sample of the corpus."""
 
     enabled: bool = Field(True, description="Run the smoke stage in `preflight check`.")
-    samples: int = Field(100, ge=2, description="Rows in the sample (flagged rows first).")
-    steps: int = Field(30, ge=4, description="Training steps per run.")
-    seed: int = Field(0, ge=0, description="Seed for the sample, weights and data order.")
-    lr: float = Field(1e-2, gt=0, description="AdamW learning rate.")
-    batch_size: int | None = Field(
-        None, ge=1, description="Rows per step; default: the whole sample (overfit it)."
+    samples: StrictInt = Field(
+        100, ge=2, le=10_000, description="Rows in the sample, flagged rows first (2 to 10,000)."
     )
-    max_length: int = Field(64, ge=2, description="Tokens per row the tiny models see.")
+    steps: StrictInt = Field(
+        30, ge=4, le=10_000, description="Training steps per run (4 to 10,000)."
+    )
+    seed: StrictInt = Field(
+        0, ge=0, le=INT64_MAX,
+        description="Seed for the sample, weights and data order (0 to 2^63-1).",
+    )
+    lr: StrictFloat = Field(
+        1e-2, gt=0, allow_inf_nan=False, description="AdamW learning rate (positive, finite)."
+    )
+    batch_size: StrictInt | None = Field(
+        None, ge=1, le=10_000,
+        description="Rows per step (1 to 10,000); default: the whole sample (overfit it).",
+    )
+    max_length: StrictInt = Field(
+        64, ge=2, le=65_536, description="Tokens per row the tiny models see (2 to 65,536)."
+    )
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="On CUDA: auto = bf16 where supported, else fp16. CPU: fp32."
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train.")
-    clip: float | None = Field(1.0, gt=0, description="Gradient-norm clipping (None: off).")
-    grad_norm_warn: float = Field(100.0, gt=0, description="Warn above this gradient norm.")
-    min_loss_drop: float = Field(
-        0.1, ge=0, lt=1, description="Fraction the loss must fall when overfitting the sample."
+    clip: StrictFloat | None = Field(
+        1.0, gt=0, allow_inf_nan=False, description="Gradient-norm clipping (None: off)."
+    )
+    grad_norm_warn: StrictFloat = Field(
+        100.0, gt=0, allow_inf_nan=False, description="Warn above this gradient norm."
+    )
+    min_loss_drop: StrictFloat = Field(
+        0.1, ge=0, lt=1,
+        description="Fraction the loss must fall when overfitting the sample (0 to below 1).",
     )
     model: str | None = Field(
         None, description="Your model: package.module:build or path/to/file.py:build."
@@ -116,8 +153,12 @@ class Rule(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Unique rule id.")
     check: str = Field(description="The check this rule runs (see `preflight rules list`).")
     severity: Severity = "error"
-    max_count: int | None = Field(None, ge=0, description="Violations allowed (default 0).")
-    max_fraction: float | None = Field(None, ge=0, le=1, description="Fraction allowed.")
+    max_count: StrictInt | None = Field(
+        None, ge=0, le=INT64_MAX, description="Violations allowed (default 0)."
+    )
+    max_fraction: StrictFloat | None = Field(
+        None, ge=0, le=1, description="Fraction of records allowed to violate (0 to 1)."
+    )
     fix: FixAction | None = Field(None, description="What `preflight fix` does with violations.")
     params: dict[str, Any] = Field(default_factory=dict, description="The check's parameters.")
 
@@ -141,6 +182,53 @@ class RuleSet(_Strict):
     path: str | None = Field(None, exclude=True)
     sha256: str | None = Field(None, exclude=True)
     preset: str | None = Field(None, exclude=True)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that counts the values each node expands to (an alias counts
+    as everything it stands for) and stops past ``MAX_YAML_VALUES``, or at an alias that
+    refers to a value containing it."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._sizes: dict[yaml.Node, int] = {}  # nodes hash by identity
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            target = self.anchors.get(event.anchor)
+            if target is not None and target not in self._sizes:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{event.anchor} refers to a value that contains it",
+                    event.start_mark)
+        node = super().compose_node(parent, index)
+        if node not in self._sizes:
+            children: list[yaml.Node] = []
+            if isinstance(node, yaml.SequenceNode):
+                children = node.value
+            elif isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            size = 1 + sum(self._sizes[child] for child in children)
+            if size > MAX_YAML_VALUES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"anchors and aliases here expand to more than "
+                    f"{MAX_YAML_VALUES:,} values (aliases nested inside aliases); a rules file "
+                    "needs far fewer: write the values out", event.start_mark)
+            self._sizes[node] = size
+        return node
+
+
+# YAML 1.1 reads `1e-4` (no dot) as a string; read it as the number everyone means (YAML
+# 1.2 does), so `lr: 3e-4` is a float and `n: 1e9` a float that an integer field refuses.
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def yaml_load(text: str | bytes) -> Any:
+    """Parse YAML safely (plain data only), with alias expansion bounded: a
+    ``yaml.YAMLError`` when the text is not valid or expands too far."""
+    return yaml.load(text, Loader=_BoundedLoader)
 
 
 def presets_dir() -> Path:
@@ -218,9 +306,10 @@ def with_overrides(
             raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}"
                               " (or smoke.PARAM for the smoke test)")
         try:
-            section[key] = yaml.safe_load(raw) if raw else None
+            section[key] = yaml_load(raw) if raw else None
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML") from e
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
+                              f"{getattr(e, 'problem', None) or e}") from e
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
     return _validate(data, where=f"{where} with command-line overrides", sha256=ruleset.sha256,
                      preset=ruleset.preset, path=ruleset.path)
@@ -241,13 +330,17 @@ def to_dict(ruleset: RuleSet) -> dict[str, Any]:
 
 def _load_file(path: Path, *, preset: str | None) -> RuleSet:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_RULES_BYTES + 1)  # bounded: the path may be /dev/zero
     except FileNotFoundError as e:
         raise ConfigError(f"rules file not found: {path}") from e
     except OSError as e:
         raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    if len(raw) > MAX_RULES_BYTES:
+        raise ConfigError(f"{path}: a rules file is at most {MAX_RULES_BYTES // 2**20} MiB; "
+                          "this one is larger (is it the right file?)")
     try:
-        data = yaml.safe_load(raw)
+        data = yaml_load(raw)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -356,8 +449,7 @@ def _messages(
             hint = _did_you_mean(key, known)
             out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
         else:
-            got = err.get("input")
-            out.append(f"{loc}: {err['msg']} (got {got!r})")
+            out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))})")
     return out
 
 

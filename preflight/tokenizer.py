@@ -6,6 +6,13 @@ skip it.
 ``transformers`` can load, or ``tiktoken:NAME`` for an encoding already in tiktoken's cache.
 Nothing is downloaded. With no tokenizer, ``estimate_counter()`` gives a stated estimate.
 
+What a tokenizer path or its chat template can ask is bounded: a tokenizer file must be a
+regular file of at most 1 GiB (``/dev/zero`` or a FIFO is refused before it is opened), and
+a chat template renders in a sandbox with a bounded ``range``, bounded ``*``/``**``/``+``
+results, an output-size limit and a time limit per render (``TemplateLimitError``). A
+template that breaks a limit on a small sample conversation is a ``ConfigError`` at load;
+one that breaks it on a record is that record's ``chat_template_error``.
+
 Bounds (tested per family in ``tests/test_tokenizer.py``):
 
 - byte-level BPE with no normalizer (GPT-2, RoBERTa, Llama 3, tiktoken): every token covers at
@@ -17,10 +24,14 @@ Bounds (tested per family in ``tests/test_tokenizer.py``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Callable
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +41,15 @@ import numpy as np
 from preflight.errors import ConfigError
 from preflight.paths import find_beside
 
+# A tokenizer file (tokenizer.json, tokenizer_config.json, chat_template.jinja) is read
+# whole; the largest real ones are tens of MB.
+MAX_TOKENIZER_BYTES = 2**30
+# One chat-template render: items in one range(), range() items in all loops together,
+# characters rendered (also the size of one `*` or `+` result) and seconds.
+TEMPLATE_MAX_RANGE = 100_000
+TEMPLATE_MAX_STEPS = 1_000_000
+TEMPLATE_MAX_CHARS = 64 * 2**20
+TEMPLATE_MAX_SECONDS = 5.0
 # A plain template for chat data when the tokenizer has none (documented in the README).
 PLAIN_CHAT_TEMPLATE = "<|{role}|>\n{content}\n"
 # The fallback estimate: about 3 UTF-8 bytes per token over-counts English (about 4) and
@@ -58,7 +78,11 @@ class TokenCounter:
 
     def __post_init__(self) -> None:
         if self.chat_template:
-            self._compiled = compile_chat_template(self.chat_template, self.name)
+            self._compiled = compile_chat_template(self.chat_template, self.name,
+                                                   probe=self._variables())
+
+    def _variables(self) -> dict[str, Any]:
+        return {k: v for k, v in self.template_vars.items() if v is not None}
 
     def render(self, turns: list[Any]) -> str:
         """A conversation as the model is trained on it: the chat template, or the plain one."""
@@ -68,8 +92,8 @@ class TokenCounter:
                 for t in turns
                 if isinstance(t, dict)
             )
-        variables = {k: v for k, v in self.template_vars.items() if v is not None}
-        return self._compiled.render(messages=turns, add_generation_prompt=False, **variables)
+        return render_limited(self._compiled, messages=turns, add_generation_prompt=False,
+                              **self._variables())
 
     @property
     def exact(self) -> bool:
@@ -138,9 +162,30 @@ def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
     return _hf_tokenizer(path, config=path.parent / "tokenizer_config.json")
 
 
+def _check_file(path: Path, what: str = "tokenizer") -> None:
+    """Refuse, before opening it, what cannot be a tokenizer file: a device, a FIFO, a
+    socket, or a file past ``MAX_TOKENIZER_BYTES`` (each would be read into memory whole)."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {path}: {e.strerror}") from e
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{what} {path} is not a regular file (a device, FIFO or socket); "
+                          "give a tokenizer.json, a tokenizer folder or tiktoken:NAME")
+    if st.st_size > MAX_TOKENIZER_BYTES:
+        raise ConfigError(f"{what} {path} is {st.st_size / 2**30:.1f} GiB; a tokenizer file "
+                          f"is at most {MAX_TOKENIZER_BYTES // 2**30} GiB (is it the right file?)")
+
+
+def _read_text(path: Path) -> str:
+    _check_file(path, what="tokenizer file")
+    return path.read_text(encoding="utf-8")
+
+
 def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     from tokenizers import Tokenizer
 
+    _check_file(path)
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises plain Exception subclasses
@@ -193,12 +238,136 @@ def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
     return any(p.get("type") == "ByteLevel" for p in parts)
 
 
-def compile_chat_template(source: str, where: str) -> Any:
+class TemplateLimitError(ValueError):
+    """A chat-template render broke one of the limits above (a record's
+    ``chat_template_error``, or a ``ConfigError`` when the sample conversation breaks it)."""
+
+
+# The running render's budget, per thread (a render is never shared between threads).
+_budget = threading.local()
+_PROBE = [{"role": "system", "content": "You are a helpful assistant."},
+          {"role": "user", "content": "Hello, how are you?"},
+          {"role": "assistant", "content": "Fine, thank you."}]
+
+
+def render_limited(template: Any, **variables: Any) -> str:
+    """Render a template compiled by ``compile_chat_template`` within the limits above."""
+    parts: list[str] = []
+    size = 0
+    with _limits():
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > TEMPLATE_MAX_CHARS:
+                raise TemplateLimitError(f"the chat template rendered more than "
+                                         f"{TEMPLATE_MAX_CHARS // 2**20} MiB")
+            _tick(0)
+            parts.append(chunk)
+    return "".join(parts)
+
+
+@contextlib.contextmanager
+def _limits() -> Iterator[None]:
+    _budget.steps = 0
+    _budget.deadline = time.monotonic() + TEMPLATE_MAX_SECONDS
+    try:
+        yield
+    finally:
+        _budget.deadline = None
+
+
+def _tick(steps: int) -> None:
+    """Count loop steps and check the clock (outside a limited render: no limits)."""
+    deadline = getattr(_budget, "deadline", None)
+    if deadline is None:
+        return
+    _budget.steps += steps
+    if _budget.steps > TEMPLATE_MAX_STEPS:
+        raise TemplateLimitError(f"the chat template looped more than {TEMPLATE_MAX_STEPS:,} "
+                                 "times in range() in one render")
+    if time.monotonic() > deadline:
+        raise TemplateLimitError(f"the chat template took more than {TEMPLATE_MAX_SECONDS:g} s "
+                                 "to render one conversation")
+
+
+class _Range:
+    """``range`` for templates: at most ``TEMPLATE_MAX_RANGE`` items, each counted."""
+
+    def __init__(self, *args: int) -> None:
+        self._range = range(*args)
+        if len(self._range) > TEMPLATE_MAX_RANGE:
+            raise TemplateLimitError(f"range() of {len(self._range):,} items in the chat "
+                                     f"template; at most {TEMPLATE_MAX_RANGE:,}")
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._range[index]
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._range
+
+    def __iter__(self) -> Iterator[int]:
+        for i in self._range:
+            _tick(1)
+            yield i
+
+    def __reversed__(self) -> Iterator[int]:
+        for i in reversed(self._range):
+            _tick(1)
+            yield i
+
+
+def _bounded_binop(op: Callable[[Any, Any], Any], name: str, left: Any, right: Any) -> Any:
+    """``*``, ``**`` and ``+`` in a template, refusing results past the size limit before
+    computing them (``"x" * 10**12``, ``10 ** 10**9``)."""
+    _tick(0)
+    if name == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and (
+            abs(left) > 1 and right * max(abs(left).bit_length(), 1) > 8 * TEMPLATE_MAX_CHARS):
+        raise TemplateLimitError("a power in the chat template is too large")
+    if name == "*":
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, str | list | tuple) and isinstance(n, int) and (
+                    len(seq) * n > TEMPLATE_MAX_CHARS):
+                raise TemplateLimitError("a repetition in the chat template is too large")
+    if name == "+" and isinstance(left, str | list | tuple) and isinstance(
+            right, str | list | tuple) and len(left) + len(right) > TEMPLATE_MAX_CHARS:
+        raise TemplateLimitError("a concatenation in the chat template is too large")
+    return op(left, right)
+
+
+def compile_chat_template(source: str, where: str, *,
+                          probe: dict[str, Any] | None = None) -> Any:
     """Compile a Hugging Face chat template the way transformers does (sandboxed Jinja with
-    loop controls and the ``{% generation %}`` tag); a broken one is a ``ConfigError``."""
+    loop controls and the ``{% generation %}`` tag); a broken one is a ``ConfigError``.
+    With ``probe`` (the template's variables), render a three-turn sample conversation
+    once: a template that breaks a limit on it would break it on every record, so it is a
+    ``ConfigError`` too (any other exception is left to the records)."""
     from jinja2 import TemplateError, nodes
+    from jinja2.compiler import CodeGenerator
     from jinja2.ext import Extension
     from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class _Codegen(CodeGenerator):
+        """``a ~ b`` checked like ``+`` (after the join: it has no hook before)."""
+
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            self.write("environment.bounded_concat(")
+            super().visit_Concat(node, frame)
+            self.write(")")
+
+    class _Bounded(ImmutableSandboxedEnvironment):
+        code_generator_class = _Codegen
+        intercepted_binops = frozenset({"*", "**", "+"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            return _bounded_binop(self.binop_table[operator], operator, left, right)
+
+        def bounded_concat(self, joined: Any) -> Any:
+            _tick(0)
+            if len(joined) > TEMPLATE_MAX_CHARS:
+                raise TemplateLimitError("a concatenation in the chat template is too large")
+            return joined
 
     class _Generation(Extension):
         """``{% generation %}...{% endgeneration %}`` marks assistant text; render it as is."""
@@ -213,27 +382,37 @@ def compile_chat_template(source: str, where: str) -> Any:
     def raise_exception(message: str) -> None:
         raise ValueError(message)
 
-    env = ImmutableSandboxedEnvironment(
+    env = _Bounded(
         trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _Generation]
     )
     env.globals["raise_exception"] = raise_exception
+    env.globals["range"] = _Range
     try:
-        return env.from_string(source)
+        template = env.from_string(source)
     except TemplateError as e:
         raise ConfigError(f"the chat template of {where} is not valid Jinja: {e}") from e
+    if probe is not None:
+        try:
+            render_limited(template, messages=_PROBE, add_generation_prompt=False, **probe)
+        except TemplateLimitError as e:
+            raise ConfigError(f"the chat template of {where} broke a limit on a three-turn "
+                              f"sample conversation: {e}; fix the template") from e
+        except Exception:  # a template may reject the sample; the records will tell
+            pass
+    return template
 
 
 def _chat_template(config: Path) -> tuple[str | None, dict[str, Any]]:
     jinja = config.parent / "chat_template.jinja"  # newer transformers save it apart
     if not config.is_file():
-        return (jinja.read_text(encoding="utf-8") if jinja.is_file() else None), {}
+        return (_read_text(jinja) if jinja.is_file() else None), {}
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(config))
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read {config}: {e}") from e
     template = data.get("chat_template")
     if jinja.is_file():
-        template = jinja.read_text(encoding="utf-8")
+        template = _read_text(jinja)
     if isinstance(template, list):  # named templates: take "default"
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
     variables = {
@@ -276,16 +455,52 @@ def _transformers(path: Path) -> TokenCounter:
     )
 
 
+class _NotCached(Exception):
+    """tiktoken asked for a URL: the encoding's file is not in its local cache."""
+
+
+_tiktoken_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _tiktoken_offline() -> Iterator[None]:
+    """Let tiktoken read its cache and local files, never a URL: its ``read_file`` is the
+    one place it fetches (``requests.get`` for http(s), ``blobfile`` for other schemes)."""
+    import tiktoken.load
+
+    fetch = tiktoken.load.read_file
+
+    def read_file(blobpath: str) -> bytes:
+        if "://" in blobpath:
+            raise _NotCached(blobpath)
+        return fetch(blobpath)
+
+    with _tiktoken_lock:
+        tiktoken.load.read_file = read_file
+        try:
+            yield
+        finally:
+            tiktoken.load.read_file = fetch
+
+
 def _tiktoken(name: str) -> TokenCounter:
     try:
         import tiktoken
     except ImportError as e:
         raise ConfigError("tiktoken:NAME needs tiktoken: pip install tiktoken") from e
     try:
-        enc = tiktoken.get_encoding(name)
-    except Exception as e:  # a missing cache means a download attempt, which fails here
+        with _tiktoken_offline():
+            enc = tiktoken.get_encoding(name)
+    except _NotCached as e:
         raise ConfigError(
-            f"tiktoken encoding {name!r} is not available offline ({type(e).__name__}); "
+            f"tiktoken encoding {name!r} is not cached on this machine, and preflight works "
+            "offline (it never downloads): copy tiktoken's cache from a machine where "
+            f"tiktoken.get_encoding({name!r}) has run and point TIKTOKEN_CACHE_DIR at it, or "
+            "give the model's tokenizer.json instead"
+        ) from e
+    except Exception as e:
+        raise ConfigError(
+            f"tiktoken encoding {name!r} is not available offline ({type(e).__name__}: {e}); "
             "put it in tiktoken's cache (TIKTOKEN_CACHE_DIR) or use a tokenizer.json"
         ) from e
     threads = os.cpu_count() or 1

@@ -4,14 +4,20 @@ path and what was expected — through ``load_rules``, ``rules validate`` and ``
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import time
 from pathlib import Path
+from typing import Annotated, get_args, get_origin
 
 import pytest
 from click.testing import CliRunner
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
+from preflight.checks import registry
 from preflight.cli import main
-from preflight.config import RuleSet, load_rules, preset_names
+from preflight.config import ModelFacts, Rule, RuleSet, SmokeConfig, load_rules, preset_names
 from preflight.errors import ConfigError
 
 RULE = "rules:\n  - {id: a, check: empty}\n"
@@ -129,6 +135,91 @@ BAD_RULES: list[tuple[str, str, list[str]]] = [
         "unknown-task",
         "task: translation\n" + RULE,
         ["task", "'translation'"],
+    ),
+    # Numbers are strict and bounded: a boolean is not a count, and a value far past any
+    # real setting is a config error, not gigabytes of memory or an "internal error".
+    (
+        "boolean-max-count",
+        "rules:\n  - {id: a, check: empty, max_count: true}\n",
+        ["rules[0].max_count", "integer", "True"],
+    ),
+    (
+        "boolean-max-fraction",
+        "rules:\n  - {id: a, check: empty, max_fraction: false}\n",
+        ["rules[0].max_fraction", "number", "False"],
+    ),
+    (
+        "boolean-check-parameter",
+        "rules:\n  - {id: a, check: near_duplicate, num_perm: true}\n",
+        ["rules[0].num_perm", "integer", "True"],
+    ),
+    (
+        "huge-shingle-size",
+        "rules:\n  - {id: a, check: near_duplicate, n: 1000000000}\n",
+        ["rules[0].n", "less than or equal to 64", "1000000000"],
+    ),
+    (
+        "shingle-size-written-1e9",  # YAML 1.2 reading: a float, which an int field refuses
+        "rules:\n  - {id: a, check: near_duplicate, n: 1e9}\n",
+        ["rules[0].n", "integer", "1000000000.0"],
+    ),
+    (
+        "min-chars-past-64-bits",
+        f"rules:\n  - {{id: a, check: exact_duplicate, min_chars: {2**70}}}\n",
+        ["rules[0].min_chars", "less than or equal to", str(2**70)],
+    ),
+    (
+        "smoke-seed-past-64-bits",
+        f"smoke: {{seed: {2**70}}}\n" + RULE,
+        ["smoke.seed", "less than or equal to", str(2**70)],
+    ),
+    (
+        "near-duplicate-seed-past-32-bits",
+        f"rules:\n  - {{id: a, check: near_duplicate, seed: {2**40}}}\n",
+        ["rules[0].seed", "less than or equal to 4294967295"],
+    ),
+    (
+        "boolean-model-fact",
+        "model: {context_window: true}\n" + RULE,
+        ["model.context_window", "integer", "True"],
+    ),
+    (
+        "huge-context-window",
+        "model: {context_window: 1000000000000}\n" + RULE,
+        ["model.context_window", "less than or equal to 100000000"],
+    ),
+    (
+        "string-smoke-steps",
+        "smoke: {steps: '50'}\n" + RULE,
+        ["smoke.steps", "integer", "'50'"],
+    ),
+    (
+        "infinite-learning-rate",
+        "smoke: {lr: .inf}\n" + RULE,
+        ["smoke.lr", "finite", "inf"],
+    ),
+    (
+        "boolean-numeric-bound",
+        "rules:\n  - {id: a, check: numeric, max: true}\n",
+        ["rules[0].max", "number", "True"],
+    ),
+    (
+        "huge-token-limit",
+        f"rules:\n  - {{id: a, check: token_length, max_tokens: {2**64}}}\n",
+        ["rules[0].max_tokens", "less than or equal to 100000000"],
+    ),
+    (
+        "alias-bomb",  # "billion laughs": 9^9 values from 300 bytes
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n"
+                  for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+        + "fields: {text: *i}\n" + RULE,
+        ["YAML", "line 6", "expand to more than 100,000 values"],
+    ),
+    (
+        "recursive-alias",
+        "fields: &f {text: [*f]}\n" + RULE,
+        ["YAML", "alias *f refers to a value that contains it"],
     ),
 ]
 CASE_IDS = [c[0] for c in BAD_RULES]
@@ -276,3 +367,113 @@ def test_rules_file_and_preset_together_is_an_error(tmp_path: Path) -> None:
 def test_missing_rules_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_rules(tmp_path / "absent.yaml")
+
+
+# --------------------------------------------------------- bounds on what a rules file can ask
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """A "billion laughs" rules file: each level lists the one before nine times."""
+    names = "abcdefghijklmnop"[:levels]
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in itertools.pairwise(names)]
+    return "\n".join(lines) + f"\nfields: {{text: *{names[-1]}}}\n" + RULE
+
+
+def test_alias_bomb_is_refused_fast_with_a_short_message(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(_alias_bomb())
+    assert path.stat().st_size < 1024
+    started = time.perf_counter()
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert time.perf_counter() - started < 1.0
+    assert result.exit_code == 2, result.output[:500]
+    assert len(result.output) < 1000
+    assert "expand to more than 100,000 values" in flat(result.stderr)
+
+
+def test_anchors_and_aliases_that_share_settings_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text("x-strict: &strict {severity: error, max_count: 0}\n"
+                    "rules:\n  - {<<: *strict, id: a, check: empty}\n"
+                    "  - {<<: *strict, id: b, check: malformed}\n")
+    with pytest.raises(ConfigError, match="x-strict"):  # an unknown top-level key, no more
+        load_rules(path)
+    path.write_text("rules:\n  - &r {id: a, check: empty, max_count: 2}\n"
+                    "  - {<<: *r, id: b}\n")
+    assert [r.allowed() for r in load_rules(path).rules] == [(2, None), (2, None)]
+
+
+def test_rules_file_that_never_ends_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["rules", "validate", "/dev/zero"])
+    assert result.exit_code == 2, result.output[:500]
+    assert "a rules file is at most 10 MiB" in flat(result.stderr)
+
+
+def test_a_long_wrong_value_is_quoted_short(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text("fields: {id: [" + ", ".join(["text"] * 20_000) + "]}\n" + RULE)
+    with pytest.raises(ConfigError) as info:
+        load_rules(path)
+    assert "fields.id" in str(info.value) and len(str(info.value)) < 1000
+
+
+def _numbers(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """The fields of ``model`` whose type is (optionally) an int or a float."""
+    out = {}
+    for name, f in model.model_fields.items():
+        kinds = {a for a in get_args(f.annotation)} | {f.annotation}
+        kinds = {get_args(k)[0] if get_origin(k) is Annotated else k for k in kinds}
+        if kinds & {int, float}:
+            out[name] = f
+    return out
+
+
+NUMBER_MODELS = {
+    **{f"{c.name}.Params": c.Params for c in registry.all_checks()},
+    "Rule": Rule, "ModelFacts": ModelFacts, "SmokeConfig": SmokeConfig,
+}
+
+
+@pytest.mark.parametrize("where", sorted(NUMBER_MODELS))
+def test_every_number_in_a_rules_file_is_bounded_and_strict(where: str) -> None:
+    model = NUMBER_MODELS[where]
+    for name, f in _numbers(model).items():
+        limits = {type(m).__name__ for m in f.metadata}
+        if "float" in str(f.annotation) and not limits & {"Le", "Lt"}:
+            # an open-ended float (a bound or a scale) must at least be finite
+            assert any(getattr(m, "allow_inf_nan", None) is False for m in f.metadata), (
+                where, name)
+        else:
+            assert limits & {"Le", "Lt"} and limits & {"Ge", "Gt"}, (where, name, limits)
+        assert f.description, (where, name)
+        with pytest.raises(ValidationError):  # a boolean is not a number
+            model(**{name: True}) if model is not Rule else Rule(id="r", check="empty",
+                                                                 **{name: True})
+
+
+# ------------------------------------------------------------------- code a rules file names
+
+
+def test_rules_validate_says_the_file_names_code_and_runs_none(tmp_path: Path) -> None:
+    mark = tmp_path / "imported.txt"
+    (tmp_path / "model.py").write_text(f"import pathlib\npathlib.Path({str(mark)!r}).touch()\n"
+                                       "def build():\n    raise SystemExit(0)\n")
+    path = tmp_path / "rules.yaml"
+    path.write_text("smoke: {model: model.py:build}\n" + RULE)
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "names code to run: smoke.model = model.py:build" in flat(result.stdout)
+    assert result.stderr == ""
+    assert not mark.exists()  # validating never imports it
+
+    path.write_text(RULE)
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert result.exit_code == 0 and "code to run" not in result.stdout
+
+
+def test_exponents_without_a_dot_are_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text("smoke: {lr: 3e-4, grad_norm_warn: 1E3}\n" + RULE)
+    smoke = load_rules(path).smoke
+    assert (smoke.lr, smoke.grad_norm_warn) == (3e-4, 1000.0)

@@ -5,9 +5,12 @@ command line's handling of a tokenizer that cannot be loaded (exit 2 before any 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -386,3 +389,115 @@ def test_cli_broken_chat_template_is_a_config_error(tok_dir: Path, tmp_path: Pat
     assert "internal error" not in result.output
     assert "chat_template" in result.output or "tokenizer_config.json" in result.output
     assert not out.exists()
+
+
+# ------------------------------------------------- bounds on what a tokenizer can ask
+
+
+def _subprocess_check(data: Path, out: Path, *args: str | Path) -> subprocess.CompletedProcess:
+    """The real CLI in a child with a deadline, so a read that never ends fails the test
+    instead of hanging it."""
+    return subprocess.run([sys.executable, "-m", "preflight", "check", "--no-smoke",
+                           str(data), "--no-progress", "--out", str(out),
+                           *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "huge"])
+def test_tokenizer_that_cannot_be_a_file_is_refused_unread(data: Path, tmp_path: Path,
+                                                           kind: str) -> None:
+    if kind == "dev-zero":
+        path, message = Path("/dev/zero"), "is not a regular file"
+    elif kind == "fifo":
+        path, message = tmp_path / "tokenizer.json", "is not a regular file"
+        os.mkfifo(path)  # nobody writes: opening it would block forever
+    else:
+        path, message = tmp_path / "tokenizer.json", "a tokenizer file is at most 1 GiB"
+        with path.open("wb") as f:  # sparse: no disk used
+            f.truncate(2**30 + 1)
+    out = tmp_path / "out"
+    proc = _subprocess_check(data, out, "--context-window", "64", "--tokenizer", path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in " ".join(proc.stderr.split())
+    assert str(path) in _squash(proc.stderr) or str(path) in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_tiktoken_never_tries_the_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import requests
+    import tiktoken.registry
+
+    tried: list[str] = []
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        tried.append(str(args[:2]))
+        raise requests.ConnectionError("the test forbids the network")
+
+    monkeypatch.setattr(requests, "get", no_network)
+    monkeypatch.setattr(requests.Session, "request", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})  # nothing loaded before
+    with pytest.raises(ConfigError) as info:
+        load_tokenizer("tiktoken:cl100k_base")
+    assert tried == []
+    message = str(info.value)
+    assert "'cl100k_base' is not cached" in message
+    assert "TIKTOKEN_CACHE_DIR" in message and "tokenizer.json" in message
+
+
+# Two nested loops of 100,000: 10^10 steps, whatever the conversation.
+NESTED_RANGE = ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                "{% endfor %}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+
+
+def test_chat_template_that_would_hang_is_a_config_error(tmp_path: Path) -> None:
+    folder = build_chat_folder(tmp_path / "tok", template=NESTED_RANGE)
+    data = write_jsonl(tmp_path / "chat.jsonl",
+                       [{"id": "1", "messages": [{"role": "user", "content": "hi"}]}])
+    out = tmp_path / "out"
+    started = time.perf_counter()
+    proc = _subprocess_check(data, out, "--context-window", "64", "--tokenizer", folder)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert time.perf_counter() - started < 30
+    assert "broke a limit" in " ".join(proc.stderr.split())
+    assert "1,000,000 times in range()" in " ".join(proc.stderr.split())
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("{{ 'x' * 10**12 }}", "a repetition in the chat template is too large"),
+    ("{{ 10 ** 1000000000 }}", "a power in the chat template is too large"),
+    ("{% for i in range(10**7) %}{% endfor %}", "range() of 10,000,000 items"),
+    ("{% set s = namespace(v='x') %}{% for i in range(64) %}{% set s.v = s.v ~ s.v %}"
+     "{% endfor %}{{ s.v }}", "a concatenation in the chat template is too large"),
+    ("{% for i in range(100000) %}{{ 'y' * 10000 }}{% endfor %}", "rendered more than 64 MiB"),
+])
+def test_chat_template_limits(tmp_path: Path, template: str, message: str) -> None:
+    folder = build_chat_folder(tmp_path / "tok", template=template)
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_tokenizer(str(folder))
+    assert time.perf_counter() - started < 10
+
+
+def test_chat_template_over_a_limit_on_one_record_is_its_finding(tmp_path: Path) -> None:
+    # Quadratic in the content's length: fine on short turns, past the step limit on one
+    # long turn (1,500^2 > 1,000,000), which becomes that record's chat_template_error.
+    template = ("{% for m in messages %}{% for i in range(m['content']|length) %}"
+                "{% for j in range(m['content']|length) %}{% endfor %}{% endfor %}"
+                "<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}")
+    folder = build_chat_folder(tmp_path / "tok", template=template)
+    records = [{"id": str(i), "messages": [{"role": "user", "content": "hi there"},
+                                           {"role": "assistant", "content": "hello"}]}
+               for i in range(4)]
+    records[2]["messages"][0]["content"] = "word " * 300
+    data = write_jsonl(tmp_path / "chat.jsonl", records)
+    out = tmp_path / "out"
+    result = _invoke("check", "--no-smoke", data, "--no-progress", "--out", out,
+                     "--context-window", "4096", "--tokenizer", folder)
+    assert result.exit_code == 1, result.output
+    import polars as pl
+
+    found = pl.read_parquet(out / "findings.parquet").filter(
+        pl.col("code") == "chat_template_error")
+    assert found.get_column("row").to_list() == [2]
+    assert "looped more than 1,000,000 times" in found.get_column("detail").item()

@@ -13,22 +13,24 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.limits import MAX_CHARS
 
 _SEEDS = (0x5EED, 0xC0FFEE)
 _TOP_CLUSTERS = 10
 
 
 class ExactDuplicateParams(Params):
-    min_chars: int = Field(
+    min_chars: StrictInt = Field(
         1,
         ge=1,
-        description="Ignore documents shorter than this after folding (empty text is the "
-        "`empty` check's job and is never grouped).",
+        le=MAX_CHARS,
+        description="Ignore documents shorter than this after folding (1 to 10^9; empty text "
+        "is the `empty` check's job and is never grouped).",
     )
 
 

@@ -29,7 +29,7 @@ from collections import Counter
 from typing import Any
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
 from preflight.checks.base import Check, Context, Params, findings
@@ -43,12 +43,14 @@ _NOUN = JSON_TYPE_NOUNS | {"number": "a number with a fraction"}
 
 
 class LabelRangeParams(Params):
-    ignore_index: int = Field(
+    ignore_index: StrictInt = Field(
         -100,
+        ge=-(2**31),
+        le=2**31 - 1,
         description="Token label that the loss ignores (PyTorch's CrossEntropyLoss default); "
-        "valid in token_labels, never in input_ids.",
+        "valid in token_labels, never in input_ids (a 32-bit integer).",
     )
-    max_class_share: float | None = Field(
+    max_class_share: StrictFloat | None = Field(
         None,
         gt=0,
         le=1,

@@ -17,11 +17,12 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.limits import MAX_SHINGLE, SEED32_MAX
 from preflight.minhash import LSH, components, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
 from preflight.text import fold
@@ -31,16 +32,26 @@ _PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets (pages) mapped at a time
 
 
 class NearDuplicateParams(Params):
-    threshold: float = Field(0.8, gt=0, le=1, description="Jaccard similarity that counts.")
-    num_perm: int = Field(128, ge=8, le=1024, description="MinHash permutations.")
-    bands: int | None = Field(None, ge=1, description="LSH bands (default: chosen for recall).")
-    rows: int | None = Field(None, ge=1, description="Rows per band (with bands).")
-    n: int = Field(5, ge=1, description="Words per shingle.")
-    char_n: int = Field(5, ge=1, description="Characters per shingle, for texts without spaces.")
+    threshold: StrictFloat = Field(
+        0.8, gt=0, le=1, description="Jaccard similarity that counts (above 0, up to 1)."
+    )
+    num_perm: StrictInt = Field(128, ge=8, le=1024, description="MinHash permutations (8 to 1024).")
+    bands: StrictInt | None = Field(
+        None, ge=1, le=1024, description="LSH bands (default: chosen for recall)."
+    )
+    rows: StrictInt | None = Field(None, ge=1, le=1024, description="Rows per band (with bands).")
+    n: StrictInt = Field(5, ge=1, le=MAX_SHINGLE, description="Words per shingle (1 to 64).")
+    char_n: StrictInt = Field(
+        5, ge=1, le=MAX_SHINGLE, description="Characters per shingle, for texts without spaces "
+        "(1 to 64)."
+    )
     unit: Literal["auto", "word", "char"] = Field(
         "auto", description="Shingle unit; auto uses characters for a text with no space."
     )
-    seed: int = Field(1, ge=0, description="Seed of the permutations (datasketch's `seed`).")
+    seed: StrictInt = Field(
+        1, ge=0, le=SEED32_MAX,
+        description="Seed of the permutations (datasketch's `seed`; 0 to 2^32-1).",
+    )
     confirm: bool = Field(
         True, description="Confirm candidate pairs by exact Jaccard (a second read)."
     )

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field, StrictFloat, model_validator
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, findings
@@ -70,20 +70,25 @@ def overflow_limit(dtype: str) -> float:
 
 
 class NumericParams(Params):
-    min: float | None = Field(
-        None, description="Smallest allowed value (inclusive) in fields without `bounds`."
+    min: StrictFloat | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="Smallest allowed value (inclusive, finite) in fields without `bounds`.",
     )
-    max: float | None = Field(
-        None, description="Largest allowed value (inclusive) in fields without `bounds`."
+    max: StrictFloat | None = Field(
+        None,
+        allow_inf_nan=False,
+        description="Largest allowed value (inclusive, finite) in fields without `bounds`.",
     )
-    bounds: dict[str, tuple[float | None, float | None]] = Field(
+    bounds: dict[str, tuple[StrictFloat | None, StrictFloat | None]] = Field(
         default_factory=dict,
         description="Per-field bounds, a (min, max) pair each (inclusive, null for none), "
         "overriding `min`/`max`.",
     )
-    outlier_z: float | None = Field(
+    outlier_z: StrictFloat | None = Field(
         8.0,
         gt=0,
+        allow_inf_nan=False,
         description="Flag values whose robust z-score |x - median| / (1.4826 MAD), over the "
         "whole column, exceeds this; null disables outliers.",
     )
@@ -92,7 +97,7 @@ class NumericParams(Params):
         description="Training dtype: flag values that round to inf in it after `scale` "
         "(fp16: |x| >= 65520).",
     )
-    scale: float = Field(
+    scale: StrictFloat = Field(
         1.0, allow_inf_nan=False, description="Factor applied to values before the dtype check."
     )
     allow_null: bool = Field(False, description="Accept null or missing values.")

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.limits import MAX_TOKENS
 from preflight.tokenizer import TokenCounter, estimate_counter
 
 _CALIBRATION = 256
@@ -26,14 +27,19 @@ _PERCENTILES = (50, 90, 95, 99)
 
 
 class TokenLengthParams(Params):
-    reserve: int = Field(
-        0, ge=0, description="Tokens kept free for special tokens or generation."
+    reserve: StrictInt = Field(
+        0, ge=0, le=MAX_TOKENS, description="Tokens kept free for special tokens or generation."
     )
-    min_tokens: int = Field(0, ge=0, description="Fewer tokens than this is `too_short`.")
-    max_tokens: int | None = Field(
-        None, gt=0, description="Limit instead of model.context_window."
+    min_tokens: StrictInt = Field(
+        0, ge=0, le=MAX_TOKENS, description="Fewer tokens than this is `too_short`."
     )
-    bins: int = Field(40, ge=2, le=1000, description="Histogram bins up to twice the limit.")
+    max_tokens: StrictInt | None = Field(
+        None, ge=1, le=MAX_TOKENS, description="Limit instead of model.context_window "
+        "(1 to 100,000,000)."
+    )
+    bins: StrictInt = Field(
+        40, ge=2, le=1000, description="Histogram bins up to twice the limit (2 to 1000)."
+    )
 
 
 def token_limit(params: TokenLengthParams, model: Any) -> int | None:

@@ -1,6 +1,7 @@
 """The replay file: the minimal batch (as tensors), the seed, the settings, the model spec
 and the initial weights. It loads with ``torch.load(weights_only=True)``, so a replay file
-from anywhere runs no code but the model it names."""
+from anywhere runs no code on its own: the model spec it records is imported only when the
+user names a model too (``preflight smoke --replay FILE --model SPEC``)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ from preflight.smoke.loop import (
     train,
 )
 from preflight.smoke.models import build_builtin
-from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec
+from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec, user_code
 from preflight.smoke.verdict import Blocked, attribute
 from preflight.text import first_line
 from preflight.tokenizer import TokenCounter
@@ -65,6 +65,15 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
               progress: Progress | None = None, sampled_in: float = 0.0) -> SmokeResult:
     """Run the smoke test on ``sample`` (drawn by ``preflight.sampling.Sampler`` while the
     gate read the corpus) and return its result: the report's ``smoke`` section."""
+    model = rules.smoke.model
+    with user_code(model) if model else contextlib.nullcontext():
+        return _run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
+                          progress=progress, sampled_in=sampled_in)
+
+
+def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
+               tokenizer: TokenCounter | None, out_dir: Path | None,
+               progress: Progress | None, sampled_in: float) -> SmokeResult:
     started = time.perf_counter()
     cfg = rules.smoke
     base = Path(rules.path).parent if rules.path else None
@@ -183,21 +192,46 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     return result
 
 
-def replay(path: str | Path, *, device: str = "auto") -> SmokeResult:
+def replay(path: str | Path, *, model: str | None = None, device: str = "auto") -> SmokeResult:
     """Rerun a replay file: the minimal batch from the saved initial weights and seed.
-    The verdict is ``data_fault`` when the failure reproduces, ``pass`` when it does not."""
-    started = time.perf_counter()
+    The verdict is ``data_fault`` when the failure reproduces, ``pass`` when it does not.
+
+    A replay file names the model it was written with; when that is the user's code, it
+    runs only if the caller names a model too (``model``, the CLI's ``--model``): a replay
+    file from elsewhere must not import code on its own. The model given is the one used
+    (a fixed version of the recorded one, say); a different spec is noted in the result."""
     data = replay_file.load(path)
+    recorded = data["model"]
+    if model is None and not recorded.startswith("built-in:"):
+        raise ConfigError(
+            f"{path} was written with your model {recorded!r}; rerunning it imports and runs "
+            f"that code, so preflight does so only when you name it: pass --model {recorded} "
+            "to confirm (or the spec of the model to rerun it with)")
+    # The built-in model by its name, else the user's spec (a file path made absolute).
+    builtin = model is None or (model == recorded and recorded.startswith("built-in:"))
+    spec = None if builtin else resolve_spec(str(model))
+    with user_code(spec) if spec else contextlib.nullcontext():
+        return _replay(path, data, spec, device)
+
+
+def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
+            device: str) -> SmokeResult:
+    started = time.perf_counter()
     cfg = SmokeConfig(**{**data["config"], "device": device})
     dev, precision = resolve_device(cfg)
-    task, name = data["task"], data["model"]
-    if name.startswith("built-in:"):
+    task, recorded = data["task"], data["model"]
+    name = spec or recorded
+    if spec is None:
         model, loss_fn = build_builtin(task, data["spec"])
     else:
-        model, loss_fn, _ = call_build(load_build(name), name)
-    model.load_state_dict(data["initial"])
+        model, loss_fn, _ = call_build(load_build(spec), spec)
+    try:
+        model.load_state_dict(data["initial"])
+    except RuntimeError as e:
+        raise ConfigError(f"--model {name!r} does not fit the weights saved in {path} (written "
+                          f"with {recorded!r}): {str(e).splitlines()[0]}") from e
     setup = Setup(template=model, initial=data["initial"], loss_fn=loss_fn, cfg=cfg,
-                  device=dev, precision=precision, user=not name.startswith("built-in:"),
+                  device=dev, precision=precision, user=spec is not None,
                   exempt=set(data.get("exempt", [])))
     batch = (data["inputs"], data["targets"])
     out = train(setup, [batch], steps=cfg.steps)
@@ -211,6 +245,10 @@ def replay(path: str | Path, *, device: str = "auto") -> SmokeResult:
         reason=(f"reproduced: {out.run.failure}" if out.failed else
                 f"did not reproduce (recorded: {data['failure']})"),
     )
+    if name != recorded:
+        result.findings.append(SmokeFinding(
+            code="replay_model_differs", severity="warn",
+            detail=f"the replay was written with {recorded!r}; this rerun uses {name!r}"))
     if out.failed:
         result.anomaly = _anomaly(setup, batch)
     result.timings = {"total": _since(started)}

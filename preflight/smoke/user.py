@@ -3,14 +3,21 @@
 ``build()`` takes no arguments and returns ``(model, loss_fn, collate)``:
 ``collate(rows: list[dict]) -> (inputs, targets)``, ``model(inputs) -> outputs``,
 ``loss_fn(outputs, targets) -> scalar tensor``; ``collate=None`` means the built-in one.
+
+Naming a model runs its code: importing the module, ``build()``, and ``forward``, the loss
+and ``collate`` in every step. All of it runs inside ``user_code(spec)``, so a
+``sys.exit(0)`` there is an error (exit 2) that names the spec, never preflight's own exit
+with no report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,23 @@ from preflight.paths import find_beside
 CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
             "model a torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
             "collate(rows) -> (inputs, targets) or None for the built-in collate")
+
+
+@contextlib.contextmanager
+def user_code(spec: str) -> Iterator[None]:
+    """Run the user's code: a ``SystemExit`` (or any other ``BaseException`` but
+    ``KeyboardInterrupt``) it raises becomes a ``ConfigError`` naming ``spec``. An ordinary
+    exception passes through: where it happens decides whether it is a contract error or a
+    failed run."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as e:
+        raise ConfigError(
+            f"--model {spec!r}: your code raised {reprlib.repr(e)}; preflight stops here "
+            "(exit 2): a model's code must return or raise an exception, never exit"
+        ) from e
 
 
 def resolve_spec(spec: str, *, base: Path | None = None) -> str:
@@ -39,6 +63,15 @@ def resolve_spec(spec: str, *, base: Path | None = None) -> str:
 def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
     """The ``build`` function ``spec`` names; a clear ``ConfigError`` when it cannot load."""
     target, _, attr = resolve_spec(spec, base=base).rpartition(":")
+    with user_code(spec):
+        module = _import(spec, target)
+    build = getattr(module, attr, None)
+    if not callable(build):
+        raise ConfigError(f"--model {spec!r}: {target!r} has no function {attr!r}")
+    return build
+
+
+def _import(spec: str, target: str) -> Any:
     if target.endswith(".py"):
         module = _from_file(Path(target))
     else:
@@ -49,16 +82,16 @@ def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
         except Exception as e:
             raise ConfigError(f"--model {spec!r}: importing {target!r} failed: "
                               f"{type(e).__name__}: {e}") from e
-    build = getattr(module, attr, None)
-    if not callable(build):
-        raise ConfigError(f"--model {spec!r}: {target!r} has no function {attr!r}")
-    return build
+    return module
 
 
 def call_build(build: Callable[[], Any], spec: str) -> tuple[nn.Module, Any, Any]:
     """Call ``build()`` and check what it returned against the contract."""
     try:
-        made = build()
+        with user_code(spec):
+            made = build()
+    except ConfigError:
+        raise
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: build() raised {type(e).__name__}: {e}") from e
     if not isinstance(made, tuple) or len(made) != 3:
@@ -82,7 +115,9 @@ def _from_file(path: Path) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as e:
+    except BaseException as e:
         sys.modules.pop(name, None)
+        if not isinstance(e, Exception):
+            raise  # SystemExit and the like: user_code names them
         raise ConfigError(f"--model: running {path} failed: {type(e).__name__}: {e}") from e
     return module

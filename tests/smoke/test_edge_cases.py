@@ -187,7 +187,7 @@ def test_mapping_batches_and_masks_replay_the_real_fault(tmp_path: Path) -> None
     smoke = smoke_of(report)
     assert smoke.verdict == "data_fault" and smoke.minimal_rows == [17], smoke.reason
     assert "targets holds nan" in smoke.reason
-    again = replay(smoke.replay)
+    again = replay(smoke.replay, model=f"{model}:build")
     assert again.verdict == "data_fault" and "targets holds nan" in again.reason
 
 

@@ -14,6 +14,7 @@ import torch
 
 import preflight.smoke
 from preflight import run_preflight
+from preflight.errors import ConfigError
 from preflight.smoke.models import build_builtin
 from tests.smoke.conftest import (
     SQRT_OF_FEATURE,
@@ -145,17 +146,78 @@ def test_replay_of_a_user_model_reproduces_and_a_fixed_model_does_not(tmp_path: 
     data = torch.load(smoke.replay, map_location="cpu", weights_only=True)
     assert data["model"] == f"{model.resolve()}:build"
 
-    again = preflight.smoke.replay(smoke.replay)
+    again = preflight.smoke.replay(smoke.replay, model=f"{model}:build")
     assert again.verdict == "data_fault" and again.minimal_rows == [29]
     assert again.first_bad_param == "gain"
     assert again.anomaly is not None and "Backward" in again.anomaly
 
     write_model(model, SQRT_OF_FEATURE.format(eps=" + 1e-6"))  # the fix: no sqrt(0)
-    fixed = preflight.smoke.replay(smoke.replay)
+    fixed = preflight.smoke.replay(smoke.replay, model=f"{model}:build")
     assert fixed.verdict == "pass" and not fixed.failed
     assert fixed.reason == (f"did not reproduce (recorded: {data['failure']})")
-    result = invoke("smoke", "--replay", smoke.replay)
+    result = invoke("smoke", "--replay", smoke.replay, "--model", f"{model}:build")
     assert result.exit_code == 0, result.output
+
+
+# Importing this module leaves a mark: a replay must not import it unasked.
+MARKING = 'import pathlib\npathlib.Path({mark!r}).write_text("imported")\n'
+
+
+def _user_replay(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A replay file of a user model (the sqrt(0) fault at row 29), the model file, and
+    the path its import marks."""
+    records = regression_records(60)
+    records[29]["features"][0] = 0.0
+    model = write_model(tmp_path / "model.py", SQRT_OF_FEATURE.format(eps=""))
+    smoke = smoke_of(gate(tmp_path, records, regression_rules(model=f"{model}:build")))
+    assert smoke.replay is not None
+    mark = tmp_path / "imported.txt"
+    model.write_text(model.read_text() + MARKING.format(mark=str(mark)))
+    return Path(smoke.replay), model, mark
+
+
+@pytest.mark.filterwarnings(ANOMALY_WARNING)
+def test_replay_of_a_user_model_runs_no_code_without_model(tmp_path: Path) -> None:
+    replay, model, mark = _user_replay(tmp_path)
+    result = invoke("smoke", "--replay", replay)
+    assert result.exit_code == 2, result.output
+    text = flat(result.output)
+    assert f"written with your model '{model.resolve()}:build'" in text
+    assert f"pass --model {model.resolve()}:build to confirm" in text
+    assert "Traceback" not in result.output
+    assert not mark.exists()
+    with pytest.raises(ConfigError, match="pass --model"):
+        preflight.smoke.replay(replay)
+    assert not mark.exists()
+
+
+@pytest.mark.filterwarnings(ANOMALY_WARNING)
+def test_replay_with_model_runs_the_model_given(tmp_path: Path) -> None:
+    replay, model, mark = _user_replay(tmp_path)
+    result = invoke("smoke", "--replay", replay, "--model", f"{model}:build", "--json",
+                    "--quiet")
+    assert result.exit_code == 1, result.output  # the fault reproduces
+    assert mark.exists()
+    assert "replay_model_differs" not in result.output
+
+    fixed = write_model(tmp_path / "fixed.py", SQRT_OF_FEATURE.format(eps=" + 1e-6"))
+    result = invoke("smoke", "--replay", replay, "--model", f"{fixed}:build")
+    assert result.exit_code == 0, result.output  # the fixed model passes
+    text = flat(result.output)
+    assert "replay_model_differs" in text
+    assert (f"written with '{model.resolve()}:build'; this rerun uses "
+            f"'{fixed.resolve()}:build'") in text
+
+
+def test_replay_of_the_builtin_model_with_a_model_that_does_not_fit(tmp_path: Path) -> None:
+    path, _ = _faulty_gate(tmp_path)
+    assert invoke("smoke", "--replay", path, "--model", "built-in:regression").exit_code == 1
+    narrow = FIXED.replace("nn.Linear(4, 8)", "nn.Linear(4, 3)")
+    other = write_model(tmp_path / "other.py", narrow.replace("nn.Linear(8, 1)", "nn.Linear(3, 1)"))
+    result = invoke("smoke", "--replay", path, "--model", f"{other}:build")
+    assert result.exit_code == 2, result.output
+    assert "does not fit the weights saved in" in flat(result.output)
+    assert "built-in:regression" in flat(result.output)
 
 
 def _torch_file(path: Path, obj: Any) -> Path:

@@ -271,6 +271,52 @@ def test_user_model_contract_errors_exit_2(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+# --- user code that exits is an error, never the gate's exit ---------------------------------
+
+# The same linear model, with `sys.exit(0)` planted in one place.
+EXITS = {
+    "import": LINEAR + "\nimport sys\nsys.exit(0)\n",
+    "build": LINEAR.replace("def build():\n", "def build():\n    import sys\n    sys.exit(0)\n"),
+    "forward": LINEAR.replace("    def forward(self, inputs):\n",
+                              "    def forward(self, inputs):\n        import sys\n"
+                              "        sys.exit(0)\n"),
+    "loss": LINEAR.replace("return Net(), F.mse_loss, None",
+                           "return Net(), lambda out, y: __import__('sys').exit(0), None"),
+    "collate": LINEAR.replace("return Net(), F.mse_loss, None",
+                              "return Net(), F.mse_loss, lambda rows: __import__('sys').exit(0)"),
+    "raise-system-exit": LINEAR.replace("def build():\n",
+                                        "def build():\n    raise SystemExit('bye')\n"),
+}
+
+
+def _failing_data(tmp_path: Path) -> Path:
+    records = regression_records(60)
+    del records[3]["target"]  # the schema rule fails: the gate would exit 1
+    return write_jsonl(tmp_path / "data.jsonl", records)
+
+
+@pytest.mark.parametrize("where", sorted(EXITS))
+def test_user_code_that_exits_is_exit_2(tmp_path: Path, where: str) -> None:
+    model = write_model(tmp_path / "model.py", EXITS[where])
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules())
+    result = invoke("check", _failing_data(tmp_path), "--rules", rules, "--out",
+                    tmp_path / "out", "--no-progress", "--model", f"{model}:build")
+    assert result.exit_code == 2, result.output
+    text = flat(result.output)
+    assert text.startswith(f"error: --model '{model}:build': your code raised SystemExit(")
+    assert "never exit" in text and "Traceback" not in result.output
+
+
+def test_user_code_that_exits_stops_the_real_process_with_2(tmp_path: Path) -> None:
+    model = write_model(tmp_path / "model.py", EXITS["forward"])
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules(model="model.py:build"))
+    proc = run_cli("check", _failing_data(tmp_path), "--rules", rules, "--out", "out",
+                   "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "your code raised SystemExit(0)" in flat(proc.stderr)
+    assert model.exists()
+
+
 # --- debugging aids -------------------------------------------------------------------------
 
 
