@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -177,6 +178,29 @@ def verify(
     return counts
 
 
+class OtherLoad:
+    """Cores kept busy by other processes since it was made: the machine's busy CPU time
+    (``/proc/stat``) less this process's and its reaped children's, over the wall clock (as
+    in ``bench_smoke.py``). Timings are only worth recording when this stays near 0."""
+
+    def __init__(self) -> None:
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float]:
+        mine = sum(os.times()[:4])
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+            busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            busy = math.nan
+        return time.perf_counter(), busy, mine
+
+    def cores(self) -> float:
+        (t0, busy0, mine0), (t1, busy1, mine1) = self.start, self._sample()
+        return round(max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / max(t1 - t0, 1e-9)), 2)
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     """``a / b`` rounded, or None when either is missing."""
     return None if not a or not b else round(a / b, 2)
@@ -216,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     check_cmd = [*preflight_cmd, "check", str(array), "--no-smoke", "--out", str(report_dir),
                  "--quiet", "--no-progress"]
     warm_cache(array)
+    meter = OtherLoad()
     check = measure("check", check_cmd, size, array, logs, args.timeout, args.repeat,
                     [report_dir])
+    others = {"check": meter.cores()}
     report = None
     if check.status == "ok":
         report = json.loads((report_dir / "report.json").read_text())
@@ -230,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     fix_cmd = [*preflight_cmd, "fix", str(array), "--out", str(clean), "--quarantine",
                str(quarantine), "--manifest", str(manifest_path), "--quiet"]
     warm_cache(array)
+    meter = OtherLoad()
     fix = measure("fix", fix_cmd, size, array, logs, args.timeout, args.repeat, [fix_dir])
+    others["fix"] = meter.cores()
     counts: dict[str, Any] | None = None
     try:
         if fix.status == "ok":
@@ -249,16 +277,19 @@ def main(argv: list[str] | None = None) -> int:
           f"({meta['pretty_printed']:,} pretty-printed, {meta['malformed']:,} malformed); "
           f"default rules; {os.cpu_count()} cores")
     header = (f"{'tool':<6} {'status':<8} {'seconds':>9} {'MB/s':>7} {'peak RSS MB':>12} "
-              f"{'tree RSS MB':>12}")
+              f"{'tree RSS MB':>12} {'others':>7}")
     print(header)
     print("-" * len(header))
     for r in (check, fix):
         print(f"{r.tool:<6} {r.status:<8} {r.seconds or 0:>9.2f} {r.mb_per_s or 0:>7.1f} "
-              f"{r.peak_rss_mb or 0:>12.1f} {r.peak_tree_rss_mb or 0:>12.1f}")
+              f"{r.peak_rss_mb or 0:>12.1f} {r.peak_tree_rss_mb or 0:>12.1f} "
+              f"{others[r.tool]:>7.2f}")
         if r.detail:
             print(f"note: {r.tool}: {r.detail}")
     for name, value in ratios.items():
         print(f"fix / check {name}: {'-' if value is None else format(value, '.2f') + 'x'}")
+    print("others: cores kept busy by other processes during that tool's runs (0 when idle; "
+          "times are only comparable near 0)")
     if counts is not None:
         verdict = "yes" if counts["verified"] else "NO: " + "; ".join(counts["problems"])
         print(f"\nfix: {counts['input']:,} read (check {counts['check_total']}), "
@@ -284,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "preflight_command": preflight_cmd,
         "results": [asdict(check), asdict(fix)],
         "fix_over_check": ratios,
+        "other_load_cores": others,
         "fix_counts": counts,
     }
     out = workdir / "fix_array_results.json"

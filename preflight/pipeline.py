@@ -20,7 +20,7 @@ from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
-from preflight.environment import environment
+from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.infer import infer_fields
@@ -175,7 +175,14 @@ def run(
             report.environment["ray"] = read.cluster
         if smoke_result is not None:
             report.environment.update(seed=smoke_result.seed, cuda=smoke_result.cuda,
-                                      gpu=smoke_result.gpu)
+                                      cudnn=smoke_result.cudnn, gpu=smoke_result.gpu)
+            base = Path(rules.path).parent if rules.path else None
+            spec = smoke_result.model or ""
+            if base is not None and ".py:" in spec and not Path(spec.split(":")[0]).exists():
+                spec = str(base / spec)  # a module named beside the rules file
+            report.environment.update(model_facts(
+                spec if not spec.startswith("built-in:") else None,
+                (smoke_result.checkpoint or {}).get("path")))
         t0 = time.perf_counter()
         if out_dir is not None:
             report.outputs = sink.close()

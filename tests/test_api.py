@@ -163,3 +163,38 @@ def test_preflight_failed_survives_pickling(tmp_path: Path) -> None:
     again = pickle.loads(pickle.dumps(error))
     assert isinstance(again, PreflightFailed)
     assert again.report == report and str(again) == str(error)
+
+
+def test_the_environment_records_what_a_rerun_needs(tmp_path: Path) -> None:
+    from preflight.environment import model_facts
+
+    model = tmp_path / "model.py"
+    model.write_text("def build():\n    pass\n")
+    ckpt = tmp_path / "w.safetensors"
+    ckpt.write_bytes(b"weights")
+    facts = model_facts(f"{model}:build", str(ckpt))
+    assert facts["model"] == f"{model}:build"
+    assert facts["model_files_xxh3"].startswith("model.py=")
+    assert "w.safetensors=" in facts["model_files_xxh3"]
+    ckpt.write_bytes(b"other weights")
+    assert model_facts(f"{model}:build", str(ckpt)) != facts  # the hash follows the bytes
+    assert model_facts(None, None) == {}
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"x")
+    names = [x.split("=")[0] for x in model_facts(f"hf:{hf}", None)["model_files_xxh3"]
+             .split(", ")]
+    assert names == ["config.json", "model.safetensors"]
+    assert model_facts(f"hf-config:{hf}", None)["model_files_xxh3"].startswith("config.json=")
+    assert "safetensors" not in model_facts(f"hf-config:{hf}", None)["model_files_xxh3"]
+
+
+def test_the_environment_names_versions_and_the_container(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from preflight.environment import environment
+
+    monkeypatch.setenv("CONTAINER_IMAGE", "registry.example/train@sha256:abc")
+    env = environment()
+    assert env["container_image"] == "registry.example/train@sha256:abc"
+    assert env["tokenizers"] and env["datasets"]

@@ -117,6 +117,7 @@ class SmokeResult(BaseModel):
     device: str = "cpu"
     cuda: str | None = Field(None, description="CUDA version, when it trained on a GPU.")
     gpu: str | None = Field(None, description="The GPU's name, when it trained on one.")
+    cudnn: str | None = Field(None, description="cuDNN's version, when it trained on a GPU.")
     precision: str = "fp32"
     seed: int = 0
     steps: int = 0

@@ -131,6 +131,9 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                     opt.zero_grad(set_to_none=True)
                     with torch.autocast(device.type, dtype=dtype, enabled=amp):
                         redo = setup.loss_fn(model(inputs), targets)
+                    if out.first_bad_module is None and not torch.isfinite(
+                            redo.detach()).all():
+                        out.first_bad_module = "loss_fn"  # every module's output was finite
                     redo.float().backward()  # outside autocast, as AMP wants
                 except Exception:  # the diagnosis is best effort; the failure stands
                     pass
@@ -286,9 +289,13 @@ class _Spy:
                     a = torch.where(torch.isfinite(a), a, 0.0)  # a fault, not a range
                     top = float(a.max())
                     low = float(torch.where(a > 0, a, math.inf).min())
-                    seen = self.out.activations.setdefault(name, [0.0, math.inf])
+                    # the share of the nonzero values fp16 would flush to zero
+                    nonzero = int((a > 0).sum())
+                    flushed = int(((a > 0) & (a < FP16_TINY)).sum()) / nonzero if nonzero else 0.0
+                    seen = self.out.activations.setdefault(name, [0.0, math.inf, 0.0])
                     seen[0] = max(seen[0], top)
                     seen[1] = min(seen[1], low)
+                    seen[2] = max(seen[2], flushed)
         return hook
 
     def _grad(self, name: str) -> Callable[[torch.Tensor], None]:

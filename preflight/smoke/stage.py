@@ -46,6 +46,7 @@ Progress = Callable[[int, int, str], None]
 REPLAY_NAME = "smoke-replay.pt"
 _WATCH_STEPS = 3
 _SHOWN_ACTIVATIONS = 50
+_UNDERFLOW_SHARE = 0.01  # of a module's nonzero outputs, at least, to be worth a word
 
 
 def check_setup(rules: RuleSet) -> None:
@@ -167,11 +168,13 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         if failing is not None and failing.failed:
             result.first_bad_module = failing.first_bad_module
             result.first_bad_param = failing.first_bad_param
+        # The sample's data faults are listed whatever the verdict: a code fault found on
+        # the control batch must not hide them (nor they it).
         keep: list[int] = []
-        if result.verdict == "data_fault" and bad_rows:
+        if bad_rows:
             keep = bad_rows[:1]  # each fails on its own: the first is the fewest
             _problem_findings(result, problems, sample, bad_rows)
-        elif result.verdict == "data_fault" and real_out is not None and real_out.failed:
+        elif real_out is not None and real_out.failed and not control_out.failed:
             t0 = time.perf_counter()
             keep, alone = _localise(runs, setup, collate, rows, real_out)
             timings["localise"] = _since(t0)
@@ -183,6 +186,8 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         if keep:
             _minimal(result, sample, keep)
             _replay_and_anomaly(result, runs, setup, rows, keep, spec, base, out_dir)
+        if control_out.failed and result.anomaly is None:
+            result.anomaly = _control_anomaly(runs, setup, control)
         if result.verdict == "pass" and result.flagged_in_sample:
             result.findings.append(SmokeFinding(
                 code="flagged_rows_trained", severity="info",
@@ -435,7 +440,9 @@ def _threads() -> Iterator[None]:
 def _device_facts(device: torch.device) -> dict[str, str | None]:
     if device.type != "cuda":
         return {}
-    return {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device)}
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(device),
+            "cudnn": str(cudnn) if cudnn else None}
 
 
 def _localise(runs: _Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]],
@@ -461,6 +468,15 @@ def _save_replay(out_dir: Path, result: SmokeResult, setup: Setup, cfg: SmokeCon
         config=cfg.model_dump(), batch=batch, initial=setup.initial, rows=result.minimal_rows,
         ids=result.minimal_ids, files=result.minimal_files, failure=failure,
         exempt=sorted(setup.exempt)))
+
+
+def _control_anomaly(runs: _Runs, setup: Setup, control: list[dict[str, Any]]) -> str | None:
+    """A code fault's backward op, from the control batch itself (when it collates)."""
+    try:
+        batch = runs.batch(control)
+    except Exception:  # collate itself is the fault: nothing to run backward on
+        return None
+    return _anomaly(setup, batch)
 
 
 def _anomaly(setup: Setup, batch: Any) -> str | None:
@@ -499,20 +515,23 @@ def _activations(result: SmokeResult, out: Outcome) -> None:
     ranked = sorted(out.activations.items(), key=lambda kv: -kv[1][0])
     result.activations = [
         {"module": name, "abs_max": top, "abs_min": None if math.isinf(low) else low}
-        for name, (top, low) in ranked[:_SHOWN_ACTIVATIONS]
+        for name, (top, low, _) in ranked[:_SHOWN_ACTIVATIONS]
     ]
-    over = [name for name, (top, _) in ranked if top >= FP16_MAX]
+    over = [name for name, (top, _, _) in ranked if top >= FP16_MAX]
     if over:
         result.findings.append(SmokeFinding(
             code="fp16_overflow_risk",
             detail=f"activations reach {ranked[0][1][0]:.3g} (fp16 max {FP16_MAX:g}) in "
                    f"{', '.join(over[:5])}: fp16 autocast would overflow; use bf16"))
-    under = [name for name, (_, low) in ranked if 0 < low < FP16_TINY]
+    # One tiny value flushing to zero changes nothing; a share of a tensor does.
+    under = sorted(((share, name) for name, (_, _, share) in ranked
+                    if share >= _UNDERFLOW_SHARE), reverse=True)
     if under:
         result.findings.append(SmokeFinding(
             code="fp16_underflow_risk", severity="info",
-            detail=f"activations below fp16's smallest value ({FP16_TINY:.3g}) in "
-                   f"{', '.join(under[:5])}: they flush to zero in fp16"))
+            detail=f"{under[0][0]:.0%} of the nonzero activations are below fp16's smallest "
+                   f"value ({FP16_TINY:.3g}) in {', '.join(n for _, n in under[:5])}: they "
+                   "flush to zero in fp16"))
 
 
 def _grad_warnings(result: SmokeResult, out: Outcome, limit: float) -> None:

@@ -22,23 +22,24 @@ def attribute(control: SmokeRun, real: SmokeRun | None,
               blocked: Blocked | None) -> tuple[str, str]:
     """The smoke verdict and its one-line reason.
 
-    Control fails -> code fault (broken even on good data); rows that cannot be encoded or
-    only the real sample fails -> data fault; the loss must also fall when overfitting: not
-    on the sample but on control -> data fault (labels may be noise), on neither -> code
-    fault."""
+    The control run is judged first and always: it fails, or its loss does not fall when
+    overfitting -> code fault (broken even on good data), whatever the sample shows (the
+    caller still lists the sample's data faults as findings). Only with a healthy control:
+    rows that cannot be encoded or a failure on the real sample only -> data fault; a loss
+    that falls on control but not on the sample -> data fault (labels may be noise)."""
     if control.failure:
         return "code_fault", ("training fails on the control batch (in spec by construction): "
                               f"{control.failure}")
+    if not control.learned:
+        return "code_fault", (f"the loss does not fall even on the control batch "
+                              f"({curve(control)}): the model, loss, optimizer or learning "
+                              "rate cannot learn")
     if blocked is not None:
         return "data_fault", (f"{blocked.count} sampled row(s) cannot be trained on; row "
                               f"{blocked.row}: {blocked.detail} ({blocked.code})")
     if real is not None and real.failure:
         return "data_fault", ("training fails on the sample but not on the control batch: "
                               f"{real.failure}")
-    if not control.learned:
-        return "code_fault", (f"the loss does not fall even on the control batch "
-                              f"({curve(control)}): the model, loss, optimizer or learning "
-                              "rate cannot learn")
     if real is not None and not real.learned:
         return "data_fault", (f"the loss does not fall on the sample ({curve(real)}) while "
                               "it does on the control batch: labels may be noise, or the "

@@ -586,3 +586,59 @@ def test_smoke_command_needs_data_or_replay() -> None:
     result = invoke("smoke")
     assert result.exit_code == 2
     assert "give DATA, or --replay FILE" in result.output
+
+
+# --- the control is judged first: a code fault is never hidden by a data fault -------------
+
+
+@pytest.mark.parametrize("lr", [1e4, 1e-9])  # the control diverges, or cannot learn
+def test_a_broken_control_is_a_code_fault_and_the_bad_labels_are_still_listed(
+        tmp_path: Path, lr: float) -> None:
+    records, rules = _classification(7)
+    records[23]["label"] = 9
+    rules = {**rules, "smoke": {"lr": lr}}
+    report = gate(tmp_path, records, rules)
+    smoke = smoke_of(report)
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert "control batch" in smoke.reason
+    bad = finding(smoke, "label_out_of_range")
+    assert bad.rows == [11, 23] and bad.severity == "error"
+    assert smoke.minimal_rows == [11]
+    assert not report.passed
+
+
+@pytest.mark.parametrize("lr", [1e4, 1e-9])
+def test_a_broken_control_is_a_code_fault_when_the_sample_fails_too(
+        tmp_path: Path, lr: float) -> None:
+    # A target the encoder accepts but training cannot survive: the real run fails, and the
+    # control (broken by the learning rate) fails or does not learn: code fault, rows listed.
+    records = regression_records(60)
+    records[17]["target"] = 1e30
+    report = gate(tmp_path, records, regression_rules(lr=lr, clip=None))
+    smoke = smoke_of(report)
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert smoke.control is not None
+    if lr > 1:  # the control diverges: the sample's failure says nothing about its rows
+        assert smoke.control.failure is not None and smoke.minimal_rows == []
+    else:  # the control cannot learn but runs: the sample's failing row is still narrowed
+        assert smoke.control.failure is None and not smoke.control.learned
+        assert smoke.minimal_rows == [17]
+
+
+def test_attribute_judges_the_control_before_the_sample() -> None:
+    from preflight.report.model import SmokeRun
+    from preflight.smoke.verdict import Blocked, attribute
+
+    healthy = SmokeRun(loss=[2.0, 1.0, 0.5], learned=True)
+    stuck = SmokeRun(loss=[2.0, 2.0, 2.0], learned=False)
+    broken = SmokeRun(loss=[2.0], failure="loss is nan at step 1", learned=False)
+    failing_sample = SmokeRun(loss=[2.0], failure="loss is inf at step 3", learned=False)
+    blocked = Blocked(row=4, code="label_out_of_range", detail="class 7 outside [0, 3)",
+                      count=1)
+    for control in (stuck, broken):
+        assert attribute(control, failing_sample, None)[0] == "code_fault"
+        assert attribute(control, None, blocked)[0] == "code_fault"
+        assert attribute(control, healthy, None)[0] == "code_fault"
+    assert attribute(healthy, failing_sample, None)[0] == "data_fault"
+    assert attribute(healthy, None, blocked)[0] == "data_fault"
+    assert attribute(healthy, healthy, None)[0] == "pass"

@@ -430,3 +430,35 @@ def test_anomaly_replay_prints_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "detect_anomaly: Function 'MulBackward0'" in flat(done.stdout)
     assert "Traceback" not in done.stdout + done.stderr
+
+
+# --- naming a code fault ------------------------------------------------------------------------
+
+
+def test_a_nan_made_in_the_loss_function_names_loss_fn(tmp_path: Path) -> None:
+    body = LINEAR.replace("return Net(), F.mse_loss, None",
+                          "return Net(), lambda out, y: F.mse_loss(out, y) * float('nan'), None")
+    smoke = smoke_of(_user_gate(tmp_path, body))
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert smoke.first_bad_module == "loss_fn"
+    assert "loss_fn" in smoke.reason
+
+
+def test_a_code_fault_in_backward_is_named_by_detect_anomaly_on_the_control(
+        tmp_path: Path) -> None:
+    # sqrt(0) is finite forward; its gradient is infinite and the chain rule makes NaN of it:
+    # only backward breaks, and detect_anomaly names the op.
+    body = LINEAR.replace(
+        "return Net(), F.mse_loss, None",
+        "return Net(), lambda out, y: F.mse_loss(out, y) + torch.sqrt(out - out).sum(), None")
+    smoke = smoke_of(_user_gate(tmp_path, body))
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert smoke.anomaly is not None
+    assert "Backward" in smoke.anomaly and "returned nan" in smoke.anomaly
+
+
+def test_a_healthy_model_raises_no_fp16_underflow_risk(tmp_path: Path) -> None:
+    smoke = smoke_of(_user_gate(tmp_path, LINEAR))
+    assert smoke.verdict == "pass", smoke.reason
+    assert smoke.activations  # ranges were recorded, and none is a risk
+    assert "fp16_underflow_risk" not in [f.code for f in smoke.findings]
