@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import xxhash
+from preflight.source.tracked import hash_file
 
 
 def _version(dist: str) -> str | None:
@@ -73,19 +73,11 @@ def model_facts(spec: str | None, checkpoint: str | None) -> dict[str, Any]:
         files = [Path(spec.rsplit(":", 1)[0])]
     if checkpoint:
         files.append(Path(checkpoint))
-    hashes = {p.name: _hash(p) for p in files if p.is_file()}
+    hashes = {p.name: hash_file(p) for p in files if p.is_file()}
     facts: dict[str, Any] = {"model": spec}
     if hashes:
         facts["model_files_xxh3"] = ", ".join(f"{n}={h}" for n, h in hashes.items())
     return facts
-
-
-def _hash(path: Path) -> str:
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _is_cli() -> bool:
