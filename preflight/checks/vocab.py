@@ -175,16 +175,19 @@ class Vocab(Check):
         count = f"{tok.vocab_size:,} tokens" if tok.vocab_size else f"ids up to {top:,}"
         past = sorted(((i, t) for t, i in tok.added_tokens.items() if i >= size))
         if tok.base_max_id is not None and tok.base_max_id >= size:
+            encoded = (" (every text was encoded to find the records with ids past it)"
+                       if self.ctx.text_fields or self.ctx.messages else "")
             what = (f"the tokenizer's base vocabulary reaches id {tok.base_max_id:,}, the "
-                    f"model's embedding has {size:,} rows: is this the model's own tokenizer? "
-                    "(every text was encoded to find the records with ids past it)")
+                    f"model's embedding has {size:,} rows: is this the model's own "
+                    f"tokenizer?{encoded}")
             return [("vocab_mismatch", what)]
         names = ", ".join(_tick(t) for _, t in past[:_NAMED])
         more = f" and {len(past) - _NAMED} more" if len(past) > _NAMED else ""
         ids = (f"id {past[0][0]:,}" if len(past) == 1
                else f"ids {past[0][0]:,}–{past[-1][0]:,}")
         incl = f" incl. added {names}{more} ({ids})" if past else ""
-        how = f" (every text was encoded: {self.encode_all})" if self.encode_all else ""
+        how = (f" (every text was encoded: {self.encode_all})"
+               if self.encode_all and (self.ctx.text_fields or self.ctx.messages) else "")
         return [("vocab_mismatch",
                  f"tokenizer has {count}{incl}, the model's embedding has {size:,} rows: "
                  "resize_token_embeddings(len(tokenizer)) before training, or drop the "
