@@ -36,6 +36,15 @@ class Malformed:
 
 
 @dataclass
+class _Slot:
+    """One value shared by the checks of a batch, computed by whichever asks first."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: bool = False
+    value: Any = None
+
+
+@dataclass
 class Batch:
     """Records read from one file, in order, with everything the checks need."""
 
@@ -84,6 +93,16 @@ class Batch:
         if name not in self.frame.columns:
             return [None] * len(self)
         return self.frame.get_column(name).to_list()
+
+    def shared(self, key: Any, make: Any) -> Any:
+        """``make()``, computed once per batch under ``key`` for every check that asks
+        (checks scan a batch side by side: a second asker waits for the first's value)."""
+        with self._lock:
+            slot = self._cache.setdefault(("shared", key), _Slot())
+        with slot.lock:
+            if not slot.done:
+                slot.value, slot.done = make(), True
+        return slot.value
 
     def json_types(self, name: str) -> pl.Series:
         """Each record's JSON type for a field: string, integer, number, boolean, array,

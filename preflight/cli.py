@@ -42,6 +42,7 @@ from preflight.config import (
     with_overrides,
 )
 from preflight.errors import PreflightError
+from preflight.hf_folder import is_hf_spec
 from preflight.pipeline import EXECUTORS, rules_tokenizer
 from preflight.report.console import render_console, render_diff, render_smoke
 from preflight.report.diff import diff_reports
@@ -214,9 +215,10 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
-    if no_smoke and (model_spec or checkpoint):
-        raise click.UsageError("--model and --checkpoint are for the smoke test; "
-                               "drop --no-smoke or them")
+    # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
+    if no_smoke and (checkpoint or (model_spec and not is_hf_spec(model_spec))):
+        raise click.UsageError("--checkpoint and a --model other than hf:DIR are for the "
+                               "smoke test; drop --no-smoke or them")
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint)

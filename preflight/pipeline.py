@@ -23,6 +23,7 @@ from preflight.config import Fields, Rule, RuleSet
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
+from preflight.hf_folder import folder_of, is_hf_spec, read_facts
 from preflight.infer import infer_fields
 from preflight.paths import find_beside
 from preflight.report.model import (
@@ -42,6 +43,7 @@ from preflight.tokenizer import TokenCounter, load_tokenizer
 Progress = Callable[[int, int, str], None]
 EXECUTORS = ("local", "ray")
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
+IMPLICIT_VOCAB = Rule(id="vocab", check="vocab", severity="error")
 
 
 @dataclass
@@ -80,6 +82,7 @@ def run(
     process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
     locally or join ``RAY_ADDRESS``); both give the same findings."""
     started = time.perf_counter()
+    rules, notes = with_model_folder(rules)
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
     eval_path = rules_eval_path(rules)
     if smoke:
@@ -100,10 +103,13 @@ def run(
     # findings file stays behind; after a successful close this does nothing.
     try:
         timings: dict[str, float] = {"read": 0.0}
-        notes: list[str] = []
         rule_list = gate_rules(rules)
         if rule_list[0] is IMPLICIT_MALFORMED:
             notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
+        if any(r.check == "vocab" for r in rule_list) and not any(
+                r.check == "vocab" for r in rules.rules):
+            notes.append(f"added rule {rule_list[-1].id!r} (severity error): the model is "
+                         "known, so its embedding is checked against the tokenizer and corpus")
 
         if executor == "ray":
             from preflight.executor.ray import scan_on_ray
@@ -326,10 +332,45 @@ def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCount
 
 def gate_rules(rules: RuleSet) -> list[Rule]:
     """The rules as the gate runs them: with an implicit `malformed` rule first when none is
-    listed, since unreadable lines never pass."""
-    if any(r.check == "malformed" for r in rules.rules):
-        return list(rules.rules)
-    return [IMPLICIT_MALFORMED, *rules.rules]
+    listed, since unreadable lines never pass, and an implicit `vocab` rule last when the
+    model is known (an ``hf:`` folder, or ``model.vocab_size`` with a tokenizer) and none is
+    listed, since an id past the embedding kills the run."""
+    out = list(rules.rules)
+    if not any(r.check == "malformed" for r in out):
+        out.insert(0, IMPLICIT_MALFORMED)
+    known = is_hf_spec(rules.smoke.model) or (rules.model.vocab_size and rules.model.tokenizer)
+    if known and not any(r.check == "vocab" for r in out):
+        taken = {r.id for r in out}
+        rule = IMPLICIT_VOCAB
+        if rule.id in taken:
+            rule = rule.model_copy(update={"id": "model-vocab"})
+        out.append(rule)
+    return out
+
+
+def with_model_folder(rules: RuleSet) -> tuple[RuleSet, list[str]]:
+    """The rules with what an ``hf:``/``hf-config:`` model folder (``smoke.model``) tells the
+    gate, read from its files without building the model: ``model.tokenizer`` (its
+    tokenizer) and ``model.vocab_size`` (its embedding rows), each only where the rules
+    leave it unset; and notes saying what was read."""
+    spec = rules.smoke.model
+    if not is_hf_spec(spec):
+        return rules, []
+    assert spec is not None
+    base = Path(rules.path).parent if rules.path else None
+    folder = folder_of(spec, base=base)
+    facts = read_facts(folder)
+    update: dict[str, Any] = {}
+    if rules.model.tokenizer is None and facts.tokenizer is not None:
+        update["tokenizer"] = str(facts.tokenizer)
+    if rules.model.vocab_size is None and facts.vocab_size is not None:
+        update["vocab_size"] = facts.vocab_size
+    if not update:
+        return rules, []
+    read = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}"
+                     for k, v in update.items())
+    model = rules.model.model_copy(update=update)
+    return rules.model_copy(update={"model": model}), [f"model facts from {spec}: {read}"]
 
 
 def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:

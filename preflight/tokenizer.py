@@ -74,6 +74,18 @@ class TokenCounter:
     # Token ids per text (the smoke test trains on them) and the vocabulary's size.
     ids: Callable[[list[str], bool], list[list[int]]] | None = None
     vocab_size: int | None = None
+    # What the ``vocab`` check compares with the model's embedding: the added tokens
+    # (content -> id), those matched on normalized text (a substring search of the raw
+    # text cannot rule them out), the largest id of an ordinary vocabulary entry, the
+    # special tokens by role (``pad``, ``eos``, ...; None where the tokenizer lacks the
+    # token its config names) and the ids the post-processor adds to every text.
+    added_tokens: dict[str, int] = field(default_factory=dict)
+    added_normalized: frozenset[str] = frozenset()
+    base_max_id: int | None = None
+    special_tokens: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    template_ids: tuple[int, ...] = ()
+    # The vocabulary entry of an id, for messages (None when unknown).
+    token_text: Callable[[int], str | None] | None = None
     _compiled: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -196,11 +208,12 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     spec = json.loads(tok.to_str())
     byte_bound = _is_byte_level_bpe(spec)
     longest = None
+    base = tok.get_vocab(with_added_tokens=False)
+    added = tok.get_added_tokens_decoder()
     if byte_bound:
-        vocab = tok.get_vocab(with_added_tokens=False)
-        added = [t["content"] for t in spec.get("added_tokens", [])]
         # Byte-level vocabulary strings hold one character per byte.
-        longest = max([len(t) for t in vocab] + [len(a.encode()) for a in added] + [1])
+        longest = max([len(t) for t in base] + [len(a.content.encode()) for a in added.values()]
+                      + [1])
     template, variables = _chat_template(config)
     encode_fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
 
@@ -212,13 +225,16 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         return text[: offsets[min(k, len(offsets)) - 1][1]] if k > 0 and offsets else ""
 
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
-        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=add_special_tokens)]
+        return [e.ids for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
+    added_ids = set(added)
+    post = tuple(tok.encode("", add_special_tokens=True).ids)
+    roles = _special_roles(variables, config.parent / "special_tokens_map.json")
     return TokenCounter(
         name=str(path),
         family="byte_level_bpe" if byte_bound else spec.get("model", {}).get("type", "other"),
         encode=encode,
-        specials=len(tok.encode("", add_special_tokens=True).ids),
+        specials=len(post),
         byte_bound=byte_bound,
         longest_token_bytes=longest,
         chat_template=template,
@@ -226,7 +242,37 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         prefix=prefix,
         ids=ids,
         vocab_size=tok.get_vocab_size(with_added_tokens=True),
+        added_tokens={t.content: i for i, t in sorted(added.items())},
+        added_normalized=frozenset(t.content for t in added.values()
+                                   if t.normalized and spec.get("normalizer") is not None),
+        base_max_id=max((i for i in base.values() if i not in added_ids), default=None),
+        special_tokens={role: (token, tok.token_to_id(token)) for role, token in roles.items()},
+        template_ids=post,
+        token_text=tok.id_to_token,
     )
+
+
+SPECIAL_ROLES = ("bos", "eos", "pad", "unk", "sep", "cls", "mask")
+
+
+def _special_roles(variables: dict[str, Any], special_map: Path) -> dict[str, str]:
+    """Role -> token of the special tokens a tokenizer folder declares
+    (``tokenizer_config.json``'s ``*_token`` keys, then ``special_tokens_map.json``)."""
+    found: dict[str, str] = {}
+    if special_map.is_file():
+        try:
+            data = json.loads(_read_text(special_map))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot read {special_map}: {e}") from e
+        if isinstance(data, dict):
+            for key, value in data.items():
+                token = value.get("content") if isinstance(value, dict) else value
+                if key.endswith("_token") and isinstance(token, str):
+                    found[key.removesuffix("_token")] = token
+    for key, token in variables.items():
+        if key.endswith("_token") and isinstance(token, str):
+            found[key.removesuffix("_token")] = token
+    return {role: found[role] for role in SPECIAL_ROLES if role in found}
 
 
 def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
@@ -443,6 +489,9 @@ def _transformers(path: Path) -> TokenCounter:
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return [list(x) for x in tok(texts, add_special_tokens=add_special_tokens)["input_ids"]]
 
+    added = {t.content: i for i, t in sorted(tok.added_tokens_decoder.items())}
+    base = [i for t, i in tok.get_vocab().items() if t not in added]
+    roles = {role: getattr(tok, f"{role}_token", None) for role in SPECIAL_ROLES}
     return TokenCounter(
         name=str(path),
         family=type(tok).__name__,
@@ -452,6 +501,14 @@ def _transformers(path: Path) -> TokenCounter:
         template_vars={k: getattr(tok, k, None) for k in ("bos_token", "eos_token")},
         ids=ids,
         vocab_size=len(tok),
+        added_tokens=added,
+        added_normalized=frozenset(t.content for t in tok.added_tokens_decoder.values()
+                                   if t.normalized),
+        base_max_id=max(base, default=None),
+        special_tokens={role: (token, tok.convert_tokens_to_ids(token))
+                        for role, token in roles.items() if isinstance(token, str)},
+        template_ids=tuple(tok("", add_special_tokens=True)["input_ids"]),
+        token_text=tok.convert_ids_to_tokens,
     )
 
 
@@ -515,6 +572,13 @@ def _tiktoken(name: str) -> TokenCounter:
         return enc.encode_ordinary_batch(texts, num_threads=threads)
 
     longest = max((len(b) for b in enc.token_byte_values()), default=1)
+    # Ordinary encoding never yields a special token: the largest id below them all.
+    specials = {enc.encode_single_token(t) for t in enc.special_tokens_set}
+    base_max = enc.max_token_value
+    while base_max in specials:
+        base_max -= 1
     return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
                         byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix,
-                        ids=ids, vocab_size=enc.n_vocab)
+                        ids=ids, vocab_size=enc.n_vocab, base_max_id=base_max,
+                        token_text=lambda i: enc.decode_single_token_bytes(i).decode(
+                            "utf-8", "backslashreplace"))

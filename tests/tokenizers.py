@@ -191,3 +191,39 @@ def iter_jsonl(records: list[dict[str, Any]]) -> Iterator[str]:
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     path.write_text("".join(iter_jsonl(records)), encoding="utf-8")
     return path
+
+
+def build_bpe_with_added(folder: Path, added: list[str], *, special: bool = True,
+                         config: dict[str, Any] | None = None,
+                         template_end: str | None = None) -> Path:
+    """The byte-level BPE (ids 0-999) plus ``added`` tokens (ids from 1000, in order), saved
+    as ``tokenizer.json``; with ``config``, a ``tokenizer_config.json`` beside it; with
+    ``template_end``, its post-processor appends that added token to every text."""
+    from tokenizers import AddedToken
+
+    tok = _byte_level_bpe()
+    tok.add_tokens([AddedToken(t, special=special) for t in added])
+    if template_end is not None:
+        tok.post_processor = TemplateProcessing(
+            single=f"<s> $A {template_end}",
+            special_tokens=[("<s>", tok.token_to_id("<s>")),
+                            (template_end, tok.token_to_id(template_end))],
+        )
+    path = _save(tok, folder)
+    if config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def write_hf_folder(folder: Path, tokenizer_json: Path | None, *, vocab_size: int | None,
+                    **config: Any) -> Path:
+    """A model folder as ``save_pretrained`` leaves it, written by hand (nothing built):
+    ``config.json`` with ``vocab_size`` (and ``config``), and the tokenizer beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"model_type": "gpt2", **config}
+    if vocab_size is not None:
+        body["vocab_size"] = vocab_size
+    (folder / "config.json").write_text(json.dumps(body), encoding="utf-8")
+    if tokenizer_json is not None:
+        (folder / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
+    return folder

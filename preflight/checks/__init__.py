@@ -11,4 +11,5 @@ from preflight.checks import (  # noqa: F401 - imported to register
     overlap,
     records,
     tokens,
+    vocab,
 )

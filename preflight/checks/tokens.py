@@ -18,6 +18,7 @@ from pydantic import Field, StrictInt
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
+from preflight.checks.model_text import add_specials, documents, token_counts
 from preflight.checks.registry import register
 from preflight.limits import MAX_TOKENS
 from preflight.tokenizer import TokenCounter, estimate_counter
@@ -84,7 +85,7 @@ class TokenLength(Check):
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         assert self.limit is not None and self._edges is not None
-        docs, problems = self._documents(batch)
+        docs, problems = documents(batch, self.ctx, self.counter)
         index = docs.is_not_null().arg_true().to_numpy()
         docs = docs.gather(index)
         if not len(docs):
@@ -101,11 +102,10 @@ class TokenLength(Check):
             need = upper > self.limit
             if self.params.min_tokens:
                 need |= lower < self.params.min_tokens if lower is not None else True
-        counts = self._estimates(docs, nbytes, upper, lower, chat)
+        counts = self._estimates(batch, index, nbytes, upper, lower, chat)
         todo = np.flatnonzero(need)
         if len(todo):
-            counts[todo] = self.counter.count(docs.gather(todo).to_list(),
-                                              add_special_tokens=not chat)
+            counts[todo] = token_counts(batch, self.ctx, self.counter, index[todo])
         exact = need if self.counter.exact else np.zeros(len(docs), dtype=bool)
         self._encoded += int(exact.sum())
         self._skipped += int((~exact).sum())
@@ -114,67 +114,34 @@ class TokenLength(Check):
         self._counts.append(counts.astype(np.int32))
         return self._findings(index, counts, problems)
 
-    def _documents(self, batch: Batch) -> tuple[pl.Series, pl.DataFrame | None]:
-        """Each record's text as the model sees it: text fields joined by newlines, or the
-        conversation rendered with the tokenizer's chat template (or the plain one)."""
-        if not self.ctx.messages:
-            if len(self.ctx.text_fields) == 1:
-                return batch.documents(self.ctx.text_fields, None), None
-            joined = (
-                self.texts(batch)
-                .group_by("i", maintain_order=True)
-                .agg(pl.col("text").drop_nulls().str.join("\n"), pl.col("text").count().alias("n"))
-                .select("i", pl.when(pl.col("n") > 0).then(pl.col("text")).alias("text"))
-            )
-            docs = (
-                pl.DataFrame({"i": pl.int_range(len(batch), dtype=pl.UInt32, eager=True)})
-                .join(joined, on="i", how="left", maintain_order="left")
-                .get_column("text")
-            )
-            return docs, None
-        rendered: list[str | None] = []
-        bad: dict[str, list[Any]] = {"i": [], "code": [], "detail": []}
-        # One template render per conversation: Jinja templates have no batch API.
-        for i, turns in enumerate(batch.values(self.ctx.messages)):
-            if not isinstance(turns, list) or not turns:
-                rendered.append(None)
-                continue
-            try:
-                rendered.append(self.counter.render(turns))
-            except Exception as e:  # a template may raise on a conversation it rejects
-                rendered.append(None)
-                bad["i"].append(i)
-                bad["code"].append("chat_template_error")
-                bad["detail"].append(f"chat template failed: {e}")
-        problems = (
-            findings({"i": pl.Series(bad["i"], dtype=pl.UInt32)}, bad["code"], bad["detail"])
-            if bad["i"]
-            else None
-        )
-        return pl.Series(rendered, dtype=pl.String), problems
-
     def scan_plan(self, first: Batch) -> dict[str, Any]:
         """The bytes-per-token calibration, on the first batch as in the local run."""
         if self.counter.exact and self._bytes_per_token is None:
-            docs = self._documents(first)[0].drop_nulls()
-            if len(docs):
-                self._calibrate(docs, docs.str.len_bytes().to_numpy().astype(np.int64))
+            docs = documents(first, self.ctx, self.counter)[0]
+            index = docs.is_not_null().arg_true().to_numpy()
+            if len(index):
+                nbytes = docs.gather(index).str.len_bytes().to_numpy().astype(np.int64)
+                self._calibrate(first, index, nbytes)
         if self._bytes_per_token is None:
             return {}
         return {"_bytes_per_token": self._bytes_per_token}
 
-    def _calibrate(self, docs: pl.Series, nbytes: np.ndarray) -> None:
-        """Bytes per token of the first documents, for the estimates of the others."""
-        sample = docs.head(_CALIBRATION).to_list()
-        tokens = self.counter.count(sample, add_special_tokens=False).sum()
-        self._bytes_per_token = float(nbytes[: len(sample)].sum()) / max(int(tokens), 1)
+    def _calibrate(self, batch: Batch, index: np.ndarray, nbytes: np.ndarray) -> None:
+        """Bytes per token of the first documents (``index``: their batch positions), for
+        the estimates of the others; counted without the added special tokens."""
+        sample = index[:_CALIBRATION]
+        counts = token_counts(batch, self.ctx, self.counter, sample)
+        added = self.counter.specials if add_specials(self.ctx) else 0
+        tokens = int(np.maximum(counts - added, 0).sum())
+        self._bytes_per_token = float(nbytes[: len(sample)].sum()) / max(tokens, 1)
 
-    def _estimates(self, docs: pl.Series, nbytes: np.ndarray, upper: np.ndarray | None,
-                   lower: np.ndarray | None, chat: bool) -> np.ndarray:
+    def _estimates(self, batch: Batch, index: np.ndarray, nbytes: np.ndarray,
+                   upper: np.ndarray | None, lower: np.ndarray | None,
+                   chat: bool) -> np.ndarray:
         if not self.counter.exact:
             return self.counter.estimate(nbytes)
         if self._bytes_per_token is None:
-            self._calibrate(docs, nbytes)
+            self._calibrate(batch, index, nbytes)
         estimate = np.round(nbytes / max(self._bytes_per_token, 1e-9)).astype(np.int64)
         estimate += 0 if chat else self.counter.specials
         if upper is not None:

@@ -62,6 +62,7 @@ class Encoder:
         self._render = (tokenizer or estimate_counter()).render
         self.tokenizer = tokenizer.name if self._ids and tokenizer is not None else "bytes"
         vocab = tokenizer.vocab_size if self._ids and tokenizer is not None else BYTE_VOCAB
+        self.tokenizer_size = vocab or BYTE_VOCAB
         self.vocab_size = model.vocab_size or vocab
         self.classes = _classes(model)
         # Keyed by the record object's id; the record is kept so its id cannot be reused.
@@ -102,6 +103,17 @@ class Encoder:
             for enc, row in zip(out, rows, strict=True):
                 enc.features = _features(row, self.fields.features)
         return out
+
+    def size_for_builtin(self, encoded: list[Encoded]) -> None:
+        """Size the range of ids for preflight's own model: every id the tokenizer produces
+        (its size incl. added tokens, or the largest id seen). An id past the declared
+        ``model.vocab_size`` is then the ``vocab`` check's finding in the gate, never an
+        index error in preflight's embedding. Token ids read from a field keep the declared
+        size: nothing else bounds them."""
+        if self.fields.input_ids or not self.uses_text:
+            return
+        seen = max((max(e.ids) for e in encoded if e.ids), default=-1)
+        self.vocab_size = max(self.tokenizer_size, seen + 1)
 
     def problems(self, rows: list[dict[str, Any]]) -> list[list[tuple[str, str]]]:
         """Per row, what no model can train on: (code, detail) pairs, empty when fine."""

@@ -331,6 +331,7 @@ def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
              control: list[dict[str, Any]], center: float,
              scale: float) -> tuple[Any, Any, Collate, dict[str, Any]]:
     encoded = encoder.encode(rows + control)
+    encoder.size_for_builtin(encoded)
     spec: dict[str, Any] = {"classes": encoder.classes, "center": center, "scale": scale}
     vocab = None
     if encoder.uses_text:

@@ -85,6 +85,23 @@ def tokens_case(tmp: Path) -> tuple[Path, RuleSet]:
     })
 
 
+def vocab_case(tmp: Path) -> tuple[Path, RuleSet]:
+    """A tokenizer with an added token the model's embedding lacks, in a few records across
+    the corpus, beside token_length: the ids shared per batch, counts merged."""
+    from tests.tokenizers import build_bpe_with_added, made_up_text
+
+    tokenizer = build_bpe_with_added(tmp / "tok", ["<|sep|>"])
+    texts = made_up_text(300, seed=5)
+    path = tmp / "vocab.jsonl"
+    path.write_text("".join(json.dumps({"text": t + (" <|sep|>" if i % 37 == 3 else "")}) + "\n"
+                            for i, t in enumerate(texts)))
+    return path, load_rules({
+        "fields": {"text": "text"},
+        "model": {"context_window": 64, "tokenizer": str(tokenizer), "vocab_size": 1000},
+        "rules": [{"id": "tok", "check": "token_length"}],
+    })
+
+
 def malformed_shard_case(tmp: Path) -> tuple[Path, RuleSet]:
     """A shard of records with empty texts, then a shard of only malformed lines: its
     batches have no records, and their flags still change which flagged rows the smoke

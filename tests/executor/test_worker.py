@@ -30,6 +30,7 @@ from tests.executor.cases import (
     sample_case,
     shards_case,
     tokens_case,
+    vocab_case,
 )
 
 
@@ -96,6 +97,13 @@ def test_token_lengths_use_the_first_batchs_calibration(tmp_path: Path) -> None:
     path, rules = tokens_case(tmp_path)
     local = local_run(path, rules)
     assert local["tok"][3]["bytes_per_token"]
+    assert merged_run(path, rules, piece_bytes=3_000) == local
+
+
+def test_vocab_findings_and_counts_merge_to_the_local_run(tmp_path: Path) -> None:
+    path, rules = vocab_case(tmp_path)
+    local = local_run(path, rules)
+    assert local["vocab"][1] == {"token_id_out_of_range": 9, "vocab_mismatch": 1}
     assert merged_run(path, rules, piece_bytes=3_000) == local
 
 

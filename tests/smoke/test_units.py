@@ -33,7 +33,7 @@ from preflight.smoke.loop import Setup, learned, per_row_losses, train
 from preflight.smoke.models import build_builtin
 from preflight.source import jsonl, open_source
 from preflight.tokenizer import TokenCounter, load_tokenizer
-from tests.tokenizers import build_bpe, build_chat_folder
+from tests.tokenizers import build_bpe, build_bpe_with_added, build_chat_folder
 
 NONE_FLAGGED = np.zeros(0, dtype=np.int64)
 
@@ -961,3 +961,22 @@ def test_with_overrides_rejects_bad_smoke_settings() -> None:
     with pytest.raises(ConfigError) as e:
         with_overrides(rules, sets=["smok.steps=5"])
     assert "no rule 'smok'" in str(e.value) and "smoke.PARAM" in str(e.value)
+
+
+def test_builtin_embedding_is_sized_from_the_tokenizer(tmp_path: Path) -> None:
+    """A declared model.vocab_size smaller than the tokenizer is the `vocab` check's
+    finding; preflight's own model embeds every id the tokenizer makes."""
+    tok = load_tokenizer(str(build_bpe_with_added(tmp_path / "tok", ["<|sep|>"])))
+    enc = Encoder("lm", Fields(text="t"), ModelFacts(vocab_size=1000), tok, max_length=16)
+    rows = [{"t": "hello <|sep|> world"}, {"t": "plain"}]
+    assert enc.problems(rows)[0] and enc.vocab_size == 1000  # a user's model: its size
+    enc = Encoder("lm", Fields(text="t"), ModelFacts(vocab_size=1000), tok, max_length=16)
+    enc.size_for_builtin(enc.encode(rows))
+    assert enc.vocab_size == 1001
+    assert enc.problems(rows) == [[], []]
+    assert 1000 in compact_vocab(enc.encode(rows), enc.vocab_size)
+    # Ids read from a field keep the declared size: nothing else bounds them.
+    enc = Encoder("lm", Fields(input_ids="ids"), ModelFacts(vocab_size=10), None, max_length=8)
+    rows = [{"ids": [1, 12]}]
+    enc.size_for_builtin(enc.encode(rows))
+    assert enc.vocab_size == 10 and enc.problems(rows)[0]
