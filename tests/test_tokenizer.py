@@ -234,10 +234,20 @@ def test_folder_and_file_load_the_chat_template(tok_dir: Path) -> None:
     assert load_tokenizer(str(tok_dir / "bpe")).chat_template is None
 
 
-def test_folder_without_tokenizer_json_needs_transformers(tmp_path: Path) -> None:
+def test_folder_without_tokenizer_json_needs_transformers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "vocab.txt").write_text("[UNK]\nthe\n")
-    with pytest.raises(ConfigError, match="transformers"):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
+    with pytest.raises(ConfigError, match="needs transformers"):
+        load_tokenizer(str(tmp_path / "tok"))
+
+
+def test_folder_transformers_cannot_load_is_a_config_error(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "vocab.txt").write_text("[UNK]\nthe\n")
+    with pytest.raises(ConfigError, match="cannot load tokenizer folder"):
         load_tokenizer(str(tmp_path / "tok"))
 
 
