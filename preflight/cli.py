@@ -204,6 +204,10 @@ def main() -> None:
               help="Smoke-test your model: package.module:build or file.py:build.")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Weights the smoke test starts from (.safetensors or a state dict).")
+@click.option("--training-args", "training_args", type=click.Path(path_type=Path),
+              help="A transformers TrainingArguments JSON/YAML file: the smoke runs use its "
+                   "optimizer, lr, schedule, warm-up, clipping, accumulation and precision "
+                   "(smoke: keys in the rules win).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
@@ -212,16 +216,17 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
           formats: str, md_max_chars: int, executor: str, address: str | None,
           no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
-          debug: bool) -> None:
+          training_args: Path | None, debug: bool) -> None:
     """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
     then run the smoke test (a short training run on a sample) unless --no-smoke."""
     # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
-    if no_smoke and (checkpoint or (model_spec and not is_hf_spec(model_spec))):
-        raise click.UsageError("--checkpoint and a --model other than hf:DIR are for the "
-                               "smoke test; drop --no-smoke or them")
+    if no_smoke and (checkpoint or training_args
+                     or (model_spec and not is_hf_spec(model_spec))):
+        raise click.UsageError("--checkpoint, --training-args and a --model other than hf:DIR "
+                               "are for the smoke test; drop --no-smoke or them")
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint)
+                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args)
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
@@ -240,6 +245,10 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    "only with it).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Weights to start from (.safetensors or a torch state dict).")
+@click.option("--training-args", "training_args", type=click.Path(path_type=Path),
+              help="A transformers TrainingArguments JSON/YAML file: the smoke runs use its "
+                   "optimizer, lr, schedule, warm-up, clipping, accumulation and precision "
+                   "(smoke: keys in the rules win).")
 @click.option("--replay", "replay_path", type=click.Path(path_type=Path),
               help="Rerun a replay file written by an earlier smoke test (no DATA needed; "
                    "a replay of your own model needs --model SPEC to run its code).")
@@ -255,7 +264,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: Path,
-          model_spec: str | None, checkpoint: Path | None, replay_path: Path | None,
+          model_spec: str | None, checkpoint: Path | None, training_args: Path | None,
+          replay_path: Path | None,
           limit: int | None, tokenizer: str | None, num_classes: int | None,
           sets: tuple[str, ...], formats: str, md_max_chars: int, quiet: bool, as_json: bool,
           no_progress: bool, debug: bool) -> None:
@@ -264,6 +274,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     if replay_path is not None:
         given = [name for name, value in (("DATA", data), ("--rules", rules_file),
                                           ("--preset", preset), ("--checkpoint", checkpoint),
+                                          ("--training-args", training_args),
                                           ("--set", sets), ("--limit", limit),
                                           ("--tokenizer", tokenizer),
                                           ("--num-classes", num_classes)) if value]
@@ -283,7 +294,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint)
+                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
           quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars)
@@ -292,10 +303,12 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
 def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
            tokenizer: str | None = None, num_classes: int | None = None,
            eval_path: Path | None = None, sets: tuple[str, ...] = (),
-           model_spec: str | None = None, checkpoint: Path | None = None) -> RuleSet:
+           model_spec: str | None = None, checkpoint: Path | None = None,
+           training_args: Path | None = None) -> RuleSet:
     """The rules file (or preset) with the command line's overrides applied."""
     rules = load_rules(rules_file, preset=preset)
-    smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None}
+    smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None,
+                 "training_args": str(training_args) if training_args else None}
     if context_window or tokenizer or num_classes or eval_path or sets or any(
         smoke_set.values()
     ):

@@ -20,10 +20,17 @@ import re
 import reprlib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+)
 
 from preflight.checks import registry
 from preflight.errors import ConfigError
@@ -41,6 +48,8 @@ DEFAULT_PRESET = "default"
 # laughs" file fails in milliseconds instead of expanding to billions of values.
 MAX_RULES_BYTES = 10 * 2**20
 MAX_YAML_VALUES = 100_000
+# An Adam beta: a decay rate in [0, 1).
+Beta = Annotated[StrictFloat, Field(ge=0, lt=1)]
 # A wrong value in an error message: its start is enough (bounded whatever its size).
 _shown = reprlib.Repr()
 _shown.maxlevel, _shown.maxlist, _shown.maxdict, _shown.maxstring = 3, 8, 8, 80
@@ -116,7 +125,8 @@ class SmokeConfig(_Strict):
         description="Seed for the sample, weights and data order (0 to 2^63-1).",
     )
     lr: StrictFloat = Field(
-        1e-2, gt=0, allow_inf_nan=False, description="AdamW learning rate (positive, finite)."
+        1e-2, gt=0, allow_inf_nan=False,
+        description="Peak learning rate (positive, finite; a diverging one is a fair test).",
     )
     batch_size: StrictInt | None = Field(
         None, ge=1, le=10_000,
@@ -144,6 +154,40 @@ class SmokeConfig(_Strict):
     )
     checkpoint: str | None = Field(
         None, description="Weights to start from: .safetensors or a torch state dict."
+    )
+    # The real run's training settings (README: "Your training settings"). The defaults
+    # are the fixed loop the smoke test always ran: AdamW, lr 1e-2, no decay, constant.
+    optimizer: Literal["adamw", "sgd", "adafactor"] = Field(
+        "adamw", description="adamw, sgd, or adafactor (needs the [hf] extra)."
+    )
+    weight_decay: StrictFloat = Field(
+        0.0, ge=0, le=10, allow_inf_nan=False,
+        description="Weight decay (0 to 10); not on biases and norm scales, as in transformers.",
+    )
+    betas: tuple[Beta, Beta] = Field(
+        (0.9, 0.999), description="AdamW's (beta1, beta2), each 0 to below 1."
+    )
+    momentum: StrictFloat = Field(
+        0.0, ge=0, lt=1, description="SGD momentum (0 to below 1)."
+    )
+    scheduler: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="Learning-rate schedule over the smoke steps, after warm-up."
+    )
+    warmup_steps: StrictInt | None = Field(
+        None, ge=0, le=INT64_MAX,
+        description="The real run's warm-up steps, scaled to the smoke run (wins over the "
+                    "ratio when above 0).",
+    )
+    warmup_ratio: StrictFloat | None = Field(
+        None, ge=0, le=1, description="Warm-up as a fraction of the smoke steps (0 to 1)."
+    )
+    grad_accum: StrictInt = Field(
+        1, ge=1, le=1024,
+        description="Micro-batches per optimizer step (1 to 1,024); steps count optimizer steps.",
+    )
+    training_args: str | None = Field(
+        None, description="A transformers TrainingArguments JSON/YAML file to read the "
+                          "settings above from (explicit smoke: keys win)."
     )
 
 
@@ -320,7 +364,9 @@ def to_dict(ruleset: RuleSet) -> dict[str, Any]:
     data = ruleset.model_dump(exclude={"rules"}, exclude_none=True)
     data.setdefault("model", {})
     data["fields"] = ruleset.fields.model_dump(exclude_none=True)
-    data["smoke"] = ruleset.smoke.model_dump()  # None is a setting there (clip: off)
+    # Only the keys that were set (None is a setting there: clip off), so the smoke
+    # settings can tell an explicit key from a default (a training-args file fills those).
+    data["smoke"] = ruleset.smoke.model_dump(exclude_unset=True)
     data["rules"] = [
         {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
         for rule in ruleset.rules

@@ -85,10 +85,13 @@ def run(
     rules, notes = with_model_folder(rules)
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
     eval_path = rules_eval_path(rules)
+    smoke_cfg = rules.smoke
     if smoke:
         from preflight.smoke import check_setup
 
-        check_setup(rules)  # a bad --model or --checkpoint, before the read, not after it
+        # A bad --model, --checkpoint or --training-args, before the read, not after it;
+        # the training-args file may set the seed, which draws the sample.
+        smoke_cfg = check_setup(rules)
     src = source if isinstance(source, Source) else open_source(source)
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:
@@ -96,7 +99,7 @@ def run(
         sweep(out_dir)  # what killed runs left there
     sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
-    sampler = Sampler(rules.smoke.samples, rules.smoke.seed) if smoke else None
+    sampler = Sampler(smoke_cfg.samples, smoke_cfg.seed) if smoke else None
     sink = FindingsSink(out_dir, show_text=show_text,
                         flagged=sampler.flagged if sampler is not None else None)
     # Whatever stops the run (an error, Ctrl-C during the smoke stage), no half-written
@@ -327,7 +330,7 @@ def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCount
         with contextlib.closing(src.batches()) as batches:
             sample = sampler.finish(batches, limit=limit)
     return run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
-                     progress=progress, sampled_in=time.perf_counter() - t0)
+                     progress=progress, sampled_in=time.perf_counter() - t0, records=records)
 
 
 def gate_rules(rules: RuleSet) -> list[Rule]:

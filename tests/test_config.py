@@ -423,6 +423,8 @@ def _numbers(model: type[BaseModel]) -> dict[str, FieldInfo]:
     out = {}
     for name, f in model.model_fields.items():
         kinds = {a for a in get_args(f.annotation)} | {f.annotation}
+        if get_origin(f.annotation) is tuple:
+            kinds = set(get_args(f.annotation))
         kinds = {get_args(k)[0] if get_origin(k) is Annotated else k for k in kinds}
         if kinds & {int, float}:
             out[name] = f
@@ -440,6 +442,10 @@ def test_every_number_in_a_rules_file_is_bounded_and_strict(where: str) -> None:
     model = NUMBER_MODELS[where]
     for name, f in _numbers(model).items():
         limits = {type(m).__name__ for m in f.metadata}
+        if get_origin(f.annotation) is tuple:  # a pair of numbers: each item is bounded
+            limits = {type(m).__name__ for a in get_args(f.annotation)
+                      for x in getattr(a, "__metadata__", ())
+                      for m in (x.metadata if isinstance(x, FieldInfo) else [x])}
         if "float" in str(f.annotation) and not limits & {"Le", "Lt"}:
             # an open-ended float (a bound or a scale) must at least be finite
             assert any(getattr(m, "allow_inf_nan", None) is False for m in f.metadata), (

@@ -101,6 +101,13 @@ def render_smoke(smoke: SmokeResult, console: Console) -> None:
         ids = f" (ids {', '.join(smoke.minimal_ids[:10])})" if smoke.minimal_ids else ""
         rows = ", ".join(str(r) for r in smoke.minimal_rows[:10])
         console.print(f"  minimal rows: {rows}{ids}", markup=False, highlight=False)
+    if smoke.settings is not None and any(v != "default" for v in smoke.settings.source.values()):
+        t = smoke.settings
+        console.print(f"  settings: {t.optimizer} lr {t.lr:g}, {t.scheduler}, warm-up "
+                      f"{t.warmup_steps}, clip {'off' if t.clip is None else f'{t.clip:g}'}, "
+                      f"accum {t.grad_accum}" + (f" (from {t.training_args})"
+                                                 if t.training_args else ""),
+                      markup=False, highlight=False)
     for label, value in (("first non-finite module", smoke.first_bad_module),
                          ("first non-finite gradient", smoke.first_bad_param),
                          ("detect_anomaly", smoke.anomaly), ("replay", smoke.replay)):

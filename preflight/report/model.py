@@ -94,7 +94,10 @@ class SmokeRun(BaseModel):
     steps: int = 0
     first_bad_step: int | None = Field(None, description="First step with a non-finite value.")
     failure: str | None = Field(None, description="What went non-finite, or why it stopped.")
-    learned: bool | None = Field(None, description="The loss fell by min_loss_drop.")
+    learned: bool | None = Field(None, description="The loss fell by min_drop.")
+    min_drop: float | None = Field(
+        None, description="The fall asked for: min_loss_drop scaled by the run's mean rate "
+                          "against the default 1e-2 (2% to all of it).")
 
 
 class SmokeFinding(BaseModel):
@@ -105,6 +108,32 @@ class SmokeFinding(BaseModel):
     detail: str
     rows: list[int] = Field(default_factory=list)
     step: int | None = None
+
+
+class SmokeSettings(BaseModel):
+    """The training settings the smoke runs used (control and sample alike), and where
+    each came from: ``default``, ``training-args`` (the file, or a TrainingArguments
+    default for a key it leaves out) or ``rules`` (the rules file or the command line)."""
+
+    optimizer: str = "adamw"
+    lr: float = 1e-2
+    weight_decay: float = 0.0
+    betas: list[float] | None = Field(None, description="AdamW's betas (None for sgd).")
+    momentum: float | None = Field(None, description="SGD's momentum (None otherwise).")
+    scheduler: str = "constant"
+    warmup_steps: int = Field(0, description="Warm-up steps in the smoke run.")
+    warmup: str | None = Field(None, description="How the warm-up was scaled to the smoke run.")
+    clip: float | None = Field(1.0, description="Gradient-norm clipping (None: off).")
+    grad_accum: int = Field(1, description="Micro-batches per optimizer step.")
+    precision: str = Field("auto", description="As asked; SmokeResult.precision is as run.")
+    training_args: str | None = Field(None, description="The TrainingArguments file read.")
+    source: dict[str, str] = Field(
+        default_factory=dict, description="Per setting: default, training-args or rules."
+    )
+    ignored: list[str] = Field(
+        default_factory=list, description="Keys of the training-args file the smoke test ignores."
+    )
+    notes: list[str] = Field(default_factory=list, description="Mappings and overrides.")
 
 
 class SmokeResult(BaseModel):
@@ -140,6 +169,7 @@ class SmokeResult(BaseModel):
     )
     findings: list[SmokeFinding] = Field(default_factory=list)
     checkpoint: dict[str, Any] | None = None
+    settings: SmokeSettings | None = Field(None, description="The training settings used.")
     replay: str | None = Field(None, description="The replay file, when one was written.")
     timings: dict[str, float] = Field(default_factory=dict)
 

@@ -5,7 +5,10 @@ values and records the loss, the gradient norm (before clipping) and the AMP sca
 tensors are range-checked before the embedding or the loss sees them: the comparison is safe
 on any device, the lookup of a bad index on CUDA is a device-side assert that poisons the
 process. On CUDA, autocast runs in bf16 or fp16; fp16 adds a GradScaler in the one correct
-order: scale -> backward -> unscale_ -> clip -> step -> update.
+order: scale -> backward -> unscale_ -> clip -> step -> update. With gradient accumulation
+each optimizer step takes ``grad_accum`` micro-batches, each loss divided by that count and
+scaled and backpropagated on its own; unscale_, clip, step and update run once, after the
+last. The optimizer and the schedule are the user's (``preflight.smoke.optim``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +29,14 @@ from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
 from preflight.smoke.encode import IGNORE
+from preflight.smoke.optim import build_optimizer, build_scheduler, run_warmup
 from preflight.text import first_line
 
 Batch = tuple[Any, Any]
 FP16_MAX = 65504.0
 FP16_TINY = 2.0**-24  # the smallest fp16 subnormal; smaller magnitudes flush to zero
+DEFAULT_LR = SmokeConfig.model_fields["lr"].default  # what min_loss_drop was tuned with
+LEARN_FLOOR = 0.02
 
 
 class IndexFault(Exception):
@@ -54,6 +61,7 @@ class Setup:
     exempt: set[str] = field(default_factory=set)  # inputs non-finite by design (masks)
     # Builds a new model when the template cannot be deep-copied (it holds an OS handle).
     rebuild: Callable[[], nn.Module] | None = None
+    warmup: int = 0  # warm-up optimizer steps for a run of cfg.steps
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
@@ -75,6 +83,7 @@ class Outcome:
     first_bad_module: str | None = None
     first_bad_param: str | None = None
     bad_rows: list[int] = field(default_factory=list)
+    bad_batch: int | None = None  # which of the batches held bad_rows
     activations: dict[str, list[float]] = field(default_factory=dict)
     grad_warnings: list[tuple[int, float]] = field(default_factory=list)
 
@@ -92,19 +101,24 @@ def seed_everything(seed: int) -> None:
 
 def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
           anomaly: bool = False) -> Outcome:
-    """Train a fresh copy of the model on ``batches`` (cycled) for ``steps`` steps; stop at
-    the first non-finite value. ``watch``: record activation ranges for that many steps."""
+    """Train a fresh copy of the model on ``batches`` (cycled, ``grad_accum`` of them per
+    step) for ``steps`` optimizer steps; stop at the first non-finite value. ``watch``:
+    record activation ranges for that many steps."""
     cfg, device = setup.cfg, setup.device
     seed_everything(cfg.seed)
     model = setup.fresh()
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    opt = build_optimizer(model, cfg)
+    schedule = build_scheduler(opt, cfg, total=steps, warmup=run_warmup(
+        setup.warmup, steps=steps, base_steps=cfg.steps))
+    accum = cfg.grad_accum
     amp, dtype = _autocast(setup.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=setup.precision == "fp16")
     run = SmokeRun()
     out = Outcome(run=run)
     spy = _Spy(model, out)
     params = [p for p in model.parameters() if p.requires_grad]
+    rates: list[float] = []  # the learning rate of each step, as the schedule set it
     before = 0.0
     if len(batches) > 1:
         try:
@@ -113,60 +127,22 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
             before = math.nan
     try:
         for step in range(steps):
-            inputs, targets = batches[step % len(batches)]
-            problem = _nonfinite_inputs(inputs, targets, setup.exempt)
-            if problem is not None:
-                out.bad_rows, run.failure = problem
-                run.first_bad_step = step
-                break
-            inputs, targets = _to(inputs, device), _to(targets, device)
             spy.record = step < watch
-
-            def diagnose(inputs: Any = inputs, targets: Any = targets) -> None:
-                """Redo this step's forward and backward with the hooks on: the first
-                module whose output and the first parameter whose gradient went non-finite
-                (the hooks cost as much as the step, so they run only after a failure)."""
-                spy.diagnosing = True
-                try:
-                    opt.zero_grad(set_to_none=True)
-                    with torch.autocast(device.type, dtype=dtype, enabled=amp):
-                        redo = setup.loss_fn(model(inputs), targets)
-                    if out.first_bad_module is None and not torch.isfinite(
-                            redo.detach()).all():
-                        out.first_bad_module = "loss_fn"  # every module's output was finite
-                    redo.float().backward()  # outside autocast, as AMP wants
-                except Exception:  # the diagnosis is best effort; the failure stands
-                    pass
-                finally:
-                    spy.diagnosing = False
-
+            rates.append(float(opt.param_groups[0]["lr"]))
             opt.zero_grad(set_to_none=True)
-            try:
-                with torch.autograd.set_detect_anomaly(anomaly):
-                    # Autocast covers the forward and the loss only; backward runs outside.
-                    with torch.autocast(device.type, dtype=dtype, enabled=amp):
-                        outputs = model(inputs)
-                        _check_targets(outputs, targets)
-                        loss = setup.loss_fn(outputs, targets)
-                    _check_loss(loss, setup.user)
-                    loss_value = float(loss.detach().float())
-                    if not math.isfinite(loss_value):
-                        run.loss.append(None)
-                        diagnose()
-                        run.failure = _what_failed(out, f"loss is {loss_value} at step {step}")
-                        run.first_bad_step = step
-                        break
-                    scaler.scale(loss).backward()
-            except IndexFault as e:
-                out.bad_rows, run.failure = e.rows, e.detail
-                run.first_bad_step = step
-                break
-            except RuntimeError as e:
-                if anomaly and "nan" in str(e).lower():
-                    run.failure = f"anomaly: {first_line(e)}"
-                    run.first_bad_step = step
+            total = 0.0
+            for micro in range(step * accum, (step + 1) * accum):
+                out.bad_batch = micro % len(batches)
+                inputs, targets = batches[out.bad_batch]
+                value = _backward(setup, model, opt, scaler, spy, inputs, targets, step=step,
+                                  accum=accum, anomaly=anomaly, amp=amp, dtype=dtype)
+                if value is None:
                     break
-                raise
+                total += value
+            if run.failure:
+                break
+            out.bad_batch = None
+            loss_value = total / accum  # the mean over the micro-batches
             scaler.unscale_(opt)
             norm = float(torch.nn.utils.clip_grad_norm_(
                 params, max_norm=cfg.clip if cfg.clip else math.inf))
@@ -185,12 +161,15 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                         run.first_bad_step = step
                         break
                 else:
-                    diagnose()
+                    _diagnose(setup, model, opt, spy, inputs, targets, amp=amp, dtype=dtype)
                     run.failure = _what_failed(out, f"gradient norm is {norm} at step {step}")
                     run.first_bad_step = step
                     break
             scaler.step(opt)
             scaler.update()
+            with warnings.catch_warnings():  # a step the scaler skipped is not a misorder
+                warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
+                schedule.step()
             bad_param = next((n for n, p in model.named_parameters()
                               if not torch.isfinite(p.detach()).all()), None)
             if bad_param is not None:
@@ -200,20 +179,92 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     finally:
         spy.remove()
     run.steps = len(run.loss)
+    run.min_drop = cfg.min_loss_drop * learning_budget(rates)
     if run.failure:
         run.learned = None
     elif len(batches) > 1:  # minibatches: step losses are of different rows; judge the sample
-        run.learned = learned([before, *[_mean_loss(setup, model, batches)] * 3],
-                              setup.cfg.min_loss_drop)
+        run.learned = learned([before, *[_mean_loss(setup, model, batches)] * 3], run.min_drop)
     else:
-        run.learned = learned(run.loss, setup.cfg.min_loss_drop)
+        run.learned = learned(run.loss, run.min_drop)
     return out
+
+
+def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
+              scaler: torch.amp.GradScaler, spy: _Spy, inputs: Any, targets: Any, *,
+              step: int, accum: int, anomaly: bool, amp: bool, dtype: torch.dtype) -> float | None:
+    """One micro-batch: check its inputs, forward, check the loss, scale and backpropagate
+    ``loss / accum``. Its loss, or None with the run's failure set."""
+    out = spy.out
+    run = out.run
+    problem = _nonfinite_inputs(inputs, targets, setup.exempt)
+    if problem is not None:
+        out.bad_rows, run.failure = problem
+        run.first_bad_step = step
+        return None
+    inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
+    try:
+        with torch.autograd.set_detect_anomaly(anomaly):
+            # Autocast covers the forward and the loss only; backward runs outside.
+            with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
+                outputs = model(inputs)
+                _check_targets(outputs, targets)
+                loss = setup.loss_fn(outputs, targets)
+            _check_loss(loss, setup.user)
+            loss_value = float(loss.detach().float())
+            if not math.isfinite(loss_value):
+                run.loss.append(None)
+                _diagnose(setup, model, opt, spy, inputs, targets, amp=amp, dtype=dtype)
+                run.failure = _what_failed(out, f"loss is {loss_value} at step {step}")
+                run.first_bad_step = step
+                return None
+            scaler.scale(loss / accum if accum > 1 else loss).backward()
+    except IndexFault as e:
+        out.bad_rows, run.failure = e.rows, e.detail
+        run.first_bad_step = step
+        return None
+    except RuntimeError as e:
+        if anomaly and "nan" in str(e).lower():
+            run.failure = f"anomaly: {first_line(e)}"
+            run.first_bad_step = step
+            return None
+        raise
+    return loss_value
+
+
+def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: _Spy,
+              inputs: Any, targets: Any, *, amp: bool, dtype: torch.dtype) -> None:
+    """Redo a micro-batch's forward and backward with the hooks on: the first module whose
+    output and the first parameter whose gradient went non-finite (the hooks cost as much
+    as the step, so they run only after a failure)."""
+    spy.diagnosing = True
+    try:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
+            redo = setup.loss_fn(model(_to(inputs, setup.device)), _to(targets, setup.device))
+        if spy.out.first_bad_module is None and not torch.isfinite(redo.detach()).all():
+            spy.out.first_bad_module = "loss_fn"  # every module's output was finite
+        redo.float().backward()  # outside autocast, as AMP wants
+    except Exception:  # the diagnosis is best effort; the failure stands
+        pass
+    finally:
+        spy.diagnosing = False
 
 
 def _mean_loss(setup: Setup, model: nn.Module, batches: list[Batch]) -> float:
     """The model's mean loss over every batch, without training (for minibatch runs)."""
     values = _losses(setup, model, batches)
     return sum(values) / len(values)
+
+
+def learning_budget(rates: list[float]) -> float:
+    """The share of ``min_loss_drop`` a run with these per-step rates is asked for: its mean
+    rate against the default constant 1e-2, between 2% and all of it. Defaults ask for all;
+    a warm-up and a decay (linear, cosine) spend about half the rate and are asked for about
+    half; a fine-tuning rate (5e-5) over 30 steps of a tiny model still has to move the
+    loss, by 2% of the drop (a rate that cannot move it at all, 1e-9, stays a fault)."""
+    if not rates:
+        return 1.0
+    return min(1.0, max(LEARN_FLOOR, sum(rates) / len(rates) / DEFAULT_LR))
 
 
 def learned(losses: list[float | None], min_drop: float) -> bool:

@@ -37,6 +37,8 @@ from preflight.smoke.loop import (
     train,
 )
 from preflight.smoke.models import build_builtin
+from preflight.smoke.optim import check_optimizer
+from preflight.smoke.training_args import resolve as resolve_settings
 from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec, user_code
 from preflight.smoke.verdict import Blocked, attribute
 from preflight.text import first_line
@@ -49,39 +51,48 @@ _SHOWN_ACTIVATIONS = 50
 _UNDERFLOW_SHARE = 0.01  # of a module's nonzero outputs, at least, to be worth a word
 
 
-def check_setup(rules: RuleSet) -> None:
-    """Fail fast, before the gate reads any data: the device, the user's model module and
-    the checkpoint path must be usable (each a ``ConfigError`` with what to do)."""
-    cfg = rules.smoke
+def check_setup(rules: RuleSet) -> SmokeConfig:
+    """Fail fast, before the gate reads any data: the device, the training settings (and
+    their training-args file), the user's model module and the checkpoint path must be
+    usable (each a ``ConfigError`` with what to do). Returns the smoke config with the
+    training settings applied (its seed draws the sample)."""
     base = Path(rules.path).parent if rules.path else None
+    cfg = resolve_settings(rules.smoke, base=base).cfg
+    check_optimizer(cfg)
     resolve_device(cfg)
     if cfg.model:
         load_build(cfg.model, base=base)
     if cfg.checkpoint:
         find_beside(cfg.checkpoint, base, what="checkpoint")
+    return cfg
 
 
 def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
               tokenizer: TokenCounter | None, out_dir: Path | None = None,
-              progress: Progress | None = None, sampled_in: float = 0.0) -> SmokeResult:
+              progress: Progress | None = None, sampled_in: float = 0.0,
+              records: int | None = None) -> SmokeResult:
     """Run the smoke test on ``sample`` (drawn by ``preflight.sampling.Sampler`` while the
-    gate read the corpus) and return its result: the report's ``smoke`` section."""
+    gate read the corpus) and return its result: the report's ``smoke`` section.
+    ``records``: the corpus's record count (the real run's length, for the warm-up)."""
     model = rules.smoke.model
     with user_code(model) if model else contextlib.nullcontext():
         return _run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
-                          progress=progress, sampled_in=sampled_in)
+                          progress=progress, sampled_in=sampled_in, records=records)
 
 
 def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
                tokenizer: TokenCounter | None, out_dir: Path | None,
-               progress: Progress | None, sampled_in: float) -> SmokeResult:
+               progress: Progress | None, sampled_in: float,
+               records: int | None) -> SmokeResult:
     started = time.perf_counter()
-    cfg = rules.smoke
     base = Path(rules.path).parent if rules.path else None
+    settings = resolve_settings(rules.smoke, base=base, records=records)
+    cfg = settings.cfg
     task = infer_task(rules.task, fields)
     device, precision = resolve_device(cfg)
     result = SmokeResult(verdict="skipped", reason="", task=task, seed=cfg.seed,
-                         device=str(device), precision=precision, **_device_facts(device))
+                         device=str(device), precision=precision, settings=settings.settings,
+                         **_device_facts(device))
     result.samples = len(sample)
     result.sample_rows = sorted(s.row for s in sample)
     result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)
@@ -140,7 +151,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=model, initial=copy.deepcopy(model.state_dict()), loss_fn=loss_fn,
                   cfg=cfg, device=device, precision=precision, user=build is not None,
-                  rebuild=rebuild)
+                  rebuild=rebuild, warmup=settings.warmup)
     result.steps = cfg.steps
     runs = _Runs(setup, collate, cfg, progress, total=3)
 
@@ -235,9 +246,10 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     except RuntimeError as e:
         raise ConfigError(f"--model {name!r} does not fit the weights saved in {path} (written "
                           f"with {recorded!r}): {str(e).splitlines()[0]}") from e
+    # The saved config is the one the runs used: its warm-up is already in smoke steps.
     setup = Setup(template=model, initial=data["initial"], loss_fn=loss_fn, cfg=cfg,
                   device=dev, precision=precision, user=spec is not None,
-                  exempt=set(data.get("exempt", [])))
+                  exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0)
     batch = (data["inputs"], data["targets"])
     out = train(setup, [batch], steps=cfg.steps)
     result = SmokeResult(
@@ -292,7 +304,9 @@ class _Runs:
         return tuple(made)
 
     def batches(self, rows: list[dict[str, Any]]) -> tuple[list[Any], list[list[int]]]:
-        size = self.cfg.batch_size or len(rows)
+        """Micro-batches of ``batch_size`` rows; without one, the sample split into
+        ``grad_accum`` parts, so that each optimizer step still sees the whole sample."""
+        size = self.cfg.batch_size or -(-len(rows) // self.cfg.grad_accum)
         index = [list(range(i, min(i + size, len(rows)))) for i in range(0, len(rows), size)]
         return [self.batch([rows[i] for i in idx]) for idx in index], index
 
@@ -306,7 +320,7 @@ class _Runs:
                 self.setup.exempt = nonfinite_paths(batches[0])
             # Overfitting needs every row seen a few times: with minibatches, at least
             # three passes over the sample whatever smoke.steps says.
-            steps = max(self.cfg.steps, 3 * len(batches))
+            steps = max(self.cfg.steps, -(-3 * len(batches) // self.cfg.grad_accum))
             out = train(self.setup, batches, steps=steps, watch=watch)
         except ConfigError:
             raise
@@ -315,8 +329,8 @@ class _Runs:
                                        first_bad_step=0))
             index = []
         if out.bad_rows and index:
-            step = out.run.first_bad_step or 0
-            idx = index[step % len(index)]
+            at = out.bad_batch if out.bad_batch is not None else out.run.first_bad_step or 0
+            idx = index[at % len(index)]
             out.bad_rows = sorted({idx[j] for j in out.bad_rows if j < len(idx)})
         self.done += 1
         if self.progress is not None and name in ("control", "real", "repeat"):
