@@ -98,6 +98,7 @@ class SmokeRun(BaseModel):
     min_drop: float | None = Field(
         None, description="The fall asked for: min_loss_drop scaled by the run's mean rate "
                           "against the default 1e-2 (2% to all of it).")
+    lr_mean: float | None = Field(None, description="The run's mean learning rate.")
 
 
 class SmokeFinding(BaseModel):

@@ -180,6 +180,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
         spy.remove()
     run.steps = len(run.loss)
     run.min_drop = cfg.min_loss_drop * learning_budget(rates)
+    run.lr_mean = sum(rates) / len(rates) if rates else None
     if run.failure:
         run.learned = None
     elif len(batches) > 1:  # minibatches: step losses are of different rows; judge the sample

@@ -199,6 +199,13 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
             _replay_and_anomaly(result, runs, setup, rows, keep, spec, base, out_dir)
         if control_out.failed and result.anomaly is None:
             result.anomaly = _control_anomaly(runs, setup, control)
+        if result.verdict == "pass" and "learning_inconclusive" in result.reason:
+            result.findings.append(SmokeFinding(
+                code="learning_inconclusive",
+                detail="the loss barely falls on the control batch under these settings "
+                       "(learning rate, warm-up): the smoke run is too short to judge whether "
+                       "the sample's labels are learnable; raise smoke.steps or smoke.lr to "
+                       "judge it"))
         if result.verdict == "pass" and result.flagged_in_sample:
             result.findings.append(SmokeFinding(
                 code="flagged_rows_trained", severity="info",

@@ -30,6 +30,11 @@ def attribute(control: SmokeRun, real: SmokeRun | None,
     if control.failure:
         return "code_fault", ("training fails on the control batch (in spec by construction): "
                               f"{control.failure}")
+    if not control.learned and slow_rate(control):
+        return "pass", (f"trained without a fault; at a mean learning rate of "
+                        f"{control.lr_mean:.3g} the loss barely moves in a short run even on "
+                        f"the control batch ({curve(control)}), so learning was not judged "
+                        "(learning_inconclusive)")
     if not control.learned:
         return "code_fault", (f"the loss does not fall even on the control batch "
                               f"({curve(control)}): the model, loss, optimizer or learning "
@@ -40,6 +45,12 @@ def attribute(control: SmokeRun, real: SmokeRun | None,
     if real is not None and real.failure:
         return "data_fault", ("training fails on the sample but not on the control batch: "
                               f"{real.failure}")
+    if real is not None and not real.learned and not clearly_learned(control):
+        # Both barely move (a fine-tuning rate on a tiny random model, say): the runs are too
+        # short to tell noisy labels from a slow rate, and a data fault must not be guessed.
+        return "pass", (f"trained without a fault; the loss barely falls on the control batch "
+                        f"({curve(control)}) either, so whether the sample's labels are "
+                        "learnable was not judged (learning_inconclusive)")
     if real is not None and not real.learned:
         return "data_fault", (f"the loss does not fall on the sample ({curve(real)}) while "
                               "it does on the control batch: labels may be noise, or the "
@@ -47,6 +58,26 @@ def attribute(control: SmokeRun, real: SmokeRun | None,
     if real is None:
         return "pass", "trained without a fault"
     return "pass", f"{real.steps} steps without a fault; loss {curve(real)}"
+
+
+# A rate real runs use (fine-tuning: 1e-5 to 2e-4) moves a tiny random model too little in a
+# few dozen steps to judge learning; below ABSURD_LR no run trains at all (a config mistake).
+SLOW_LR, ABSURD_LR = 2e-4, 1e-7
+
+
+def slow_rate(run: SmokeRun) -> bool:
+    """The run's mean rate is one real runs use, yet too small to judge learning here."""
+    return run.lr_mean is not None and ABSURD_LR <= run.lr_mean < SLOW_LR
+
+
+def clearly_learned(run: SmokeRun) -> bool:
+    """The loss fell by at least twice the drop asked of the run: enough margin that a
+    sample which does not learn under the same settings says something about the sample."""
+    finite = [x for x in run.loss if x is not None]
+    if len(finite) < 4 or finite[0] <= 1e-6:
+        return bool(run.learned)
+    drop = 1 - (sum(finite[-3:]) / 3) / finite[0]
+    return drop >= 2 * (run.min_drop if run.min_drop is not None else 0.1)
 
 
 def curve(run: SmokeRun) -> str:

@@ -642,3 +642,33 @@ def test_attribute_judges_the_control_before_the_sample() -> None:
     assert attribute(healthy, failing_sample, None)[0] == "data_fault"
     assert attribute(healthy, None, blocked)[0] == "data_fault"
     assert attribute(healthy, healthy, None)[0] == "pass"
+
+
+def test_a_barely_learning_control_does_not_make_a_stuck_sample_a_data_fault() -> None:
+    from preflight.report.model import SmokeRun
+    from preflight.smoke.verdict import attribute
+
+    stuck = SmokeRun(loss=[1.387, 1.387, 1.386, 1.386], learned=False, min_drop=0.003)
+    barely = SmokeRun(loss=[1.40, 1.39, 1.396, 1.396], learned=True, min_drop=0.003)
+    clearly = SmokeRun(loss=[1.40, 1.0, 0.8, 0.7, 0.6], learned=True, min_drop=0.003)
+    verdict, reason = attribute(barely, stuck, None)
+    assert verdict == "pass" and "learning_inconclusive" in reason
+    assert attribute(clearly, stuck, None)[0] == "data_fault"
+
+
+@pytest.mark.parametrize("lr", [5e-5, 1e-5])
+def test_a_fine_tuning_rate_on_clean_classification_is_no_fault(tmp_path: Path,
+                                                                 lr: float) -> None:
+    records, rules = text_classification_case(60)
+    report = gate(tmp_path, records, {**rules, "smoke": {"lr": lr}})
+    smoke = smoke_of(report)
+    assert smoke.verdict == "pass", smoke.reason
+    assert report.passed
+
+
+def test_a_rate_too_small_to_judge_learning_says_so(tmp_path: Path) -> None:
+    records, rules = text_classification_case(60)
+    smoke = smoke_of(gate(tmp_path, records, {**rules, "smoke": {"lr": 1e-6}}))
+    assert smoke.verdict == "pass", smoke.reason
+    assert "learning_inconclusive" in codes(smoke)
+    assert smoke.control is not None and smoke.control.learned is False
