@@ -234,7 +234,10 @@ def test_folder_and_file_load_the_chat_template(tok_dir: Path) -> None:
     assert load_tokenizer(str(tok_dir / "bpe")).chat_template is None
 
 
-def test_folder_without_tokenizer_json_needs_transformers(tmp_path: Path) -> None:
+def test_folder_without_tokenizer_json_needs_transformers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # transformers is in the test extra: simulate an install without it.
+    monkeypatch.setitem(sys.modules, "transformers", None)
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "vocab.txt").write_text("[UNK]\nthe\n")
     with pytest.raises(ConfigError, match="transformers"):
