@@ -332,3 +332,11 @@ def test_loading_is_offline_and_the_environment_restored_after(
         assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
     assert "HF_HUB_OFFLINE" not in os.environ
     assert os.environ["TRANSFORMERS_OFFLINE"] == "0"
+
+
+def test_validate_does_not_call_a_model_folder_code(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text('smoke: {model: "hf:./my-model"}\nrules: [{id: s, check: schema}]\n')
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 0, result.output
+    assert "names code to run" not in flat(result.output)
