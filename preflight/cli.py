@@ -201,7 +201,8 @@ def main() -> None:
 @_executor
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
-              help="Smoke-test your model: package.module:build or file.py:build.")
+              help="Smoke-test your model: hf:DIR / hf-config:DIR (a transformers folder), "
+                   "package.module:build or file.py:build.")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Weights the smoke test starts from (.safetensors or a state dict).")
 @click.option("--training-args", "training_args", type=click.Path(path_type=Path),
@@ -240,7 +241,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and the replay file.")
 @click.option("--model", "model_spec", metavar="SPEC",
-              help="Your model: package.module:build or file.py:build (default: built-in). "
+              help="Your model: hf:DIR / hf-config:DIR (a transformers folder), "
+                   "package.module:build or file.py:build (default: built-in). "
                    "With --replay: the model to rerun it with (a replay of your model runs "
                    "only with it).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
@@ -529,7 +531,9 @@ def rules_validate(file: Path, debug: bool) -> None:
     rules_tokenizer(ruleset)
     console = _Console()
     console.print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
-    if ruleset.smoke.model:  # not run here: validating a file never runs its code
+    # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.
+    model = ruleset.smoke.model
+    if model and not model.startswith(("hf:", "hf-config:")):  # validating never runs it
         console.print(f"[yellow]note[/]: this rules file names code to run: smoke.model = "
                       f"{escape(ruleset.smoke.model)} (the smoke test of `preflight check` and "
                       "`preflight smoke` imports it and runs it)", highlight=False)

@@ -150,7 +150,8 @@ class SmokeConfig(_Strict):
         description="Fraction the loss must fall when overfitting the sample (0 to below 1).",
     )
     model: str | None = Field(
-        None, description="Your model: package.module:build or path/to/file.py:build."
+        None, description="Your model: hf:DIR or hf-config:DIR (a transformers folder), "
+        "package.module:build or path/to/file.py:build."
     )
     checkpoint: str | None = Field(
         None, description="Weights to start from: .safetensors or a torch state dict."
@@ -188,6 +189,10 @@ class SmokeConfig(_Strict):
     training_args: str | None = Field(
         None, description="A transformers TrainingArguments JSON/YAML file to read the "
                           "settings above from (explicit smoke: keys win)."
+    )
+    shrink: bool = Field(
+        True, description="hf-config: train the same architecture at 2 layers and a small "
+        "width (false: the real size)."
     )
 
 

@@ -18,9 +18,11 @@ import torch
 
 from preflight.config import Fields, RuleSet, SmokeConfig
 from preflight.errors import ConfigError
+from preflight.hf_folder import is_hf_spec
 from preflight.paths import find_beside
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.sampling import SampleRow
+from preflight.smoke import hf
 from preflight.smoke import replay as replay_file
 from preflight.smoke.checkpoint import load_checkpoint, scan
 from preflight.smoke.control import control_rows
@@ -59,8 +61,13 @@ def check_setup(rules: RuleSet) -> SmokeConfig:
     base = Path(rules.path).parent if rules.path else None
     cfg = resolve_settings(rules.smoke, base=base).cfg
     check_optimizer(cfg)
-    resolve_device(cfg)
-    if cfg.model:
+    device, _ = resolve_device(cfg)
+    if is_hf_spec(cfg.model):
+        hf.check(str(cfg.model), base=base, task=infer_task(rules.task, rules.fields),
+                 device=device, rows=cfg.batch_size or cfg.samples, max_length=cfg.max_length,
+                 shrink=cfg.shrink,
+                 needs_tokenizer=not (rules.model.tokenizer or rules.fields.input_ids))
+    elif cfg.model:
         load_build(cfg.model, base=base)
     if cfg.checkpoint:
         find_beside(cfg.checkpoint, base, what="checkpoint")
@@ -102,7 +109,8 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         result.reason = ("no field to train on: declare fields.text, messages, label or "
                          "target (or task:) in the rules file")
         return result
-    build = load_build(cfg.model, base=base) if cfg.model else None
+    folder = hf.parse(cfg.model, base=base) if is_hf_spec(cfg.model) else None
+    build = load_build(cfg.model, base=base) if cfg.model and folder is None else None
     state = (load_checkpoint(find_beside(cfg.checkpoint, base, what="checkpoint"))
              if cfg.checkpoint else None)
     if len(sample) < 2:
@@ -112,6 +120,13 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     timings: dict[str, float] = {"sample": round(sampled_in, 4)}
 
     t0 = time.perf_counter()
+    if folder is not None:  # a transformers model trains on text, with its own tokenizer
+        fields = fields.model_copy(update={"features": None})
+        if not (fields.text or fields.messages or fields.input_ids):
+            raise ConfigError(f"--model {cfg.model!r}: a transformers model trains on text; "
+                              "declare fields.text or fields.messages in the rules file")
+        if tokenizer is None and not fields.input_ids:
+            tokenizer = hf.folder_tokenizer(folder)
     encoder = Encoder(task, fields, rules.model, tokenizer, max_length=cfg.max_length)
     seed_everything(cfg.seed)
     model, loss_fn, collate = call_build(build, str(cfg.model)) if build else (None, None, None)
@@ -124,10 +139,16 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         if task == "classification":
             encoder.set_classes(encoder.encode(rows))
     center, scale = _target_scale(encoder, rows) if task == "regression" else (0.0, 1.0)
+    spec: dict[str, Any] = {}
+    if folder is not None:
+        made = hf.build(folder, task=task, encoder=encoder, shrink=cfg.shrink, device=device,
+                        rows=cfg.batch_size or len(rows), center=center, scale=scale)
+        model, loss_fn, collate, spec = made.model, made.loss_fn, made.collate, made.spec
+        result.findings += [SmokeFinding(code=c, severity="info", detail=d)
+                            for c, d in made.notes]
     control = control_rows(task, fields, rules.model, rows, seed=cfg.seed,
                            vocab_size=encoder.vocab_size, classes=encoder.classes,
                            max_length=cfg.max_length, center=center, scale=scale)
-    spec: dict[str, Any] = {}
     if model is None:
         model, loss_fn, collate, spec = _builtin(task, encoder, rows, control, center, scale)
         result.model = f"built-in:{task}"
@@ -144,14 +165,15 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
             result.timings = {**timings, "total": _since(started)}
             return result
         try:
-            model.load_state_dict(state)
+            (model.model if folder is not None else model).load_state_dict(state)
         except RuntimeError as e:
             raise ConfigError(f"checkpoint {cfg.checkpoint} does not fit the model: "
                               f"{str(e).splitlines()[0]}") from e
     rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=model, initial=copy.deepcopy(model.state_dict()), loss_fn=loss_fn,
-                  cfg=cfg, device=device, precision=precision, user=build is not None,
-                  rebuild=rebuild, warmup=settings.warmup)
+                  cfg=cfg, device=device, precision=precision,
+                  user=build is not None or folder is not None, rebuild=rebuild,
+                  warmup=settings.warmup)
     result.steps = cfg.steps
     runs = _Runs(setup, collate, cfg, progress, total=3)
 
@@ -225,6 +247,8 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
     (a fixed version of the recorded one, say); a different spec is noted in the result."""
     data = replay_file.load(path)
     recorded = data["model"]
+    if model is None and is_hf_spec(recorded):
+        model = recorded  # a model folder is data: loading it runs no code
     if model is None and not recorded.startswith("built-in:"):
         raise ConfigError(
             f"{path} was written with your model {recorded!r}; rerunning it imports and runs "
@@ -232,7 +256,8 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
             "to confirm (or the spec of the model to rerun it with)")
     # The built-in model by its name, else the user's spec (a file path made absolute).
     builtin = model is None or (model == recorded and recorded.startswith("built-in:"))
-    spec = None if builtin else resolve_spec(str(model))
+    spec = None if builtin else (
+        hf.parse(str(model)).resolved if is_hf_spec(model) else resolve_spec(str(model)))
     with user_code(spec) if spec else contextlib.nullcontext():
         return _replay(path, data, spec, device)
 
@@ -246,6 +271,9 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     name = spec or recorded
     if spec is None:
         model, loss_fn = build_builtin(task, data["spec"])
+    elif is_hf_spec(spec):
+        model, loss_fn = hf.rebuild(spec, task=task, saved=data["spec"], shrink=cfg.shrink,
+                                    device=dev)
     else:
         model, loss_fn, _ = call_build(load_build(spec), spec)
     try:
@@ -484,7 +512,10 @@ def _localise(runs: _Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]
 def _save_replay(out_dir: Path, result: SmokeResult, setup: Setup, cfg: SmokeConfig,
                  spec: dict[str, Any], base: Path | None, batch: Any,
                  failure: str | None) -> str:
-    model = resolve_spec(cfg.model, base=base) if cfg.model else str(result.model)
+    if is_hf_spec(cfg.model):
+        model = hf.parse(str(cfg.model), base=base).resolved
+    else:
+        model = resolve_spec(cfg.model, base=base) if cfg.model else str(result.model)
     return str(replay_file.save(
         out_dir / REPLAY_NAME, task=str(result.task), model=model, spec=spec,
         config=cfg.model_dump(), batch=batch, initial=setup.initial, rows=result.minimal_rows,
