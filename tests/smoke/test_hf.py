@@ -73,6 +73,9 @@ def test_a_gpt2_folder_passes_clean_text(tmp_path: Path, folders: dict[str, Path
     assert smoke.model == f"{prefix}{folders['gpt2']}"
     assert smoke.control is not None and smoke.control.learned
     assert smoke.real is not None and smoke.real.learned
+    # a healthy model raises no fp16 alarm: nothing a share of which would flush to zero
+    assert smoke.activations
+    assert "fp16_underflow_risk" not in [f.code for f in smoke.findings]
 
 
 @pytest.mark.parametrize("prefix", ["hf:", "hf-config:"])
@@ -81,6 +84,7 @@ def test_a_bert_classifier_folder_passes_clean_labels(tmp_path: Path, folders: d
     smoke = smoke_of(gate(tmp_path, cls_records(40), cls_rules(f"{prefix}{folders['bert']}")))
     assert smoke.verdict == "pass", smoke.reason
     assert smoke.real is not None and smoke.real.learned
+    assert "fp16_underflow_risk" not in [f.code for f in smoke.findings]
 
 
 def test_a_gpt2_folder_regresses_with_one_output(tmp_path: Path,
