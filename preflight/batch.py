@@ -308,9 +308,10 @@ def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
     if isinstance(value, dict):
         fixed, total = {}, 0
         for k, v in value.items():
+            k, m = replace_lone_surrogates(k)  # a key can hold one too ("\udc00key")
             v, n = replace_lone_surrogates(v)
             fixed[k] = v
-            total += n
+            total += m + n
         return fixed, total
     return value, 0
 

@@ -7,9 +7,9 @@ process's id, and the next run deletes the ones whose process is gone::
 
     .{final.name}.preflight-{pid}.tmp           temp_path(final)
     .{final.name}.preflight-{pid}-{tag}.tmp     temp_path(final, tag)   (tag: [A-Za-z0-9_])
-    .{final.name}.preflight-{pid}.tmp.jsonl     temp_path(final, readable=True): a temporary
-                                                that is read back (fix's rounds) keeps the
-                                                suffix that names its format
+    .{final.name}.preflight-{pid}.tmp.jsonl     temp_path(final, suffix=".jsonl"): a
+                                                temporary that is read back (fix's rounds)
+                                                ends in the suffix that names its format
     $TMPDIR/preflight-{kind}-{pid}-{random}/    temp_dir(kind)          (kind: [a-z]+)
 
 ``sweep(folder)`` and ``sweep_temp_dirs()`` delete only names of that shape whose pid is not
@@ -49,15 +49,16 @@ _FILE_NAMES = (
 _DIR_NAME = re.compile(rf"^{_MARK}-[a-z]+-(?P<pid>\d+)-[A-Za-z0-9_]+$")
 
 
-def temp_path(final: Path, tag: str = "", *, readable: bool = False) -> Path:
+def temp_path(final: Path, tag: str = "", *, suffix: str = "") -> Path:
     """A temporary name beside ``final`` that carries this process's id (and ``tag``, to
-    tell apart several temporaries of one final path); with ``readable``, it ends in
-    ``final``'s suffix so a reader can tell its format. Nothing is created."""
+    tell apart several temporaries of one final path); ``suffix`` (``.parquet``) ends it so
+    a reader can tell its format. Nothing is created."""
     if not _TAG.fullmatch(tag):
         raise ValueError(f"tag must be letters, digits or '_', got {tag!r}")
-    suffix = f"-{tag}" if tag else ""
-    end = final.suffix if readable else ""
-    return final.with_name(f".{final.name}.{_MARK}-{os.getpid()}{suffix}.tmp{end}")
+    if suffix and not re.fullmatch(r"\.[A-Za-z0-9]+", suffix):
+        raise ValueError(f"suffix must be like '.jsonl', got {suffix!r}")
+    tagged = f"-{tag}" if tag else ""
+    return final.with_name(f".{final.name}.{_MARK}-{os.getpid()}{tagged}.tmp{suffix}")
 
 
 def pid_of(name: str) -> int | None:

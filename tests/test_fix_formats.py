@@ -438,3 +438,174 @@ def test_fix_sweeps_what_killed_runs_left(tmp_path: Path, monkeypatch: pytest.Mo
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["clean.jsonl", "rejected.jsonl", "fix-manifest.json", live.name])
     assert list(scratch.iterdir()) == []
+
+
+# -- the hostile review's findings ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "symlink"])
+def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
+    target = tmp_path / "special"
+    if kind == "device":
+        try:
+            os.mknod(target, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("mknod needs root")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        (tmp_path / "elsewhere.jsonl").write_text("keep me\n")
+        target.symlink_to(tmp_path / "elsewhere.jsonl")
+    before = os.lstat(target)
+    result = invoke("fix", src, "--out", tmp_path / "o.jsonl", "--quarantine", target)
+    assert result.exit_code == 2, result.output
+    assert "--quarantine" in result.output
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_json_to_arrow_keeps_fields_the_first_record_lacks(tmp_path: Path, suffix: str) -> None:
+    src = tmp_path / "in.jsonl"
+    rows = [{"id": k, "text": f"{PLAIN[k % 3]} {k}"} for k in range(70_000)]
+    for k in range(1, 40_000, 7):
+        rows[k]["score"] = k  # only in the first chunk of 65,536, and not in record 0
+    rows[69_999]["meta"] = {"s": 1}  # only in the last chunk
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rules = {"fields": {"text": "text", "id": "id"},
+             "rules": [{"id": "invisible", "check": "invisible_unicode"}]}
+    _, clean, entries = fix(src, tmp_path / "out", rules, out=f"clean{suffix}")
+    table = pq.read_table(clean) if suffix == ".parquet" else feather.read_table(clean)
+    assert entries == []
+    assert table.num_rows == 70_000
+    assert table.column("score").to_pylist()[:8] == [None, 1, None, None, None, None, None, None]
+    assert table.column("score")[8].as_py() == 8
+    assert table.column("meta")[69_999].as_py() == {"s": 1}
+    assert table.column("meta")[0].as_py() is None
+
+
+@pytest.mark.parametrize("value", ["12345678901234567890123", "1e400", "-18446744073709551617"])
+def test_json_to_parquet_refuses_a_number_it_would_change(tmp_path: Path, value: str) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "text": "%s", "n": %s}\n{"id": 2, "text": "%s", "n": 1}\n'
+                   % (PLAIN[0], value, PLAIN[1]))
+    result = invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine",
+                    tmp_path / "q.jsonl")
+    assert result.exit_code == 2, result.output
+    assert "row 0" in result.output and "JSON Lines" in result.output
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_json_to_parquet_with_nesting_arrow_cannot_hold_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 1, "text": PLAIN[0], "x": "["}).replace(
+        '"["', "[" * 64 + "]" * 64) + "\n")
+    result = invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine",
+                    tmp_path / "q.jsonl")
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output and "JSON Lines" in result.output
+
+
+def test_a_zstd_json_lines_input_is_fixed(tmp_path: Path) -> None:
+    import zstandard
+
+    body = (json.dumps({"id": 1, "text": "Zero\u200bwidth"}) + "\n"
+            + json.dumps({"id": 2, "text": PLAIN[0]}) + "\n").encode()
+    src = tmp_path / "in.jsonl.zst"
+    src.write_bytes(zstandard.ZstdCompressor().compress(body))
+    _, clean, _ = fix(src, tmp_path / "out")
+    assert [json.loads(x)["text"] for x in clean.read_bytes().splitlines()] == [
+        "Zerowidth", PLAIN[0]]
+
+
+def test_an_unwritable_manifest_leaves_the_previous_outputs(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": k, "text": f"Zero\u200b {k}"}) + "\n"
+                           for k in range(5)))
+    out = tmp_path / "out"
+    fix(src, out)
+    previous = {p.name: p.read_bytes() for p in out.iterdir()}
+    src.write_text(json.dumps({"id": 9, "text": PLAIN[0]}) + "\n")
+    real_write_text = Path.write_text
+
+    def full(self: Path, *args: Any, **kwargs: Any) -> int:
+        if "fix-manifest" in self.name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    result = invoke("fix", src, "--out", out / "clean.jsonl", "--quarantine",
+                    out / "rejected.jsonl")
+    assert result.exit_code == 3, result.output
+    assert "fix-manifest.json" in result.output and "No space left" in result.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == previous
+
+
+def test_a_parquet_shard_folder_whose_shards_differ_in_columns(tmp_path: Path) -> None:
+    folder = tmp_path / "pqs"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [1], "text": ["Zero\u200bwidth"]}), folder / "a.parquet")
+    pq.write_table(pa.table({"id": [2], "text": [PLAIN[0]], "extra": [1.5]}),
+                   folder / "b.parquet")
+    _, clean, _ = fix(folder, tmp_path / "out", out="clean.parquet")
+    assert pq.read_table(clean).to_pylist() == [
+        {"id": 1, "text": "Zerowidth", "extra": None},
+        {"id": 2, "text": PLAIN[0], "extra": 1.5}]
+
+
+@pytest.mark.parametrize(("body", "rows"), [
+    ('[{"id":1,"text":"a"},,{"id":2,"text":"b"}]', [1]),
+    ('[{"id":1,"text":"a"} {"id":2,"text":"b"}]', [1]),
+    ('[{"id":1,"text":"a"},]', [1]),
+    ('[{"id":1,"text":"a"}]]', [1]),
+])
+def test_broken_array_separators_are_malformed(tmp_path: Path, body: str,
+                                               rows: list[int]) -> None:
+    src = tmp_path / "in.json"
+    src.write_text(body)
+    passed, codes = check_codes(src)
+    assert not passed
+    assert [r for r, _ in codes] == rows
+
+
+def test_fix_on_no_records_says_so_and_exits_1(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n\n")
+    result = invoke("fix", src, "--out", tmp_path / "o.jsonl", "--quarantine",
+                    tmp_path / "q.jsonl")
+    assert result.exit_code == 1, result.output
+    assert "no readable records" in result.output
+
+
+def test_output_names_and_formats_that_disagree(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": [1], "text": [PLAIN[0]]}), src)
+    q = tmp_path / "q.jsonl"
+    assert invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine", q,
+                  "--format", "arrow").exit_code == 2
+    assert invoke("fix", src, "--out", "", "--quarantine", q).exit_code == 2
+    result = invoke("fix", src, "--out", tmp_path / "o.dat", "--quarantine", q)
+    assert result.exit_code == 0, result.output  # Parquet in, Parquet out, any name
+    assert pq.read_table(tmp_path / "o.dat").to_pylist() == [{"id": 1, "text": PLAIN[0]}]
+
+
+def test_the_manifest_lists_what_a_shard_folder_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.jsonl").write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
+    (folder / "_SUCCESS").write_text("")
+    (folder / "sub" / "b.jsonl").write_text(json.dumps({"id": 1, "text": PLAIN[1]}) + "\n")
+    manifest, _, _ = fix(folder, tmp_path / "out")
+    assert sorted(s["path"] for s in manifest["skipped"]) == ["_SUCCESS", "sub"]
+
+
+def test_a_malformed_line_is_quarantined_exactly_as_written(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'  {oops}  \r\n' + json.dumps({"id": 1, "text": PLAIN[0]}).encode() + b"\n")
+    _, _, entries = fix(src, tmp_path / "out")
+    assert entries[0]["raw"] == "  {oops}  "

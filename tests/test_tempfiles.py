@@ -112,7 +112,7 @@ def test_atomic_write_turns_a_full_disk_into_an_output_error(tmp_path: Path) -> 
 
 def test_a_readable_temporary_keeps_the_format_suffix_and_is_swept(tmp_path: Path) -> None:
     final = tmp_path / "clean.parquet"
-    mine = temp_path(final, "0", readable=True)
+    mine = temp_path(final, "0", suffix=".parquet")
     assert mine.name.endswith(".tmp.parquet") and mine.parent == tmp_path
     stale = tmp_path / mine.name.replace(str(os.getpid()), str(dead_pid()))
     stale.write_bytes(b"x")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,16 @@ import polars as pl
 
 from preflight.checks.base import Context
 from preflight.config import Fields, Rule, RuleSet
-from preflight.errors import ConfigError, OutputError
+from preflight.errors import ConfigError, OutputError, PreflightFailed
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
-from preflight.fix.output import merge_quarantine, part, place_text, write_round
+from preflight.fix.output import merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.pipeline import gate_rules, rules_tokenizer
 from preflight.report.model import Report
-from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir
+from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
@@ -104,7 +105,7 @@ def run_fix(
             )
         # Outputs are written under temporary names beside their final ones and renamed only
         # when complete; whatever happens, no temporary file is left behind.
-        clean = part(options.out, 0)
+        clean = part(options.out, 0, out_format)
         quarantined = part(options.quarantine, 0)
         written = [clean, quarantined]
         try:
@@ -124,15 +125,27 @@ def run_fix(
                 work,
             )
         except OSError as e:
-            where = e.filename or options.out.parent
-            raise OutputError(f"cannot write {where}: {e.strerror or e}; nothing was "
-                              "written (free space or pick a writable folder)") from e
+            raise _write_failure(e, options) from e
         finally:
             for path in written:
                 path.unlink(missing_ok=True)
         return report, manifest
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_failure(e: OSError, options: FixOptions) -> OutputError:
+    """What could not be written, where and why; nothing was put in place."""
+    if e.filename:
+        name = Path(str(e.filename))
+        final = next((p for p in (options.out, options.quarantine, manifest_path(options))
+                      if name.name.startswith(f".{p.name}.")), name)
+        where = str(final)
+    else:  # a write() names no file: say where the outputs and the spill go
+        folders = sorted({str(p.parent) for p in (options.out, options.quarantine)})
+        where = f"the outputs in {', '.join(folders)} (or TMPDIR {tempfile.gettempdir()})"
+    error = write_error(Path(where), e)
+    return OutputError(f"{error}; nothing was put in place")
 
 
 def manifest_path(options: FixOptions) -> Path:
@@ -148,7 +161,12 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".cs
 def output_format(options: FixOptions, input_format: str) -> str:
     """The clean output's format: ``--format``, else ``--out``'s suffix, else the input's
     (Parquet and Arrow keep their own; everything else becomes JSON Lines)."""
-    fmt = options.format or _SUFFIX_FORMATS.get(options.out.suffix.lower())
+    named = _SUFFIX_FORMATS.get(options.out.suffix.lower())
+    if options.format and named and named != options.format:
+        raise ConfigError(f"--format {options.format} but --out {options.out} names "
+                          f"{named}: make them agree (the file would not read back as its "
+                          "name says)")
+    fmt = options.format or named
     if fmt is None:
         fmt = {"parquet": "parquet", "arrow": "arrow", "datasets": "arrow"}.get(input_format,
                                                                               "jsonl")
@@ -161,26 +179,33 @@ def output_format(options: FixOptions, input_format: str) -> str:
 
 
 def _check_paths(src: Path, options: FixOptions) -> None:
-    """Exit 2 before any work when an output cannot be used: two outputs on one path, an
-    output on the input or inside an input folder, a compressed name, a folder in the way."""
+    """Exit 2 before any work when an output cannot be used: no file name, the input, a
+    symbolic link, folder, device or pipe (renaming over it would replace it), two outputs
+    on one path, inside an input folder, a compressed name."""
     manifest = manifest_path(options)
     named = {"--out": options.out, "--quarantine": options.quarantine,
              "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
     inside = src.resolve() if src.is_dir() else None
     seen: dict[Path, str] = {}
     for flag, target in named.items():
+        if not target.name or target.name in (".", ".."):
+            raise ConfigError(f"{flag} {str(target)!r} names no file; give a file name")
+        if _same_file(target, src):
+            raise ConfigError(f"{flag} {target} is the input; fix never modifies its input")
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            kind = "a symbolic link" if target.is_symlink() else (
+                "a folder" if target.is_dir() else "not a regular file (a device or pipe)")
+            raise ConfigError(f"{flag} {target} is {kind}; fix writes a new file and renames "
+                              "it into place, which would replace it: name a regular file "
+                              "(or a path that does not exist yet)")
         resolved = target.resolve()
         if resolved in seen:
             raise ConfigError(f"{seen[resolved]} and {flag} are the same file ({target}); "
                               "give each output its own path")
         seen[resolved] = flag
-        if _same_file(target, src):
-            raise ConfigError(f"{flag} {target} is the input; fix never modifies its input")
         if inside is not None and inside in resolved.parents:
             raise ConfigError(f"{flag} {target} is inside the input folder; write outputs "
                               "elsewhere")
-        if target.is_dir():
-            raise ConfigError(f"{flag} {target} is a folder; name a file")
         if target.suffix.lower() in (".gz", ".zst", ".zstd"):
             raise ConfigError(f"{flag} {target}: fix writes plain files; compress them "
                               "afterwards")
@@ -196,7 +221,10 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _refuse_errored_rules(report: Report) -> None:
-    """A rule that could not run leaves its faults unknown: fix must not pretend to clean."""
+    """A rule that could not run leaves its faults unknown: fix must not pretend to clean.
+    An input with no readable record has nothing to clean: that is the gate's failure."""
+    if report.source.records == 0:
+        raise PreflightFailed(report)
     errored = [r for r in report.rules if r.status == "error"]
     if errored:
         reasons = "; ".join(f"{r.id}: {r.message or 'could not run'}" for r in errored)
@@ -237,14 +265,14 @@ def _fix_rounds(
     last_plan = the_plan
     later: dict[tuple[str | None, int], list[dict[str, Any]]] = {}
     while rounds < MAX_ROUNDS and fixable and last_plan.risky:
-        again = run_gate(clean, _only(rules, fixable), work / f"verify{rounds}")
+        again = run_gate(clean, _only(rules, fixable, ctx.fields), work / f"verify{rounds}")
         if all(r.findings == 0 for r in again.rules):
             break
         extra = pl.read_parquet(work / f"verify{rounds}" / "findings.parquet")
         next_plan = plan(
             extra, fixable, can_truncate=ctx.tokenizer is not None, chat=bool(ctx.messages)
         )
-        next_clean = part(options.out, rounds)
+        next_clean = part(options.out, rounds, out_format)
         written.append(next_clean)
         more = write_round(
             open_input(clean, out_format),
@@ -269,14 +297,20 @@ def _fix_rounds(
     manifest = manifests.manifest(
         Path(found.path), clean, quarantined, counts, the_plan, report, rounds, options
     )
-    os.replace(clean, options.out)
-    os.replace(quarantined, options.quarantine)
     manifest["clean"]["path"], manifest["quarantine"]["path"] = (
         str(options.out),
         str(options.quarantine),
     )
+    manifest["skipped"] = [s.model_dump() for s in report.source.skipped]
+    # Every output is complete before any is put in place: a manifest that cannot be
+    # written leaves the previous outputs as they were.
     target = manifest_path(options)
-    place_text(json.dumps(manifest, indent=2) + "\n", target)
+    written_manifest = part(target, 0)
+    written.append(written_manifest)
+    written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(clean, options.out)
+    os.replace(quarantined, options.quarantine)
+    os.replace(written_manifest, target)
     manifest["manifest_path"] = str(target)
     return report, manifest
 
@@ -286,9 +320,11 @@ def _fields(report: Report, rules: RuleSet) -> Fields:
     return Fields(**report.rules_file.fields) if rules.fields.is_empty() else rules.fields
 
 
-def _only(rules: RuleSet, keep: list[Rule]) -> RuleSet:
-    """The same rule set (its path too: relative eval and tokenizer paths) with fewer rules."""
-    return rules.model_copy(update={"rules": keep})
+def _only(rules: RuleSet, keep: list[Rule], fields: Fields) -> RuleSet:
+    """The same rule set (its path too: relative eval and tokenizer paths) with fewer rules
+    and the fields the first gate used (inferred ones pinned: the clean output, with records
+    set aside, could infer others)."""
+    return rules.model_copy(update={"rules": keep, "fields": fields})
 
 
 # -- writing ----------------------------------------------------------------------------

@@ -13,8 +13,10 @@ import json
 import re
 from typing import Any
 
+from preflight.source.jsonarray import STRING_BODY
+
 _SPACE = re.compile(r"[ \t\r\n]*")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_STRING = re.compile('"' + STRING_BODY, re.S)
 _STRUCT = re.compile(r'["\[\]{}]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
 

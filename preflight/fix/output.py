@@ -14,7 +14,7 @@ from preflight.fix.mend import Mender
 from preflight.fix.plan import Plan
 from preflight.fix.units import Input, Unit, units
 from preflight.fix.writers import open_writer, quarantine_line
-from preflight.tempfiles import atomic_write, temp_path
+from preflight.tempfiles import temp_path
 
 
 def write_round(
@@ -158,13 +158,9 @@ _ROW = re.compile(r"\brow ([\d,]+)")
 # -- results ----------------------------------------------------------------------------
 
 
-def part(final: Path, n: int) -> Path:
+def part(final: Path, n: int, fmt: str = "") -> Path:
     """A temporary name beside ``final`` (the same folder, so the rename is atomic), carrying
-    this process's id so a later run can sweep it if this one is killed."""
+    this process's id so a later run can sweep it if this one is killed, and ending in the
+    suffix of format ``fmt`` when it is read back."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return temp_path(final, tag=str(n), readable=True)
-
-
-def place_text(text: str, final: Path) -> None:
-    with atomic_write(final) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    return temp_path(final, tag=str(n), suffix=f".{fmt}" if fmt else "")

@@ -9,7 +9,6 @@ field a fix changes. The row numbering is the gate's: the same readers (``jsonar
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zstandard
 
 from preflight.batch import Malformed
 from preflight.errors import InputError
@@ -25,6 +23,7 @@ from preflight.source import READ_ERRORS, format_of, open_source
 from preflight.source.csv import csv_rows
 from preflight.source.jsonarray import elements, is_array
 from preflight.source.jsonl import parse_line
+from preflight.source.tracked import open_stream
 
 SYNTAX = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "arrow", "arrow": "arrow",
           "datasets": "arrow"}
@@ -185,12 +184,6 @@ def _schema(paths: list[Path], fmt: str) -> pa.Schema:
 
 
 def _open(path: Path) -> Any:
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".gz":
-            return gzip.open(path, "rb")
-        if suffix in (".zst", ".zstd"):
-            return zstandard.open(path, "rb")
-        return open(path, "rb")
-    except OSError as e:
-        raise InputError(f"cannot open {path}: {e.strerror or e}") from e
+    """The file's bytes (.gz/.zst decompressed; a truncated zstd frame is an error), the
+    same way the gate reads them."""
+    return open_stream(path)[0]

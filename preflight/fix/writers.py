@@ -20,6 +20,8 @@ import csv
 import datetime
 import decimal
 import io
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from preflight.batch import records_table
 from preflight.errors import ConfigError
 from preflight.fix.jsonedit import dumps, replace_values
 from preflight.fix.units import Input, Unit
@@ -190,11 +193,11 @@ class ArrowWriter(Writer):
         if unit.syntax == "arrow":
             self._arrow(unit)
         else:
-            self._record(unit.record())
+            self._record(unit, unit.record())
 
     def change(self, unit: Unit, after: dict[str, Any]) -> None:
         if unit.syntax != "arrow":
-            self._record(after)
+            self._record(unit, after)
             return
         before = unit.record()
         assert before is not None
@@ -214,7 +217,7 @@ class ArrowWriter(Writer):
         if self._table is None or not self._take:
             self._take, self._edits = [], {}
             return
-        taken = self._table.take(pa.array(self._take, type=pa.int64()))
+        taken = _take(self._table, pa.array(self._take, type=pa.int64()))
         columns = dict(zip(taken.schema.names, taken.columns, strict=True))
         for name in {name for _, name in self._edits}:
             values = columns[name].to_pylist()
@@ -230,33 +233,71 @@ class ArrowWriter(Writer):
     def _write(self, table: pa.Table) -> None:
         assert self._schema is not None
         if table.schema != self._schema:
-            table = table.cast(self._schema)
-        if self._out is None:
-            self._out = (pq.ParquetWriter(self.path, self._schema) if self.kind == "parquet"
-                         else pa.ipc.new_file(str(self.path), self._schema))
-        self._out.write_table(table)
+            table = _conform(table, self._schema)
+        try:
+            if self._out is None:
+                self._out = (pq.ParquetWriter(self.path, self._schema)
+                             if self.kind == "parquet"
+                             else pa.ipc.new_file(str(self.path), self._schema))
+            self._out.write_table(table)
+        except pa.ArrowException as e:
+            raise ConfigError(f"the records cannot be written as {self.kind} ({e}); "
+                              "write JSON Lines: --format jsonl") from e
 
     # -- JSON or CSV in: records typed once the whole output is known
-    def _record(self, record: dict[str, Any] | None) -> None:
+    def _record(self, unit: Unit, record: dict[str, Any] | None) -> None:
         assert record is not None
+        if unit.syntax == "json":
+            self._exact_numbers(unit)
         self._rows.append(record)
         if len(self._rows) >= _CHUNK:
             self._spill_rows()
 
+    def _exact_numbers(self, unit: Unit) -> None:
+        """A number a 64-bit column cannot hold as written (``1e400``, an integer past 64
+        bits) would be changed on the way: refuse instead."""
+        def refuse(text: str) -> None:
+            where = f"row {unit.row}" + (f" of {unit.file}" if unit.file else "")
+            raise ConfigError(f"{where}: the number {text[:40]} does not fit a 64-bit "
+                              f"{self.kind} column as written; write JSON Lines: "
+                              "--format jsonl (or --out with .jsonl)")
+
+        def exact_float(text: str) -> float:
+            value = float(text)
+            if math.isinf(value):
+                refuse(text)
+            return value
+
+        def exact_int(text: str) -> int:
+            value = int(text)
+            if not -(2**63) <= value < 2**63:
+                refuse(text)
+            return value
+
+        assert unit.raw is not None
+        json.loads(unit.raw, parse_float=exact_float, parse_int=exact_int)
+
     def _spill_rows(self) -> None:
         if not self._rows:
             return
-        try:
-            table = pa.Table.from_pylist(self._rows)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
-            raise ConfigError(f"the records cannot be one {self.kind} table ({e}); "
-                              "write JSON Lines: --format jsonl") from e
+        # Columns from every record's keys (a field the first record lacks is kept, null
+        # where absent); a field whose values cannot share one Arrow type is refused.
+        table = records_table(self._rows)
+        if table is None:
+            raise ConfigError(f"the records cannot be one {self.kind} table (a field's "
+                              "values have types that cannot share a column, a number past "
+                              "64 bits, or nesting Arrow cannot hold); write JSON Lines: "
+                              "--format jsonl")
         if self._spill is None:
             # Unnamed: nothing is left behind, whatever happens to the process.
             self._spill = tempfile.TemporaryFile(prefix=f"preflight-fix-{os.getpid()}-")  # noqa: SIM115
-        sink = pa.ipc.new_stream(self._spill, table.schema)
-        sink.write_table(table)
-        sink.close()
+        try:
+            sink = pa.ipc.new_stream(self._spill, table.schema)
+            sink.write_table(table)
+            sink.close()
+        except pa.ArrowException as e:  # e.g. nesting deeper than Arrow writes
+            raise ConfigError(f"the records cannot be one {self.kind} table ({e}); "
+                              "write JSON Lines: --format jsonl") from e
         self._chunks.append(table.schema)
         self._rows = []
 
@@ -287,6 +328,37 @@ class ArrowWriter(Writer):
         self._out.close()
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``: its columns in the schema's order, a column it lacks as
+    nulls, then cast (shards or chunks whose columns differ)."""
+    columns = [table.column(f.name) if f.name in table.column_names
+               else pa.nulls(table.num_rows, f.type) for f in schema]
+    try:
+        return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise ConfigError(f"the records cannot be one table of schema {schema} ({e}); "
+                          "write JSON Lines: --format jsonl") from e
+
+
+def _take(batch: pa.RecordBatch, index: pa.Array) -> pa.RecordBatch:
+    """``batch.take(index)``; columns whose type Arrow cannot take from (string_view…) go
+    through their plain type and back."""
+    try:
+        return batch.take(index)
+    except pa.ArrowNotImplementedError:
+        columns = []
+        for column in batch.columns:
+            try:
+                columns.append(column.take(index))
+            except pa.ArrowNotImplementedError:
+                plain = pa.large_string() if pa.types.is_string_view(column.type) else (
+                    pa.large_binary() if pa.types.is_binary_view(column.type) else None)
+                if plain is None:
+                    raise
+                columns.append(column.cast(plain).take(index).cast(column.type))
+        return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
 def open_writer(path: Path, fmt: str, found: Input) -> Writer:
     """The writer for output format ``fmt``."""
     if fmt == "jsonl":
@@ -307,14 +379,12 @@ def quarantine_line(unit: Unit, reasons: list[dict[str, Any]], id_field: str | N
         if unit.syntax == "json":
             assert unit.raw is not None
             head = json_line(entry).rstrip(b"\n")
-            return head[:-1] + b', "record": ' + unit.raw.strip() + b"}\n"
+            return head[:-1] + b', "record": ' + unit.raw + b"}\n"
         entry["record"] = record
         return json_line(entry)
     if unit.malformed is not None:
         entry["malformed"] = {"code": unit.malformed.code, "detail": unit.malformed.detail}
     raw = unit.raw or b""
-    if unit.syntax == "json":
-        raw = raw.strip()
     try:
         entry["raw"] = raw.decode("utf-8")
     except UnicodeDecodeError:
