@@ -25,9 +25,13 @@ In the same run, each as its own child process, with a warm page cache and the d
 
 Wall time is measured around the child; peak RSS is the child's own ``ru_maxrss`` from
 ``os.wait4`` (one fresh process per run, so each run's peak is its own), and the tree peak is
-sampled from /proc every 50 ms (``bench_check.run_measured``). With ``--repeat N`` each
-command runs N times, the fastest is reported and the peak RSS is the largest over the runs.
-The script prints both runs and the ratios fix / check of peak RSS and of wall time.
+sampled from /proc every 50 ms (``bench_check.run_measured``). The own peak is the one to
+compare: preflight's only child is ``git rev-parse HEAD`` (``preflight/environment.py``), and
+a sample taken just after its fork counts the parent's pages twice, so the tree column can
+jump to about twice the real figure. With ``--repeat N`` each command runs N times, the
+fastest is reported and the peak RSS is the largest over the runs. The script prints both
+runs, the ratios fix / check of peak RSS and of wall time, and ``others``: the cores other
+processes kept busy meanwhile (``/proc/stat``; the times are only worth recording near 0).
 
 It then verifies fix against check: fix read as many records (elements) as check and as the
 file holds, ``clean + quarantined == input`` (and the manifest's ``balanced``), the output

@@ -602,6 +602,7 @@ def test_the_manifest_lists_what_a_shard_folder_skipped(tmp_path: Path) -> None:
     (folder / "sub" / "b.jsonl").write_text(json.dumps({"id": 1, "text": PLAIN[1]}) + "\n")
     manifest, _, _ = fix(folder, tmp_path / "out")
     assert sorted(s["path"] for s in manifest["skipped"]) == ["_SUCCESS", "sub"]
+    assert manifest["fields"]["text"] == "text"
 
 
 def test_a_malformed_line_is_quarantined_exactly_as_written(tmp_path: Path) -> None:

@@ -302,6 +302,7 @@ def _fix_rounds(
         str(options.quarantine),
     )
     manifest["skipped"] = [s.model_dump() for s in report.source.skipped]
+    manifest["fields"] = ctx.fields.model_dump(exclude_none=True)
     # Every output is complete before any is put in place: a manifest that cannot be
     # written leaves the previous outputs as they were.
     target = manifest_path(options)
