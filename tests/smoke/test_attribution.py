@@ -672,3 +672,25 @@ def test_a_rate_too_small_to_judge_learning_says_so(tmp_path: Path) -> None:
     assert smoke.verdict == "pass", smoke.reason
     assert "learning_inconclusive" in codes(smoke)
     assert smoke.control is not None and smoke.control.learned is False
+
+
+def test_a_diverging_rate_from_training_args_with_bad_labels_is_a_code_fault(
+        tmp_path: Path) -> None:
+    """The issue's case: lr 1e4 in the real run's TrainingArguments plus a few out-of-range
+    labels: the verdict is the code's, and the label rows are still listed."""
+    records, rules = _classification(7)
+    records[40]["label"] = 5
+    data = write_jsonl(tmp_path / "data.jsonl", records)
+    rules_file = write_rules(tmp_path / "rules.yaml", rules)
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"learning_rate": 1e4, "max_grad_norm": 0,
+                                "lr_scheduler_type": "constant", "output_dir": "x"}))
+    out = tmp_path / "out"
+    result = invoke("check", data, "--rules", rules_file, "--training-args", args,
+                    "--out", out)
+    assert result.exit_code == 1, result.output
+    smoke = read_report(out)["smoke"]
+    assert smoke["verdict"] == "code_fault", smoke["reason"]
+    assert "control batch" in smoke["reason"]
+    labels = [f for f in smoke["findings"] if f["code"] == "label_out_of_range"]
+    assert labels and labels[0]["rows"] == [11, 40]
