@@ -30,6 +30,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     ValidationError,
+    field_validator,
 )
 
 from preflight.checks import registry
@@ -232,11 +233,21 @@ class RuleSet(_Strict):
     sha256: str | None = Field(None, exclude=True)
     preset: str | None = Field(None, exclude=True)
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_the_integer_1(cls, value: Any) -> Any:
+        # Literal[1] alone takes True and 1.0 (both == 1); a format version is an integer.
+        if type(value) is not int:
+            raise ValueError(f"write `version: 1`, the integer, not {_kind(value)}")
+        return value
+
 
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader that counts the values each node expands to (an alias counts
     as everything it stands for) and stops past ``MAX_YAML_VALUES``, or at an alias that
-    refers to a value containing it."""
+    refers to a value containing it; and that refuses a key written twice in one mapping
+    (PyYAML keeps the last, so `max_count: 0` then `max_count: 100` would open the gate).
+    A merge (``<<: *defaults``) may still be overridden by the mapping's own keys."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -257,6 +268,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 children = node.value
             elif isinstance(node, yaml.MappingNode):
                 children = [part for pair in node.value for part in pair]
+                self._refuse_duplicate_keys(node)
             size = 1 + sum(self._sizes[child] for child in children)
             if size > MAX_YAML_VALUES:
                 raise yaml.composer.ComposerError(
@@ -265,6 +277,23 @@ class _BoundedLoader(yaml.SafeLoader):
                     "needs far fewer: write the values out", event.start_mark)
             self._sizes[node] = size
         return node
+
+    def _refuse_duplicate_keys(self, node: yaml.MappingNode) -> None:
+        # Checked as the mapping is composed, before any merge is flattened into it.
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                key_node, yaml.ScalarNode
+            ):
+                continue
+            key = (key_node.tag, self.construct_scalar(key_node))
+            if key in first:
+                line = first[key].start_mark.line + 1
+                raise yaml.composer.ComposerError(
+                    None, None, f"duplicate key {key_node.value!r} (first at line {line}); a "
+                    "key may appear once in a mapping: keep the one you mean",
+                    key_node.start_mark)
+            first[key] = key_node
 
 
 # YAML 1.1 reads `1e-4` (no dot) as a string; read it as the number everyone means (YAML

@@ -221,6 +221,37 @@ BAD_RULES: list[tuple[str, str, list[str]]] = [
         "fields: &f {text: [*f]}\n" + RULE,
         ["YAML", "alias *f refers to a value that contains it"],
     ),
+    # PyYAML keeps the last of two equal keys: each of these opened the gate.
+    (
+        "duplicate-key-in-a-rule",
+        "rules:\n  - {id: e, check: empty, max_count: 0, max_count: 100}\n",
+        ["line 2", "duplicate key 'max_count'", "keep the one you mean"],
+    ),
+    (
+        "duplicate-top-level-key",
+        RULE + "rules:\n  - {id: b, check: empty, severity: info}\n",
+        ["line 3", "duplicate key 'rules' (first at line 1)"],
+    ),
+    (
+        "duplicate-severity",
+        "rules:\n  - id: e\n    check: empty\n    severity: error\n    severity: info\n",
+        ["line 5", "duplicate key 'severity' (first at line 4)"],
+    ),
+    (
+        "duplicate-key-quoted-differently",
+        "fields: {text: a, 'text': b}\n" + RULE,
+        ["line 1", "duplicate key 'text'"],
+    ),
+    (
+        "boolean-version",
+        "version: true\n" + RULE,
+        ["version", "write `version: 1`", "True"],
+    ),
+    (
+        "float-version",
+        "version: 1.0\n" + RULE,
+        ["version", "write `version: 1`"],
+    ),
 ]
 CASE_IDS = [c[0] for c in BAD_RULES]
 
@@ -402,6 +433,16 @@ def test_anchors_and_aliases_that_share_settings_still_load(tmp_path: Path) -> N
     path.write_text("rules:\n  - &r {id: a, check: empty, max_count: 2}\n"
                     "  - {<<: *r, id: b}\n")
     assert [r.allowed() for r in load_rules(path).rules] == [(2, None), (2, None)]
+
+
+def test_a_merge_key_may_be_overridden_and_version_1_loads(tmp_path: Path) -> None:
+    # `<<: *r` then the mapping's own `max_count` is an override, not a duplicate key.
+    path = tmp_path / "rules.yaml"
+    path.write_text("version: 1\nrules:\n  - &r {id: a, check: empty, severity: warn}\n"
+                    "  - {<<: *r, id: b, severity: error}\n")
+    ruleset = load_rules(path)
+    assert ruleset.version == 1
+    assert [(r.id, r.severity) for r in ruleset.rules] == [("a", "warn"), ("b", "error")]
 
 
 def test_rules_file_that_never_ends_is_refused(tmp_path: Path) -> None:
