@@ -63,9 +63,31 @@ class _Console(Console):
 _err = _Console(stderr=True, soft_wrap=True)
 
 
+def _plug_closed_streams() -> None:
+    """Point a standard stream closed at start (``>&-``) at the null device. Python leaves
+    ``sys.stdout`` None then (a write or flush fails), and the next file preflight opened
+    would get descriptor 1: what a library or a child process writes to "stdout" would land
+    in a report."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+            free = False
+        except OSError:
+            free = True
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if free and null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+            null = fd
+        setattr(sys, name, open(null, "r" if fd == 0 else "w", encoding="utf-8",  # noqa: SIM115
+                                errors="replace", closefd=null != fd))
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so nothing more (not even the flush at exit) fails."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
@@ -169,7 +191,22 @@ def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:
              "'dataset-preflight[ray]').")(fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group: a closed standard stream is plugged before any command runs, and
+    a reader gone where no command expected it ends the run quietly (exit 141, as SIGPIPE
+    would), never with a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _plug_closed_streams()
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _silence_stdout()
+            _err.quiet = True
+            sys.exit(141)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dataset-preflight", prog_name="preflight")
 def main() -> None:
     """Gate a training corpus before it reaches a GPU."""
@@ -418,8 +455,11 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
     report = run_preflight(data, rules, fix=options)
     if quiet:
         return
-    console = _stdout()
-    result = report.fix or {}
+    with _stdout_may_close():  # the files are written: a reader gone changes nothing
+        _print_fix(_stdout(), report.fix or {}, dry_run=dry_run)
+
+
+def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool) -> None:
     if dry_run:
         console.print(f"[bold]dry run[/]: {result['would_change']:,} records would change, "
                       f"{result['would_quarantine']:,} would be quarantined")
@@ -467,10 +507,12 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
     targets = {"html": html_path, "junit": junit_path, "md": md_path}
     if not any(targets.values()):
         targets = {fmt: report_json.with_name(FILE_NAMES[fmt]) for fmt in targets}
+    console = _stdout()
     for fmt, path in targets.items():
         if path is not None:
             write_text(path, render(loaded, fmt, md_max_chars=md_max_chars))
-            _stdout().print(f"{fmt}: {path}", style="dim", highlight=False)
+            with _stdout_may_close():
+                console.print(f"{fmt}: {path}", style="dim", highlight=False)
 
 
 @main.command()
@@ -501,6 +543,12 @@ def rules_list(as_json: bool) -> None:
     """Show every check with its parameters and defaults, and the shipped presets."""
     checks = [_describe(c) for c in registry.all_checks()]
     smoke = _params(SmokeConfig)
+    with _stdout_may_close():  # `rules list | head` is a fine way to read it
+        _print_checks(checks, smoke, as_json=as_json)
+
+
+def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
+                  as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
                                "smoke": smoke, "presets": preset_names()}, indent=2))
@@ -529,6 +577,11 @@ def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
+    with _stdout_may_close():
+        _print_valid(file, ruleset)
+
+
+def _print_valid(file: Path, ruleset: RuleSet) -> None:
     console = _Console()
     console.print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
     # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 import reprlib
+import select
+import stat
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,6 +33,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     ValidationError,
+    field_validator,
 )
 
 from preflight.checks import registry
@@ -48,6 +52,9 @@ DEFAULT_PRESET = "default"
 # laughs" file fails in milliseconds instead of expanding to billions of values.
 MAX_RULES_BYTES = 10 * 2**20
 MAX_YAML_VALUES = 100_000
+# A rules file may come through a pipe (`--rules <(envsubst < r.yaml)`), but a FIFO with no
+# writer would block forever: give up when nothing arrives for this long.
+PIPE_WAIT_S = 5.0
 # An Adam beta: a decay rate in [0, 1).
 Beta = Annotated[StrictFloat, Field(ge=0, lt=1)]
 # A wrong value in an error message: its start is enough (bounded whatever its size).
@@ -232,11 +239,21 @@ class RuleSet(_Strict):
     sha256: str | None = Field(None, exclude=True)
     preset: str | None = Field(None, exclude=True)
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_the_integer_1(cls, value: Any) -> Any:
+        # Literal[1] alone takes True and 1.0 (both == 1); a format version is an integer.
+        if type(value) is not int:
+            raise ValueError(f"write `version: 1`, the integer, not {_kind(value)}")
+        return value
+
 
 class _BoundedLoader(yaml.SafeLoader):
     """PyYAML's safe loader that counts the values each node expands to (an alias counts
     as everything it stands for) and stops past ``MAX_YAML_VALUES``, or at an alias that
-    refers to a value containing it."""
+    refers to a value containing it; and that refuses a key written twice in one mapping
+    (PyYAML keeps the last, so `max_count: 0` then `max_count: 100` would open the gate).
+    A merge (``<<: *defaults``) may still be overridden by the mapping's own keys."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -257,6 +274,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 children = node.value
             elif isinstance(node, yaml.MappingNode):
                 children = [part for pair in node.value for part in pair]
+                self._refuse_duplicate_keys(node)
             size = 1 + sum(self._sizes[child] for child in children)
             if size > MAX_YAML_VALUES:
                 raise yaml.composer.ComposerError(
@@ -265,6 +283,23 @@ class _BoundedLoader(yaml.SafeLoader):
                     "needs far fewer: write the values out", event.start_mark)
             self._sizes[node] = size
         return node
+
+    def _refuse_duplicate_keys(self, node: yaml.MappingNode) -> None:
+        # Checked as the mapping is composed, before any merge is flattened into it.
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                key_node, yaml.ScalarNode
+            ):
+                continue
+            key = (key_node.tag, self.construct_scalar(key_node))
+            if key in first:
+                line = first[key].start_mark.line + 1
+                raise yaml.composer.ComposerError(
+                    None, None, f"duplicate key {key_node.value!r} (first at line {line}); a "
+                    "key may appear once in a mapping: keep the one you mean",
+                    key_node.start_mark)
+            first[key] = key_node
 
 
 # YAML 1.1 reads `1e-4` (no dot) as a string; read it as the number everyone means (YAML
@@ -380,13 +415,7 @@ def to_dict(ruleset: RuleSet) -> dict[str, Any]:
 
 
 def _load_file(path: Path, *, preset: str | None) -> RuleSet:
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_RULES_BYTES + 1)  # bounded: the path may be /dev/zero
-    except FileNotFoundError as e:
-        raise ConfigError(f"rules file not found: {path}") from e
-    except OSError as e:
-        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    raw = _read_rules(path)
     if len(raw) > MAX_RULES_BYTES:
         raise ConfigError(f"{path}: a rules file is at most {MAX_RULES_BYTES // 2**20} MiB; "
                           "this one is larger (is it the right file?)")
@@ -403,6 +432,61 @@ def _load_file(path: Path, *, preset: str | None) -> RuleSet:
         raise ConfigError(f"{path}: expected a mapping at the top level, got {_kind(data)}")
     return _validate(data, where=str(path), sha256=hashlib.sha256(raw).hexdigest(), preset=preset,
                      path=str(path))
+
+
+def _read_rules(path: Path) -> bytes:
+    """The rules file's bytes, at most ``MAX_RULES_BYTES + 1`` of them. A device, socket or
+    folder is refused before it is opened; a pipe is read without blocking for ever."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError as e:
+        raise ConfigError(f"rules file not found: {path}") from e
+    except OSError as e:
+        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"rules file {path} is a folder; give a YAML file")
+    if stat.S_ISFIFO(mode):
+        return _read_pipe(path)
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"rules file {path} is not a regular file (a device or socket); "
+                          "give a YAML file")
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_RULES_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+
+
+def _read_pipe(path: Path) -> bytes:
+    """Read a FIFO (or ``<(cmd)``) to its end, failing when nothing comes for
+    ``PIPE_WAIT_S`` seconds (no writer, or one that stalls) instead of hanging."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # does not wait for a writer
+    except OSError as e:
+        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= MAX_RULES_BYTES:
+            ready, _, _ = select.select([fd], [], [], PIPE_WAIT_S)
+            if not ready:
+                got = f"after {size:,} bytes" if size else "before any byte came"
+                raise ConfigError(
+                    f"rules file {path} is a named pipe and nothing was written to it for "
+                    f"{PIPE_WAIT_S:g} s ({got}); start its writer first, or give a YAML file")
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ConfigError(f"cannot read rules file {path}: {e.strerror}") from e
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _validate(

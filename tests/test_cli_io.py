@@ -369,6 +369,80 @@ def test_check_piped_to_head_passes(tmp_path: Path) -> None:
     assert proc.stdout.startswith(str(data))
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+@pytest.mark.parametrize("fails", [False, True])
+def test_check_with_stdout_closed_at_start_exits_with_the_verdict(tmp_path: Path, quiet: bool,
+                                                                  fails: bool) -> None:
+    # `>&-`: Python starts with sys.stdout None (was "internal error: AttributeError", exit 2).
+    data = faulty(tmp_path) if fails else write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    command = (f"{sys.executable} -m preflight check --no-smoke {data} --out out "
+               f"{'-q' if quiet else ''} >&-")
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=120, check=False)
+    assert proc.returncode == (1 if fails else 0), proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    # nothing meant for stdout landed in a file that took its descriptor
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == ("fail" if fails else "pass")
+
+
+def _printing_commands(tmp_path: Path) -> dict[str, tuple[list[str], int]]:
+    """Each command that prints to stdout, with the exit code it must keep."""
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    bad = faulty(tmp_path)
+    (tmp_path / "r.yaml").write_text("rules:\n  - {id: a, check: empty}\n")
+    assert invoke("check", "--no-smoke", data, "--out", tmp_path / "ok").exit_code == 0
+    assert invoke("check", "--no-smoke", bad, "--out", tmp_path / "bad").exit_code == 1
+    return {
+        "rules-list": (["rules", "list"], 0),
+        "rules-list-json": (["rules", "list", "--json"], 0),
+        "rules-validate": (["rules", "validate", "r.yaml"], 0),
+        "report-render": (["report", "render", "ok/report.json", "--md", "r.md"], 0),
+        "diff-worse": (["diff", "ok/report.json", "bad/report.json"], 1),
+        "fix": (["fix", str(data), "--out", "c.jsonl", "--quarantine", "q.jsonl"], 0),
+        "fix-dry-run": (["fix", str(bad), "--out", "c2.jsonl", "--quarantine", "q2.jsonl",
+                         "--dry-run"], 0),
+        "check": (["check", "--no-smoke", str(bad), "--out", "again"], 1),
+    }
+
+
+COMMANDS = ["rules-list", "rules-list-json", "rules-validate", "report-render", "diff-worse",
+            "fix", "fix-dry-run", "check"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_printing_command_survives_a_reader_gone(tmp_path: Path, command: str) -> None:
+    # `preflight rules list | head -1` was a BrokenPipeError traceback and exit 1.
+    args, code = _printing_commands(tmp_path)[command]
+    proc = subprocess.Popen([sys.executable, "-m", "preflight", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before anything is written: EPIPE
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == code, stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert "Broken pipe" not in stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_printing_command_runs_with_stdout_closed(tmp_path: Path, command: str) -> None:
+    args, code = _printing_commands(tmp_path)[command]
+    line = " ".join([sys.executable, "-m", "preflight", *args, ">&-"])
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, text=True, capture_output=True,
+                          timeout=120, check=False)
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_rules_list_piped_to_head_exits_quietly(tmp_path: Path) -> None:
+    command = f"{sys.executable} -m preflight rules list | head -1"
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=120, check=False)
+    assert proc.returncode in (0, 141), proc.stderr
+    assert proc.stdout.startswith("Every rule takes")
+    assert proc.stderr == ""
+
+
 def test_an_io_failure_nothing_else_named_is_still_exit_3(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import preflight.pipeline

@@ -3,9 +3,15 @@ path and what was expected — through ``load_rules``, ``rules validate`` and ``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import os
+import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, get_args, get_origin
@@ -15,6 +21,7 @@ from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from preflight import config
 from preflight.checks import registry
 from preflight.cli import main
 from preflight.config import ModelFacts, Rule, RuleSet, SmokeConfig, load_rules, preset_names
@@ -221,6 +228,37 @@ BAD_RULES: list[tuple[str, str, list[str]]] = [
         "fields: &f {text: [*f]}\n" + RULE,
         ["YAML", "alias *f refers to a value that contains it"],
     ),
+    # PyYAML keeps the last of two equal keys: each of these opened the gate.
+    (
+        "duplicate-key-in-a-rule",
+        "rules:\n  - {id: e, check: empty, max_count: 0, max_count: 100}\n",
+        ["line 2", "duplicate key 'max_count'", "keep the one you mean"],
+    ),
+    (
+        "duplicate-top-level-key",
+        RULE + "rules:\n  - {id: b, check: empty, severity: info}\n",
+        ["line 3", "duplicate key 'rules' (first at line 1)"],
+    ),
+    (
+        "duplicate-severity",
+        "rules:\n  - id: e\n    check: empty\n    severity: error\n    severity: info\n",
+        ["line 5", "duplicate key 'severity' (first at line 4)"],
+    ),
+    (
+        "duplicate-key-quoted-differently",
+        "fields: {text: a, 'text': b}\n" + RULE,
+        ["line 1", "duplicate key 'text'"],
+    ),
+    (
+        "boolean-version",
+        "version: true\n" + RULE,
+        ["version", "write `version: 1`", "True"],
+    ),
+    (
+        "float-version",
+        "version: 1.0\n" + RULE,
+        ["version", "write `version: 1`"],
+    ),
 ]
 CASE_IDS = [c[0] for c in BAD_RULES]
 
@@ -404,10 +442,82 @@ def test_anchors_and_aliases_that_share_settings_still_load(tmp_path: Path) -> N
     assert [r.allowed() for r in load_rules(path).rules] == [(2, None), (2, None)]
 
 
+def test_a_merge_key_may_be_overridden_and_version_1_loads(tmp_path: Path) -> None:
+    # `<<: *r` then the mapping's own `max_count` is an override, not a duplicate key.
+    path = tmp_path / "rules.yaml"
+    path.write_text("version: 1\nrules:\n  - &r {id: a, check: empty, severity: warn}\n"
+                    "  - {<<: *r, id: b, severity: error}\n")
+    ruleset = load_rules(path)
+    assert ruleset.version == 1
+    assert [(r.id, r.severity) for r in ruleset.rules] == [("a", "warn"), ("b", "error")]
+
+
 def test_rules_file_that_never_ends_is_refused(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["rules", "validate", "/dev/zero"])
+    result = CliRunner().invoke(main, ["rules", "validate", "/dev/zero"])  # only read
+    assert result.exit_code == 2, result.output[:500]
+    assert "/dev/zero is not a regular file" in flat(result.stderr)
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=_write_until_closed, args=(fifo,), daemon=True)
+    writer.start()
+    result = CliRunner().invoke(main, ["rules", "validate", str(fifo)])
     assert result.exit_code == 2, result.output[:500]
     assert "a rules file is at most 10 MiB" in flat(result.stderr)
+    writer.join(timeout=10)
+
+
+def _write_until_closed(fifo: Path) -> None:
+    with contextlib.suppress(BrokenPipeError), fifo.open("wb") as f:
+        while True:
+            f.write(b"# " + b"x" * 65_000 + b"\n")
+
+
+def test_rules_fifo_without_a_writer_is_exit_2_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config, "PIPE_WAIT_S", 0.5)
+    fifo = tmp_path / "rules.yaml"
+    os.mkfifo(fifo)
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"text": "hello there"}) + "\n")
+    started = time.perf_counter()
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(data), "--rules", str(fifo),
+                                       "--out", str(tmp_path / "out")])
+    assert time.perf_counter() - started < 5
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    message = flat(result.stderr)
+    assert str(fifo) in squash(result.stderr)
+    assert "named pipe" in message and "nothing was written to it" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_rules_through_a_pipe_still_load(tmp_path: Path) -> None:
+    # `--rules <(cat r.yaml)`: a pipe that has a writer is read to its end.
+    (tmp_path / "r.yaml").write_text(RULE)
+    proc = subprocess.run(
+        ["bash", "-c", f"{sys.executable} -m preflight rules validate <(cat r.yaml)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "valid" in proc.stdout and "(1 rules)" in proc.stdout
+    fifo = tmp_path / "late.yaml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: (time.sleep(0.3), fifo.write_text(RULE)))
+    writer.start()
+    assert [r.id for r in load_rules(fifo).rules] == ["a"]
+    writer.join()
+
+
+def test_rules_file_that_is_a_folder_or_socket_is_exit_2(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["rules", "validate", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "is a folder; give a YAML file" in flat(result.stderr)
+    sock_path = tmp_path / "s.yaml"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        result = CliRunner().invoke(main, ["rules", "validate", str(sock_path)])
+    assert result.exit_code == 2, result.output
+    assert "is not a regular file" in flat(result.stderr)
 
 
 def test_a_long_wrong_value_is_quoted_short(tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ Every input is read more than once (the smoke sample and near-duplicate confirma
 it again), so only regular files are read: a named pipe or a device is refused (exit 3)
 rather than opened twice or read forever. In a folder of shards, what is not read is
 listed in ``Source.skipped`` with the reason (sub-folders, names starting with ``.`` or
-``_``, files of no known format); a broken or looping symbolic link is an ``InputError``.
+``_``, files of no known format), and in a ``save_to_disk`` folder, data files that its
+``state.json`` does not list; a broken or looping symbolic link, or a shard that
+``state.json`` lists but the folder lacks, is an ``InputError``.
 """
 
 from __future__ import annotations
@@ -219,22 +221,76 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
     return source
 
 
+# The files ``save_to_disk`` writes beside the shards that ``state.json`` lists.
+_DATASET_META = frozenset({"state.json", "dataset_info.json"})
+
+
 def _saved_dataset(path: Path) -> Source:
-    state = json.loads((path / "state.json").read_text())
-    files = [path / f["filename"] for f in state.get("_data_files", [])]
-    if not files:
-        raise InputError(f"{path}/state.json lists no data files")
+    files = _listed_shards(path)
     source = Source(format="datasets", path=str(path), files=files, global_rows=True)
-    source.total = sum(p.stat().st_size for p in files)
+    source.total = sum(_stat(p).st_size for p in files)
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as e:
+        raise InputError(f"cannot list the folder {path}: {e.strerror}") from e
+    listed = set(files)
+    source.skipped = [(p.name, "not listed in state.json") for p in entries
+                      if p not in listed and p.name not in _DATASET_META
+                      and format_of(p) is not None]
 
     def batches() -> Iterator[Batch]:
         st: dict[str, Any] = {"hashes": [], "bytes": 0, "row": 0}
         for index, p in enumerate(files):
-            yield from arrow.read_ipc(p, index, None, st)
+            try:
+                yield from arrow.read_ipc(p, index, None, st)
+            except InputError:
+                raise
+            except READ_ERRORS as e:
+                raise InputError(f"cannot read {p}: {e}") from e
         source._fingerprint = file_fingerprint(st)
 
     source._batches = batches
     return source
+
+
+def _listed_shards(path: Path) -> list[Path]:
+    """The shards a ``save_to_disk`` folder's ``state.json`` lists, each checked to be a
+    regular file in the folder (``InputError`` naming the one that is not)."""
+    state_path = path / "state.json"
+    try:
+        state = json.loads(state_path.read_bytes())
+    except OSError as e:
+        raise InputError(f"cannot read {state_path}: {e.strerror}") from e
+    except ValueError as e:  # not JSON, not UTF-8
+        raise InputError(f"{state_path} is not valid JSON ({e}); save the dataset again with "
+                         "save_to_disk") from e
+    entries = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(entries, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("filename"), str) for f in entries
+    ):
+        raise InputError(f"{state_path} does not list its data files as datasets writes them "
+                         '("_data_files": [{"filename": ...}, ...]); save the dataset again')
+    names = [f["filename"] for f in entries]
+    if not names:
+        raise InputError(f"{state_path} lists no data files")
+    files = []
+    for name in names:
+        if Path(name).name != name or name in (".", ".."):
+            raise InputError(f"{state_path} lists {name!r}, which is not a file name in "
+                             f"{path}; save the dataset again")
+        shard = path / name
+        try:
+            st = shard.stat()
+        except FileNotFoundError as e:
+            raise InputError(f"{state_path} lists {name}, which is missing from {path}; "
+                             "restore it, or save the dataset again") from e
+        except OSError as e:
+            raise InputError(f"cannot read {shard}: {e.strerror}") from e
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{shard} is {_kind(st.st_mode)}, not a regular file; preflight "
+                             "reads its input more than once: replace it with a file")
+        files.append(shard)
+    return files
 
 
 def _dataset_object(ds: Any) -> Source:

@@ -1,5 +1,18 @@
 """Arrow-native readers (Parquet, Arrow IPC / Feather, ``datasets`` shards) and the one
-conversion every reader ends in: an Arrow table to a ``Batch``."""
+conversion every reader ends in: an Arrow table to a ``Batch``.
+
+Some Arrow types have no polars counterpart, and ``pl.from_arrow`` panics or fails on them,
+so the checks' view of such a column is converted first (the data file is not touched):
+
+- ``decimal256`` → string (every digit kept; polars' decimals stop at 38 digits);
+- ``month_day_nano_interval`` → struct ``{months, days, nanoseconds}`` (what polars itself
+  offers with ``POLARS_IMPORT_INTERVAL_AS_STRUCT``);
+- a union → string, each value as its own member type casts to string;
+- ``list_view`` / ``large_list_view`` → list / large list; run-end encoded → its values.
+
+Inside structs and lists too. A column that still cannot be converted (a union member with no
+string form, a map of such types) is an ``InputError`` naming the column and its type.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +23,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from polars.exceptions import PanicException, PolarsError
 
 from preflight.batch import Batch
 from preflight.errors import InputError
@@ -22,7 +37,14 @@ BATCH_ROWS = 65_536
 def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
                    label: str | None) -> Batch:
     """Wrap an Arrow table as a batch; ``rows`` is the row array or the first row number."""
-    frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
+    table = polars_readable(table)
+    try:
+        frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
+    except (PolarsError, PanicException) as e:  # a type this module does not know yet
+        types = ", ".join(f"{f.name!r}: {f.type}" for f in table.schema)
+        raise InputError(f"polars cannot take these Arrow columns ({types}): {e}; cast the "
+                         "column it names to a plain type (string, int64, float64) or drop "
+                         "it, and check again") from e
     assert isinstance(frame, pl.DataFrame)
     categorical = [n for n, t in frame.schema.items() if isinstance(t, pl.Categorical | pl.Enum)]
     if categorical:  # dictionary-encoded strings are still text
@@ -30,6 +52,126 @@ def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
     if isinstance(rows, int):
         rows = np.arange(rows, rows + table.num_rows, dtype=np.int64)
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index)
+
+
+def polars_readable(table: pa.Table) -> pa.Table:
+    """``table`` with each column of a type polars cannot take converted to one it can (see
+    the module docstring); the same table when there is none. ``InputError`` naming the
+    column when one cannot be converted."""
+    if not any(_unreadable(f.type) for f in table.schema):
+        return table
+    columns = []
+    for f, column in zip(table.schema, table.columns, strict=True):
+        if not _unreadable(f.type):
+            columns.append(column)
+            continue
+        try:
+            chunks = [_readable(c) for c in column.chunks or [pa.nulls(0, f.type)]]
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, _NoPolarsType) as e:
+            raise InputError(
+                f"column {f.name!r} has the Arrow type {f.type}, which polars cannot read and "
+                f"preflight cannot convert ({e}); cast it to a plain type (string, int64, "
+                "float64, a list or struct of them) or drop it, and check again") from e
+        columns.append(pa.chunked_array(chunks, type=chunks[0].type))
+    fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(table.schema, columns,
+                                                                   strict=True)]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
+
+
+class _NoPolarsType(Exception):
+    """A value of this Arrow type has no conversion to a polars type."""
+
+
+def _unreadable(t: pa.DataType) -> bool:
+    """Whether ``t`` is, or holds, a type ``pl.from_arrow`` cannot take."""
+    if (pa.types.is_decimal256(t) or pa.types.is_interval(t) or pa.types.is_union(t)
+            or pa.types.is_list_view(t) or pa.types.is_large_list_view(t)
+            or pa.types.is_run_end_encoded(t)):
+        return True
+    if pa.types.is_dictionary(t):
+        return _unreadable(t.value_type)
+    if pa.types.is_map(t):
+        return _unreadable(t.key_type) or _unreadable(t.item_type)
+    return any(_unreadable(t.field(i).type) for i in range(t.num_fields))
+
+
+_INTERVAL = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+
+
+def _readable(arr: pa.Array) -> pa.Array:
+    """``arr`` converted to types polars can take (the module docstring says which)."""
+    t = arr.type
+    if not _unreadable(t):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_decimal256(t):
+        return arr.cast(pa.string())
+    if pa.types.is_interval(t):  # month_day_nano: 16 bytes a value, split into its parts
+        parts = np.frombuffer(arr.buffers()[1], dtype=_INTERVAL, count=arr.offset + len(arr))
+        parts = parts[arr.offset:]
+        return pa.StructArray.from_arrays([pa.array(parts[n]) for n in _INTERVAL.names],
+                                          names=list(_INTERVAL.names), mask=mask)
+    if pa.types.is_run_end_encoded(t):
+        return _readable(pc.run_end_decode(arr))
+    if pa.types.is_dictionary(t):
+        return _readable(arr.dictionary_decode())
+    if pa.types.is_union(t):
+        return _union_as_string(arr)
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        # (pyarrow 26's list_view -> list cast writes an invalid array: rebuild the offsets)
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        cls = pa.ListArray if pa.types.is_list_view(t) else pa.LargeListArray
+        return cls.from_arrays(pa.array(offsets.astype(np.int32 if cls is pa.ListArray
+                                                       else np.int64)),
+                               _readable(pc.list_flatten(arr)), mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        # Offsets rebased to 0 and children cut to match (a null mask with the offsets of
+        # a slice is refused by from_arrays).
+        offsets = arr.offsets.to_numpy(zero_copy_only=False)
+        start, end = int(offsets[0]), int(offsets[-1])
+        rebased = pa.array(offsets - start)
+        if pa.types.is_map(t):
+            return pa.MapArray.from_arrays(rebased, _readable(arr.keys.slice(start, end - start)),
+                                           _readable(arr.items.slice(start, end - start)),
+                                           mask=mask)
+        cls = pa.ListArray if pa.types.is_list(t) else pa.LargeListArray
+        return cls.from_arrays(rebased, _readable(arr.values.slice(start, end - start)),
+                               mask=mask)
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        values = arr.values.slice(arr.offset * size, len(arr) * size)
+        return pa.FixedSizeListArray.from_arrays(_readable(values), size, mask=mask)
+    if pa.types.is_struct(t):  # flatten(): children sliced like the parent
+        children = [_readable(c) for c in arr.flatten()]
+        fields = [pa.field(t.field(i).name, c.type, t.field(i).nullable)
+                  for i, c in enumerate(children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    raise _NoPolarsType(f"no conversion for {t}")
+
+
+def _union_as_string(arr: pa.UnionArray) -> pa.Array:
+    """Each value of a union as a string, from the member it holds."""
+    t = arr.type
+    dense = t.mode == "dense"
+    # From the buffers: pyarrow's type_codes and offsets ignore a slice's offset.
+    window = slice(arr.offset, arr.offset + len(arr))
+    type_codes = np.frombuffer(arr.buffers()[1], dtype=np.int8)[window]
+    offsets = np.frombuffer(arr.buffers()[2], dtype=np.int32)[window] if dense else None
+    index = np.zeros(len(arr), dtype=np.int8)  # type code -> member position
+    members = []
+    for pos, code in enumerate(t.type_codes):
+        try:
+            as_text = _readable(arr.field(pos)).cast(pa.string())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
+            raise _NoPolarsType(f"union member {t.field(pos).name!r} of type "
+                                f"{t.field(pos).type} has no string form") from e
+        held = type_codes == code
+        index[held] = pos
+        if offsets is not None:  # a dense member holds only its own values, by offset
+            as_text = as_text.take(pa.array(np.where(held, offsets, 0), mask=~held))
+        members.append(as_text)
+    return pc.choose(pa.array(index), *members)
 
 
 def _rebatch(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import decimal
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -10,8 +14,11 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
+from preflight.cli import main
 from preflight.errors import InputError
+from preflight.source import arrow
 from tests.source.helpers import read, values
 
 
@@ -78,3 +85,109 @@ def test_corrupt_arrow_is_an_input_error(tmp_path: Path) -> None:
     path.write_bytes(b"not arrow at all")
     with pytest.raises(InputError):
         read(path)
+
+
+# -- Arrow types polars cannot take: the checks see a converted column, never a crash -------
+
+D = decimal.Decimal
+# (case, column, what the checks' view of it holds)
+UNREADABLE: list[tuple[str, Callable[[], pa.Array], list[Any]]] = [
+    ("decimal256", lambda: pa.array([D("1234567890123456789012345678901234567890.5"), None,
+                                     D("-1"), D(0)], pa.decimal256(50, 10)),
+     ["1234567890123456789012345678901234567890.5000000000", None, "-1.0000000000",
+      "0E-10"]),
+    ("month_day_nano_interval",
+     lambda: pa.array([pa.MonthDayNano([1, 2, 3]), None, pa.MonthDayNano([-1, 0, 10**12]),
+                       pa.MonthDayNano([0, 0, 0])], pa.month_day_nano_interval()),
+     [{"months": 1, "days": 2, "nanoseconds": 3}, None,
+      {"months": -1, "days": 0, "nanoseconds": 10**12},
+      {"months": 0, "days": 0, "nanoseconds": 0}]),
+    ("sparse_union",
+     lambda: pa.UnionArray.from_sparse(pa.array([0, 1, 0, 1], pa.int8()),
+                                       [pa.array([1, 2, None, 4]),
+                                        pa.array(["w", "x", "y", "z"])], ["i", "s"]),
+     ["1", "x", None, "z"]),
+    ("dense_union",
+     lambda: pa.UnionArray.from_dense(pa.array([0, 1, 0, 1], pa.int8()),
+                                      pa.array([0, 0, 1, 1], pa.int32()),
+                                      [pa.array([1, None]), pa.array(["x", "z"])], ["i", "s"]),
+     ["1", "x", None, "z"]),
+    ("list_view", lambda: pa.array([[1, 2], None, [], [3]], pa.list_view(pa.int64())),
+     [[1, 2], None, [], [3]]),
+    ("large_list_view",
+     lambda: pa.array([["a"], None, [], ["b", "c"]], pa.large_list_view(pa.string())),
+     [["a"], None, [], ["b", "c"]]),
+    ("run_end_encoded",
+     lambda: pa.RunEndEncodedArray.from_arrays(pa.array([2, 3, 4], pa.int32()),
+                                               pa.array(["a", None, "b"])),
+     ["a", "a", None, "b"]),
+    ("struct_of_decimal256",
+     lambda: pa.array([{"d": D(1)}, None, {"d": None}, {"d": D(2)}],
+                      pa.struct([("d", pa.decimal256(50, 2))])),
+     [{"d": "1.00"}, None, {"d": None}, {"d": "2.00"}]),
+    ("list_of_decimal256",
+     lambda: pa.array([[D(1)], None, [], [D(2), None]], pa.list_(pa.decimal256(50, 2))),
+     [["1.00"], None, [], ["2.00", None]]),
+]
+UNREADABLE_IDS = [c[0] for c in UNREADABLE]
+
+
+def _with_text(column: pa.Array) -> pa.Table:
+    return pa.table({"id": ["a", "b", "c", "d"],
+                     "text": ["One river.", "Two rivers.", "Three hills.", "Four lakes."],
+                     "odd": column})
+
+
+def _written(tmp_path: Path, name: str, table: pa.Table) -> Path:
+    path = tmp_path / name
+    try:
+        WRITERS[name](path, table)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        pytest.skip(f"this pyarrow cannot write {table.schema.field('odd').type} "
+                    f"to {path.suffix}: {e}")
+    return path
+
+
+@pytest.mark.parametrize("name", ["d.parquet", "d.arrow"])
+@pytest.mark.parametrize(("case", "make", "seen"), UNREADABLE, ids=UNREADABLE_IDS)
+def test_a_type_polars_cannot_take_is_converted_for_the_checks(
+    tmp_path: Path, case: str, make: Callable[[], pa.Array], seen: list[Any], name: str
+) -> None:
+    path = _written(tmp_path, name, _with_text(make()))
+    assert values(read(path), "odd") == seen  # was a Rust panic or a polars ComputeError
+    # a slice (offset into the buffers) reads the same
+    assert arrow.table_to_batch(_with_text(make()).slice(1), 1, 0, None).frame[
+        "odd"].to_list() == seen[1:]
+
+
+@pytest.mark.parametrize("name", ["d.parquet", "d.arrow"])
+@pytest.mark.parametrize(("case", "make", "seen"), UNREADABLE, ids=UNREADABLE_IDS)
+def test_check_on_a_type_polars_cannot_take_gives_a_verdict(
+    tmp_path: Path, case: str, make: Callable[[], pa.Array], seen: list[Any], name: str
+) -> None:
+    path = _written(tmp_path, name, _with_text(make()))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(path), "--out", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    assert "internal error" not in result.output
+    assert json.loads((out / "report.json").read_text())["source"]["records"] == 4
+
+
+def test_a_union_member_with_no_string_form_is_exit_3_naming_the_column(
+    tmp_path: Path
+) -> None:
+    column = pa.UnionArray.from_sparse(pa.array([0, 1, 0, 1], pa.int8()),
+                                       [pa.array([1, 2, 3, 4]), pa.array([[1], [2], [3], [4]])],
+                                       ["i", "l"])
+    path = tmp_path / "d.arrow"
+    _write_ipc_file(path, _with_text(column))
+    with pytest.raises(InputError) as e:
+        read(path)
+    assert e.value.exit_code == 3
+    for part in ("column 'odd'", "sparse_union<i: int64=0, l: list<item: int64>=1>",
+                 "member 'l'", "cast it to a plain type"):
+        assert part in str(e.value)
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(path),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "internal error" not in result.output and "'odd'" in result.output

@@ -3,6 +3,7 @@ and the fingerprint of what was read."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from preflight.batch import Batch
+from preflight.cli import main
 from preflight.errors import InputError
 from preflight.source import open_source
 from tests.source.helpers import values
@@ -140,3 +143,47 @@ def test_folder_fingerprint_changes_when_one_shard_changes(tmp_path: Path) -> No
     assert _fingerprint(tmp_path) == first
     (tmp_path / "b.jsonl").write_text('{"i": 2}\n')
     assert _fingerprint(tmp_path)["xxh3_128"] != first["xxh3_128"]
+
+
+def test_saved_dataset_missing_a_listed_shard_is_exit_3_naming_it(tmp_path: Path) -> None:
+    _dataset().save_to_disk(str(tmp_path / "ds"), num_shards=2)
+    shard = sorted((tmp_path / "ds").glob("*.arrow"))[1]
+    shard.unlink()
+    with pytest.raises(InputError) as e:
+        open_source(tmp_path / "ds")  # was FileNotFoundError: "internal error", exit 2
+    assert e.value.exit_code == 3
+    assert f"lists {shard.name}, which is missing" in str(e.value)
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(tmp_path / "ds"),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "internal error" not in result.output and shard.name in result.output
+
+
+@pytest.mark.parametrize(("state", "says"), [
+    ("{not json", "is not valid JSON"),
+    ('{"_data_files": [{"name": "x.arrow"}]}', "does not list its data files"),
+    ('{"_data_files": [{"filename": "../elsewhere.arrow"}]}', "not a file name in"),
+])
+def test_saved_dataset_with_a_broken_state_json_is_exit_3(tmp_path: Path, state: str,
+                                                          says: str) -> None:
+    _dataset().save_to_disk(str(tmp_path / "ds"))
+    (tmp_path / "ds" / "state.json").write_text(state)
+    with pytest.raises(InputError, match=says) as e:
+        open_source(tmp_path / "ds")
+    assert e.value.exit_code == 3
+
+
+def test_saved_dataset_names_an_arrow_file_state_json_does_not_list(tmp_path: Path) -> None:
+    _dataset().save_to_disk(str(tmp_path / "ds"))
+    extra = tmp_path / "ds" / "data-00001-of-00002.arrow"
+    extra.write_bytes(next((tmp_path / "ds").glob("data-00000*.arrow")).read_bytes())
+    source = open_source(tmp_path / "ds")
+    assert source.skipped == [(extra.name, "not listed in state.json")]
+    assert values(list(source.batches()), "text") == [f"t{i}" for i in range(10)]  # not read
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(tmp_path / "ds"),
+                                       "--out", str(out)])
+    assert extra.name in result.output and "not listed in state.json" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["source"]["skipped"] == [{"path": extra.name,
+                                            "reason": "not listed in state.json"}]
