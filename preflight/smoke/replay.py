@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from preflight.errors import ConfigError
+from preflight.tempfiles import atomic_write
 
 FORMAT = "preflight-smoke-replay"
 VERSION = 1
@@ -21,16 +22,16 @@ def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dic
          batch: tuple[Any, Any], initial: dict[str, torch.Tensor], rows: list[int],
          ids: list[str], files: list[str | None], failure: str | None,
          exempt: list[str]) -> Path:
-    """Write the replay file (to a temporary name, then renamed). ``exempt``: the input
-    paths that are non-finite by design (masks), which the rerun must not call faults."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({
-        "format": FORMAT, "version": VERSION, "task": task, "model": model, "spec": spec,
-        "config": config, "inputs": _plain(batch[0]), "targets": _plain(batch[1]),
-        "initial": {k: v.detach().cpu() for k, v in initial.items()},
-        "rows": rows, "ids": ids, "files": files, "failure": failure, "exempt": exempt,
-    }, tmp)
-    tmp.replace(path)
+    """Write the replay file (to a temporary name carrying the pid, renamed when complete;
+    deleted on an error or Ctrl-C). ``exempt``: the input paths that are non-finite by
+    design (masks), which the rerun must not call faults."""
+    with atomic_write(path) as tmp:
+        torch.save({
+            "format": FORMAT, "version": VERSION, "task": task, "model": model, "spec": spec,
+            "config": config, "inputs": _plain(batch[0]), "targets": _plain(batch[1]),
+            "initial": {k: v.detach().cpu() for k, v in initial.items()},
+            "rows": rows, "ids": ids, "files": files, "failure": failure, "exempt": exempt,
+        }, tmp)
     return path
 
 

@@ -396,3 +396,22 @@ def test_unusable_checkpoint_exits_2(tmp_path: Path, make: Any, message: str) ->
     assert result.exit_code == 2, result.output
     assert message.format(path=ckpt) in flat(result.output)
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+def test_an_interrupted_replay_save_leaves_no_temporary(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from preflight.smoke.replay import save
+
+    def interrupted(obj: object, f: object) -> None:
+        Path(str(f)).write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", interrupted)
+    target = tmp_path / "smoke-replay.pt"
+    with pytest.raises(KeyboardInterrupt):
+        save(target, task="lm", model="built-in:lm", spec={}, config={},
+                         batch=({}, torch.zeros(1)), initial={}, rows=[], ids=[], files=[],
+                         failure=None, exempt=[])
+    assert list(tmp_path.iterdir()) == []
