@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import sys
@@ -59,6 +58,7 @@ sys.path.insert(0, str(HERE))
 from bench_check import MB, ensure_corpus, find_preflight, warm_cache  # noqa: E402
 from bench_fix import count_lines, measure, remove  # noqa: E402
 from bench_scale import DEFAULT_SRC  # noqa: E402
+from bench_smoke import OtherLoad  # noqa: E402
 
 FLUSH_BYTES = 4 * 1024 * 1024
 BROKEN_TAIL = ' "missing comma"}'
@@ -180,29 +180,6 @@ def verify(
     counts["verified"] = not problems
     counts["problems"] = problems
     return counts
-
-
-class OtherLoad:
-    """Cores kept busy by other processes since it was made: the machine's busy CPU time
-    (``/proc/stat``) less this process's and its reaped children's, over the wall clock (as
-    in ``bench_smoke.py``). Timings are only worth recording when this stays near 0."""
-
-    def __init__(self) -> None:
-        self.start = self._sample()
-
-    @staticmethod
-    def _sample() -> tuple[float, float, float]:
-        mine = sum(os.times()[:4])
-        try:
-            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-            busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            busy = math.nan
-        return time.perf_counter(), busy, mine
-
-    def cores(self) -> float:
-        (t0, busy0, mine0), (t1, busy1, mine1) = self.start, self._sample()
-        return round(max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / max(t1 - t0, 1e-9)), 2)
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

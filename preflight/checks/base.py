@@ -184,3 +184,17 @@ def findings(
         else:
             cols[name] = pl.repeat(value, n, eager=True, dtype=FINDING_SCHEMA[name])
     return pl.DataFrame(cols)
+
+
+def corpus_findings(details: list[tuple[str, str]]) -> pl.DataFrame | None:
+    """Findings that name no record (a corpus-level mismatch), from (code, detail) pairs;
+    None when there are none."""
+    if not details:
+        return None
+    n = len(details)
+    return findings(
+        {"file_index": pl.Series([None] * n, dtype=pl.Int32),
+         "row": pl.Series([None] * n, dtype=pl.Int64)},
+        [c for c, _ in details],
+        [d for _, d in details],
+    )

@@ -32,7 +32,7 @@ import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
 from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
-from preflight.checks.base import Check, Context, Params, findings
+from preflight.checks.base import Check, Context, Params, corpus_findings, findings
 from preflight.checks.registry import register
 
 # Float token values are clipped into Int64 before the range test (1e30 stays out of range).
@@ -220,15 +220,7 @@ class LabelRange(Check):
              f"labels ({self._counts[k] / total:.1%}), more than max_class_share {share}")
             for k in self._dominant
         ]
-        if not details:
-            return None
-        n = len(details)
-        return findings(
-            {"file_index": pl.Series([None] * n, dtype=pl.Int32),
-             "row": pl.Series([None] * n, dtype=pl.Int64)},
-            [c for c, _ in details],
-            [d for _, d in details],
-        )
+        return corpus_findings(details)
 
     def summary(self) -> dict[str, Any]:
         if self._classes is None:

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from preflight.batch import Batch
-from preflight.checks.base import Check, Context, Params, findings
+from preflight.checks.base import Check, Context, Params, corpus_findings, findings
 from preflight.checks.model_text import documents, token_ids
 from preflight.checks.registry import register
 from preflight.tokenizer import TokenCounter
@@ -157,15 +157,7 @@ class Vocab(Check):
         if self.tok is None or self.size is None:
             return None
         details = self._mismatch(self.tok, self.size) + self._specials(self.tok, self.size)
-        if not details:
-            return None
-        n = len(details)
-        return findings(
-            {"file_index": pl.Series([None] * n, dtype=pl.Int32),
-             "row": pl.Series([None] * n, dtype=pl.Int64)},
-            [c for c, _ in details],
-            [d for _, d in details],
-        )
+        return corpus_findings(details)
 
     def _mismatch(self, tok: TokenCounter, size: int) -> list[tuple[str, str]]:
         base = tok.base_max_id if tok.base_max_id is not None else (tok.vocab_size or 0) - 1

@@ -27,12 +27,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from preflight.errors import ConfigError
 from preflight.hf_folder import folder_of
 from preflight.smoke.encode import IGNORE, NOT_A_CLASS, Encoded, Encoder, _window
-from preflight.smoke.models import lm_loss
+from preflight.smoke.models import classification_loss, lm_loss, regression_loss
 from preflight.text import first_line
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -236,16 +235,6 @@ def causal_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy over the labels as a causal LM takes them (unshifted, -100
     ignored): the mean over every counted token, as ``transformers`` computes it."""
     return lm_loss(logits[:, :-1], labels[:, 1:])
-
-
-def classification_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over the classes."""
-    return F.cross_entropy(logits.float(), targets)
-
-
-def regression_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean squared error."""
-    return F.mse_loss(outputs.float(), targets.float())
 
 
 LOSSES = {"lm": causal_loss, "chat": causal_loss, "classification": classification_loss,
