@@ -610,3 +610,34 @@ def test_a_malformed_line_is_quarantined_exactly_as_written(tmp_path: Path) -> N
     src.write_bytes(b'  {oops}  \r\n' + json.dumps({"id": 1, "text": PLAIN[0]}).encode() + b"\n")
     _, _, entries = fix(src, tmp_path / "out")
     assert entries[0]["raw"] == "  {oops}  "
+
+
+def test_a_killed_fix_leaves_temporaries_the_next_run_sweeps(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    src = tmp_path / "in.jsonl"
+    with open(src, "w") as f:
+        for k in range(150_000):
+            f.write(json.dumps({"id": k, "text": f"{PLAIN[k % 3]} Zero\u200bwidth {k}"}) + "\n")
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "preflight", "fix", str(src), "--out", str(out / "c.jsonl"),
+            "--quarantine", str(out / "q.jsonl"), "--quiet"]
+    proc = subprocess.Popen(args)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.is_dir() and any(p.name.endswith(".tmp.jsonl") for p in out.iterdir()):
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "fix finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any(".preflight-" in p.name for p in out.iterdir())  # the killed run's leftovers
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["c.jsonl", "fix-manifest.json", "q.jsonl"]
+    assert len(out.joinpath("c.jsonl").read_bytes().splitlines()) == 150_000
