@@ -13,11 +13,14 @@ boundary and appends ``--marker``. ``drop``, ``keep_first`` (for the non-first m
 duplicate cluster) and ``quarantine`` move the record to the quarantine, next to its row, id
 and reasons, untouched. ``none`` leaves it be.
 
-Invariants: every input record (malformed lines too, kept verbatim) ends in exactly one of the
-two outputs, in input order; the input is never modified; outputs are written under a
-temporary name in their folder and renamed when complete; the quarantine file is always
-written. After writing, the gate runs again on the clean output with the rules that have a
-fix action, and records it still flags (a repair or a truncation can make two records equal)
+Invariants: every input unit (record, malformed line, bad element or row, kept as written)
+ends in exactly one of the two outputs, in input order; untouched records are copied as they
+were (bytes for JSON Lines and CSV, values and schema for Parquet/Arrow: ``units`` reads them
+natively, ``writers`` keeps them) and a changed one differs only in the text value changed;
+the input is never modified; outputs are written under temporary names in their folders and
+all renamed only when every one is complete; the quarantine file is always written. After
+writing, the gate runs again on the clean output with the rules that have a fix action and
+read text, and records it still flags (a repair or a truncation can make two records equal)
 go to the quarantine in another round, so running ``fix`` on its own output changes nothing.
 """
 
