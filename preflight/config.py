@@ -292,6 +292,10 @@ class _BoundedLoader(yaml.SafeLoader):
                 key_node, yaml.ScalarNode
             ):
                 continue
+            if key_node.tag != "tag:yaml.org,2002:str":
+                raise yaml.composer.ComposerError(
+                    None, None, f"the key {key_node.value!r} is not a string; every key in a "
+                    "rules file is a name (quote it if you mean the text)", key_node.start_mark)
             key = (key_node.tag, self.construct_scalar(key_node))
             if key in first:
                 line = first[key].start_mark.line + 1

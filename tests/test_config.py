@@ -32,6 +32,11 @@ RULE = "rules:\n  - {id: a, check: empty}\n"
 # (case id, rules file text, substrings the message must contain)
 BAD_RULES: list[tuple[str, str, list[str]]] = [
     (
+        "non-string-key",
+        "rules:\n  - {id: a, check: empty, 1: 2}\n",
+        ["is not a string"],
+    ),
+    (
         "typo-in-common-key",
         "rules:\n  - {id: a, check: empty, max_fracton: 0.1}\n",
         ["rules[0]", "max_fracton", "'max_fraction'"],

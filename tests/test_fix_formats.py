@@ -641,3 +641,55 @@ def test_a_killed_fix_leaves_temporaries_the_next_run_sweeps(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == ["c.jsonl", "fix-manifest.json", "q.jsonl"]
     assert len(out.joinpath("c.jsonl").read_bytes().splitlines()) == 150_000
+
+
+# -- the second review's findings -------------------------------------------------------------
+
+
+def test_a_run_end_encoded_column_survives_fix(tmp_path: Path) -> None:
+    table = pa.table({"text": pa.array([PLAIN[0], "Zero\u200bwidth", PLAIN[1]]),
+                      "ree": pa.RunEndEncodedArray.from_arrays(pa.array([3], pa.int32()),
+                                                                pa.array(["x"]))})
+    src = tmp_path / "in.arrow"
+    with pa.ipc.new_file(str(src), table.schema) as w:
+        w.write_table(table)
+    rules = {"fields": {"text": "text"},
+             "rules": [{"id": "invisible", "check": "invisible_unicode"}]}
+    _, clean, _ = fix(src, tmp_path / "out", rules, out="clean.arrow")
+    got = feather.read_table(clean)
+    assert got.schema.equals(table.schema)
+    assert got.column("text").to_pylist() == [PLAIN[0], "Zerowidth", PLAIN[1]]
+    assert got.column("ree").to_pylist() == ["x", "x", "x"]
+
+
+def test_parquet_shards_with_clashing_types_go_to_json_lines_or_exit_2(tmp_path: Path) -> None:
+    folder = tmp_path / "types"
+    folder.mkdir()
+    pq.write_table(pa.table({"text": [PLAIN[0], PLAIN[1]], "n": [1, 2]}), folder / "a.parquet")
+    pq.write_table(pa.table({"text": [PLAIN[2]], "n": ["x"]}), folder / "b.parquet")
+    q = tmp_path / "q.jsonl"
+    result = invoke("fix", folder, "--out", tmp_path / "o.parquet", "--quarantine", q)
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output and "--format jsonl" in result.output
+    _, clean, _ = fix(folder, tmp_path / "out")
+    assert [json.loads(x)["n"] for x in clean.read_bytes().splitlines()] == [1, 2, "x"]
+
+
+def test_a_number_below_the_float_range_is_not_written_as_zero(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "%s", "a": 1.5}\n{"text": "%s", "a": 1e-400}\n'
+                   % (PLAIN[0], PLAIN[1]))
+    result = invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine",
+                    tmp_path / "q.jsonl")
+    assert result.exit_code == 2 and "1e-400" in result.output, result.output
+
+
+def test_an_output_below_a_file_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": PLAIN[0]}) + "\n")
+    (tmp_path / "victim").write_text("keep\n")
+    result = invoke("fix", src, "--out", tmp_path / "newdir" / "c.jsonl", "--quarantine",
+                    tmp_path / "victim" / "q.jsonl")
+    assert result.exit_code == 2 and "is a file, not a folder" in result.output
+    assert not (tmp_path / "newdir").exists()
+    assert (tmp_path / "victim").read_text() == "keep\n"

@@ -185,6 +185,8 @@ def _check_paths(src: Path, options: FixOptions) -> None:
     """Exit 2 before any work when an output cannot be used: no file name, the input, a
     symbolic link, folder, device or pipe (renaming over it would replace it), two outputs
     on one path, inside an input folder, a compressed name."""
+    if not options.out.name or options.out.name in (".", ".."):
+        raise ConfigError(f"--out {str(options.out)!r} names no file; give a file name")
     manifest = manifest_path(options)
     named = {"--out": options.out, "--quarantine": options.quarantine,
              "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
@@ -195,6 +197,10 @@ def _check_paths(src: Path, options: FixOptions) -> None:
             raise ConfigError(f"{flag} {str(target)!r} names no file; give a file name")
         if _same_file(target, src):
             raise ConfigError(f"{flag} {target} is the input; fix never modifies its input")
+        blocked = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            raise ConfigError(f"{flag} {target}: {blocked} is a file, not a folder; name a "
+                              "path in a folder")
         if target.is_symlink() or (target.exists() and not target.is_file()):
             kind = "a symbolic link" if target.is_symlink() else (
                 "a folder" if target.is_dir() else "not a regular file (a device or pipe)")

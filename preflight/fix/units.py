@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from preflight.batch import Malformed
-from preflight.errors import InputError
+from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, format_of, open_source
 from preflight.source.csv import csv_rows
 from preflight.source.jsonarray import elements, is_array
@@ -74,6 +74,7 @@ class Input:
     syntax: str
     files: list[tuple[str | None, Path]]
     schema: pa.Schema | None = None
+    schema_error: str | None = None  # why the shards have no shared schema
     header_raw: bytes | None = None  # the first CSV file's header line as written
     header: list[str] | None = None
 
@@ -86,7 +87,10 @@ def open_input(path: Path, fmt: str | None = None) -> Input:
     found = Input(path=str(path), format=fmt, syntax=SYNTAX[fmt], files=files)
     try:
         if found.syntax == "arrow":
-            found.schema = _schema([p for _, p in files], fmt)
+            try:
+                found.schema = _schema([p for _, p in files], fmt)
+            except ConfigError as e:  # only an Arrow output needs one schema
+                found.schema_error = str(e)
         elif found.syntax == "csv":
             with _open(files[0][1]) as f:
                 bom = f.peek(3)[:3] == b"\xef\xbb\xbf" if hasattr(f, "peek") else False
@@ -180,7 +184,11 @@ def _schema(paths: list[Path], fmt: str) -> pa.Schema:
                     schemas.append(pa.ipc.open_stream(source).schema)
     if all(s.equals(schemas[0]) for s in schemas):
         return schemas[0]
-    return pa.unify_schemas(schemas, promote_options="permissive")
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
+    except (pa.ArrowException, TypeError) as e:
+        raise ConfigError(f"the shards' columns cannot be one table ({e}); write JSON Lines "
+                          "(--format jsonl), which needs no shared schema") from e
 
 
 def _open(path: Path) -> Any:

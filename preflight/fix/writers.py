@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from preflight.batch import records_table
@@ -180,6 +181,8 @@ class ArrowWriter(Writer):
     def __init__(self, path: Path, found: Input, kind: str) -> None:
         super().__init__(path, found)
         self.kind = kind
+        if found.syntax == "arrow" and found.schema is None:
+            raise ConfigError(found.schema_error or "the input has no Arrow schema")
         self._schema = found.schema if found.syntax == "arrow" else None
         self._table: pa.RecordBatch | None = None
         self._take: list[int] = []
@@ -264,8 +267,9 @@ class ArrowWriter(Writer):
 
         def exact_float(text: str) -> float:
             value = float(text)
-            if math.isinf(value):
-                refuse(text)
+            mantissa = text.lower().split("e")[0]
+            if math.isinf(value) or (value == 0 and any(c in mantissa for c in "123456789")):
+                refuse(text)  # past the range, or below it (1e-400 would read as 0.0)
             return value
 
         def exact_int(text: str) -> int:
@@ -350,11 +354,18 @@ def _take(batch: pa.RecordBatch, index: pa.Array) -> pa.RecordBatch:
         for column in batch.columns:
             try:
                 columns.append(column.take(index))
-            except pa.ArrowNotImplementedError:
+            except pa.ArrowNotImplementedError as e:
+                if pa.types.is_run_end_encoded(column.type):
+                    values = pc.run_end_decode(column).take(index)
+                    columns.append(pc.run_end_encode(
+                        values, run_end_type=column.type.run_end_type))
+                    continue
                 plain = pa.large_string() if pa.types.is_string_view(column.type) else (
                     pa.large_binary() if pa.types.is_binary_view(column.type) else None)
                 if plain is None:
-                    raise
+                    raise ConfigError(f"a {column.type} column cannot be copied row by row "
+                                      "by this pyarrow; write JSON Lines: --format jsonl"
+                                      ) from e
                 columns.append(column.cast(plain).take(index).cast(column.type))
         return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 

@@ -187,7 +187,8 @@ def read_training_args(path: Path) -> TrainingArgs:
         raise ConfigError(f"{path}: a training-args file is at most "
                           f"{MAX_RULES_BYTES // 2**20} MiB; this one is larger")
     try:
-        data = json.loads(raw) if path.suffix == ".json" else yaml_load(raw)
+        data = (json.loads(raw, object_pairs_hook=_unique_keys) if path.suffix == ".json"
+                else yaml_load(raw))
     except (ValueError, yaml.YAMLError) as e:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}"
                           f": {getattr(e, 'problem', None) or e}") from e
@@ -313,3 +314,14 @@ def _wrong(path: Path, key: str, expected: str, value: Any) -> ConfigError:
 def _show(value: Any) -> str:
     text = repr(tuple(value) if isinstance(value, list) else value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys appear once (a repeated key is refused, as in rules files)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}: a key may appear once; keep the one "
+                             "you mean")
+        out[key] = value
+    return out

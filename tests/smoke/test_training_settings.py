@@ -453,3 +453,10 @@ def test_settings_in_the_html_and_old_reports_still_load(tmp_path: Path) -> None
     old = report.model_dump(mode="json")
     del old["smoke"]["settings"]
     assert Report.model_validate(old).smoke.settings is None  # type: ignore[union-attr]
+
+
+def test_a_training_args_json_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "args.json"
+    path.write_text('{"learning_rate": 1, "learning_rate": 2}')
+    with pytest.raises(ConfigError, match="duplicate key 'learning_rate'"):
+        read_training_args(path)
