@@ -77,6 +77,12 @@ class Measured:
     timed_out: bool
 
 
+
+def machine() -> dict[str, object]:
+    """What a results file records about the machine it ran on."""
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+
 def tree_rss_bytes(root: int, page: int) -> int | None:
     """Return the summed RSS of ``root`` and its descendants, or None without /proc."""
     if not Path("/proc").is_dir():
@@ -374,11 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "source": str(args.src),
         "seed": args.seed,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "preflight_command": preflight_cmd,
         "generation_seconds": generation,
         "results": [asdict(r) for r in results],

@@ -31,8 +31,6 @@ printed and the results are written to ``WORKDIR/fix_results.json``.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import shlex
 import shutil
 import sys
@@ -48,6 +46,7 @@ from bench_check import (  # noqa: E402
     MB,
     ensure_corpus,
     find_preflight,
+    machine,
     run_measured,
     run_options,
     tail,
@@ -324,11 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         "source": str(args.src),
         "seed": args.seed,
         "repeat": args.repeat,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "preflight_command": preflight_cmd,
         "results": [asdict(r) for r in runs],
         "fix_over_check": {f"{s:g}": r for s, r in ratios.items()},

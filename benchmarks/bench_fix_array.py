@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import asdict
@@ -55,7 +54,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_check import MB, ensure_corpus, find_preflight, warm_cache  # noqa: E402
+from bench_check import MB, ensure_corpus, find_preflight, machine, warm_cache  # noqa: E402
 from bench_fix import count_lines, measure, remove  # noqa: E402
 from bench_scale import DEFAULT_SRC  # noqa: E402
 from bench_smoke import OtherLoad  # noqa: E402
@@ -288,11 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         "array": meta,
         "seed": args.seed,
         "repeat": args.repeat,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "preflight_command": preflight_cmd,
         "results": [asdict(check), asdict(fix)],
         "fix_over_check": ratios,
