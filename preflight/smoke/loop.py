@@ -337,18 +337,26 @@ class _Spy:
                         and not torch.isfinite(t).all()):
                     self.out.first_bad_module = name
                 if self.record:
-                    a = t.float().abs()
-                    a = torch.where(torch.isfinite(a), a, 0.0)  # a fault, not a range
-                    top = float(a.max())
-                    low = float(torch.where(a > 0, a, math.inf).min())
-                    # the share of the nonzero values fp16 would flush to zero
-                    nonzero = int((a > 0).sum())
-                    flushed = int(((a > 0) & (a < FP16_TINY)).sum()) / nonzero if nonzero else 0.0
-                    seen = self.out.activations.setdefault(name, [0.0, math.inf, 0.0])
-                    seen[0] = max(seen[0], top)
-                    seen[1] = min(seen[1], low)
-                    seen[2] = max(seen[2], flushed)
+                    self._ranges(name, t)
         return hook
+
+    def _ranges(self, name: str, t: torch.Tensor) -> None:
+        """Fold a tensor's largest and smallest nonzero magnitude, and the share of its
+        nonzero values fp16 would flush to zero, into ``activations[name]``."""
+        a = t.float().abs()
+        top = a.amax()
+        if not torch.isfinite(top):
+            a = torch.where(torch.isfinite(a), a, 0.0)  # a fault, not a range
+            top = a.amax()
+        nonzero_mask = a > 0
+        nonzero = int(nonzero_mask.sum())
+        low = float(torch.where(nonzero_mask, a, math.inf).amin()) if nonzero else math.inf
+        # below fp16's smallest value, zeros excluded
+        tiny = int((a < FP16_TINY).sum()) - (a.numel() - nonzero)
+        seen = self.out.activations.setdefault(name, [0.0, math.inf, 0.0])
+        seen[0] = max(seen[0], float(top))
+        seen[1] = min(seen[1], low)
+        seen[2] = max(seen[2], tiny / nonzero if nonzero else 0.0)
 
     def _grad(self, name: str) -> Callable[[torch.Tensor], None]:
         def hook(p: torch.Tensor) -> None:
