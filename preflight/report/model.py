@@ -149,6 +149,9 @@ class SmokeResult(BaseModel):
     gpu: str | None = Field(None, description="The GPU's name, when it trained on one.")
     cudnn: str | None = Field(None, description="cuDNN's version, when it trained on a GPU.")
     precision: str = "fp32"
+    threads: int | None = Field(
+        None, description="torch CPU threads the runs used: the cores this process may use "
+                          "and found idle, at most the physical cores and 4.")
     seed: int = 0
     steps: int = 0
     samples: int = Field(0, description="Rows in the sample.")

@@ -233,8 +233,12 @@ class HFModel(nn.Module):
 
 def causal_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy over the labels as a causal LM takes them (unshifted, -100
-    ignored): the mean over every counted token, as ``transformers`` computes it."""
-    return lm_loss(logits[:, :-1], labels[:, 1:])
+    ignored): the mean over every counted token, as ``transformers`` computes it. The
+    labels are shifted, not the logits: slicing the (batch, length, vocabulary) logits
+    would copy them forward and backward, the costliest tensor of a small model's step."""
+    shifted = torch.full_like(labels, IGNORE)
+    shifted[:, :-1] = labels[:, 1:]
+    return lm_loss(logits, shifted)
 
 
 LOSSES = {"lm": causal_loss, "chat": causal_loss, "classification": classification_loss,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 import statistics
 import time
 import warnings
@@ -17,6 +16,7 @@ from typing import Any
 import torch
 
 from preflight.config import Fields, RuleSet, SmokeConfig
+from preflight.cores import compute_threads
 from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
 from preflight.paths import find_beside
@@ -177,7 +177,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     result.steps = cfg.steps
     runs = _Runs(setup, collate, cfg, progress, total=3)
 
-    with _threads():
+    with _threads() as result.threads:
         t0 = time.perf_counter()
         control_out = runs.train(control, "control", exempt_from=True)
         result.control = control_out.run
@@ -472,17 +472,16 @@ def _replay_and_anomaly(result: SmokeResult, runs: _Runs, setup: Setup,
 
 
 @contextlib.contextmanager
-def _threads() -> Iterator[None]:
-    """One torch thread per core this process may use, at most 4: the tiny models gain
-    nothing from more, and a busy machine slows every extra thread down."""
+def _threads() -> Iterator[int]:
+    """Torch threads for the runs: the cores this process may use and that are idle now, at
+    most the physical cores and 4, never more than the caller set (``OMP_NUM_THREADS``,
+    ``torch.set_num_threads``); the caller's setting is restored after. The tiny models gain
+    nothing from more, and a thread that waits for a busy core stalls the others."""
     before = torch.get_num_threads()
+    threads = max(1, min(compute_threads(), before))
+    torch.set_num_threads(threads)
     try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, min(cores, 4, before)))
-    try:
-        yield
+        yield threads
     finally:
         torch.set_num_threads(before)
 

@@ -229,3 +229,20 @@ def test_a_bad_model_or_checkpoint_fails_before_the_data_is_read(tmp_path: Path)
         result = invoke("check", data, "--rules", rules, option, value, "--out", out)
         assert result.exit_code == 2 and says in result.output
         assert not (out / "report.json").exists()  # stopped before the gate ran
+
+
+def test_smoke_threads_follow_idle_cores_and_restore_the_callers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from preflight import cores
+    records, rules = regression_records(20), regression_rules()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(cores, "idle_cores", lambda: 0.4)  # a neighbour keeps the cores busy
+    smoke = smoke_of(gate(tmp_path / "busy", records, rules))
+    assert smoke.verdict == "pass" and smoke.threads == 1
+    assert torch.get_num_threads() == 2  # the caller's setting is back
+    monkeypatch.setattr(cores, "idle_cores", lambda: 8.0)
+    monkeypatch.setattr(cores, "available_cores", lambda: 8)
+    monkeypatch.setattr(cores, "physical_cores", lambda: 8)
+    smoke = smoke_of(gate(tmp_path / "idle", records, rules))
+    assert smoke.threads == 2  # never more than the caller allowed
+    assert torch.get_num_threads() == 2
