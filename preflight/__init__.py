@@ -148,20 +148,18 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
         raise ConfigError(f"--delimiter applies to CSV input; {src.path} is {src.format}")
     if stdin:
         src.path = "-"
-    keep = out is None  # the findings file lives in a temporary folder while the report does
-    folder = temp_dir("findings") if keep else None
+    # with no out, findings.parquet goes to a temporary folder kept while the report lives
+    folder = temp_dir("findings") if out is None else None
     try:
-        report = run(src, ruleset, out=folder if keep else out, limit=limit, strict=strict,
-                     show_text=show_text, progress=progress,
+        report = run(src, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
+                     progress=progress,
                      smoke=ruleset.smoke.enabled if smoke is None else smoke,
-                     formats=() if keep else formats, md_max_chars=md_max_chars,
-                     executor=executor, address=address)
+                     formats=formats, md_max_chars=md_max_chars, executor=executor,
+                     address=address, findings_dir=folder)
     except BaseException:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     if folder is not None:
-        report._findings_file = Path(report.outputs.pop("findings"))
-        report.outputs.clear()
         weakref.finalize(report, shutil.rmtree, folder, True)
     return report
