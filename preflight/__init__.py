@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import shutil
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,10 @@ from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import EXECUTORS, Progress, run
 from preflight.report.model import Report
 from preflight.report.writer import DEFAULT_FORMATS, FORMATS
+from preflight.source import open_source
+from preflight.source.csv import check_delimiter
+from preflight.source.stdin import is_stdin, spooled_stdin
+from preflight.tempfiles import temp_dir
 
 __all__ = [
     "ConfigError",
@@ -54,8 +60,13 @@ def run_preflight(
     md_max_chars: int | None = None,
     executor: str = "local",
     address: str | None = None,
+    delimiter: str | None = None,
 ) -> Report:
-    """Run the gate over ``source`` (a path, a folder, or a ``datasets.Dataset``).
+    """Run the gate over ``source``: a path (file or folder), ``-`` (JSON Lines on standard
+    input), a hub dataset name in the local ``datasets`` cache (``org/name``), a
+    ``datasets.Dataset``, a polars or pandas DataFrame, a pyarrow Table, or a list of dicts.
+    Rows are numbered as DESIGN says: the line (JSON Lines), the data record after the
+    header (CSV), else the 0-based position.
 
     ``rules`` is a rules file, a dict of the same shape, a loaded ``RuleSet``, or None for
     the ``default`` preset (or ``preset``). With ``out``, ``report.json`` and
@@ -74,6 +85,11 @@ def run_preflight(
     fails the gate). None follows the rules file's ``smoke.enabled`` (on by default); fix
     never trains.
 
+    ``delimiter``: a CSV input's delimiter (default: tab for ``.tsv``, else sniffed from
+    the first lines among ``,`` ``;`` tab ``|``). ``report.findings()`` returns every
+    finding as a polars DataFrame (with no ``out``, from a temporary file kept while the
+    report lives).
+
     ``executor``: ``local`` (default: this process, every core) or ``ray`` (Ray Data, extra
     ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
     ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
@@ -85,16 +101,40 @@ def run_preflight(
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, got {limit}")
+    delimiter = check_delimiter(delimiter)
+    if is_stdin(source):
+        with spooled_stdin() as spooled:
+            report = _run_source(spooled, ruleset, out, stdin=True, limit=limit, strict=strict,
+                                 show_text=show_text, progress=progress, fix=fix, smoke=smoke,
+                                 formats=formats, md_max_chars=md_max_chars, executor=executor,
+                                 address=address, delimiter=delimiter)
+        report.source.path = "-"
+        return report
+    return _run_source(source, ruleset, out, stdin=False, limit=limit, strict=strict,
+                       show_text=show_text, progress=progress, fix=fix, smoke=smoke,
+                       formats=formats, md_max_chars=md_max_chars, executor=executor,
+                       address=address, delimiter=delimiter)
+
+
+def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin: bool,
+                limit: int | None, strict: bool, show_text: bool, progress: Progress | None,
+                fix: FixOptions | None, smoke: bool | None, formats: Iterable[str],
+                md_max_chars: int | None, executor: str, address: str | None,
+                delimiter: str | None) -> Report:
     if fix is not None:
         if limit is not None:
             raise ConfigError("fix reads the whole input; --limit does not apply")
         if executor != "local":
             raise ConfigError("fix writes the cleaned copy in one ordered pass on this "
                               "machine; it runs with the local executor only")
+        if not isinstance(source, str | Path):
+            raise ConfigError(f"fix writes a cleaned copy of a file; a {type(source).__name__} "
+                              "is not one: write it to Parquet or JSON Lines and fix that")
         report, manifest = run_fix(
-            source, ruleset, fix,
-            run_gate=lambda src, rules, gate_out: run(src, rules, out=gate_out,
-                                                      show_text=show_text, progress=progress),
+            source, ruleset, fix, delimiter=delimiter,
+            run_gate=lambda src, rules, gate_out: run(
+                open_source(src, delimiter=delimiter), rules, out=gate_out,
+                show_text=show_text, progress=progress),
         )
         report.fix = manifest
         return report
@@ -103,6 +143,23 @@ def run_preflight(
     if unknown:
         raise ConfigError(f"unknown report format(s) {', '.join(unknown)}; "
                           f"choose from {', '.join(FORMATS)}")
-    return run(source, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
-               progress=progress, smoke=ruleset.smoke.enabled if smoke is None else smoke,
-               formats=formats, md_max_chars=md_max_chars, executor=executor, address=address)
+    src = open_source(source, delimiter=delimiter)
+    if delimiter is not None and src.format != "csv":
+        raise ConfigError(f"--delimiter applies to CSV input; {src.path} is {src.format}")
+    if stdin:
+        src.path = "-"
+    # with no out, findings.parquet goes to a temporary folder kept while the report lives
+    folder = temp_dir("findings") if out is None else None
+    try:
+        report = run(src, ruleset, out=out, limit=limit, strict=strict, show_text=show_text,
+                     progress=progress,
+                     smoke=ruleset.smoke.enabled if smoke is None else smoke,
+                     formats=formats, md_max_chars=md_max_chars, executor=executor,
+                     address=address, findings_dir=folder)
+    except BaseException:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if folder is not None:
+        weakref.finalize(report, shutil.rmtree, folder, True)
+    return report

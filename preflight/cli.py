@@ -165,6 +165,10 @@ def _capped(message: str, debug: bool) -> str:
 # click's (whose readable=True check would make an unreadable input a usage error, exit 2).
 _INPUT = click.Path(path_type=Path, readable=False)
 
+_delimiter = click.option(
+    "--delimiter", metavar="CHAR",
+    help="CSV delimiter (',' ';' '|' or tab; default: tab for .tsv, else sniffed).")
+
 _md_max_chars = click.option(
     "--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
     show_default=True, help="Cut report.md to this many characters.")
@@ -226,7 +230,8 @@ def main() -> None:
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--context-window", type=click.IntRange(min=1),
               help="Model context length in tokens (adds a token_length rule if none).")
-@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, a Hugging Face name in "
+              "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1),
               help="Number of classes (adds a label_range rule if none).")
 @click.option("--eval", "eval_path", type=click.Path(path_type=Path),
@@ -234,6 +239,7 @@ def main() -> None:
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
                    "setting, e.g. --set smoke.steps=50 (repeatable).")
+@_delimiter
 @_report_files
 @_executor
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
@@ -252,11 +258,12 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
-          formats: str, md_max_chars: int, executor: str, address: str | None,
-          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
+          delimiter: str | None, formats: str, md_max_chars: int, executor: str,
+          address: str | None, no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
           training_args: Path | None, debug: bool) -> None:
-    """Check DATA (a file, a folder of shards, or a datasets folder) against the rules,
-    then run the smoke test (a short training run on a sample) unless --no-smoke."""
+    """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
+    local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
+    (a short training run on a sample) unless --no-smoke."""
     # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
     if no_smoke and (checkpoint or training_args
                      or (model_spec and not is_hf_spec(model_spec))):
@@ -268,7 +275,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
-          address=address)
+          address=address, delimiter=delimiter)
 
 
 @main.command()
@@ -292,7 +299,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
               help="Rerun a replay file written by an earlier smoke test (no DATA needed; "
                    "a replay of your own model needs --model SPEC to run its code).")
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records.")
-@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, a Hugging Face name in "
+              "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
@@ -361,13 +369,13 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
 def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
           strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool,
           formats: tuple[str, ...], md_max_chars: int, executor: str = "local",
-          address: str | None = None) -> None:
+          address: str | None = None, delimiter: str | None = None) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
                                formats=formats, md_max_chars=md_max_chars, executor=executor,
-                               address=address)
+                               address=address, delimiter=delimiter)
     with _stdout_may_close():  # `| head` must not turn a verdict into another exit code
         if as_json:
             click.echo(report.model_dump_json(indent=2))
@@ -436,23 +444,25 @@ class _progress:
 @click.option("--marker", default="", help="Appended to truncated texts, e.g. ' [...]'.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--context-window", type=click.IntRange(min=1), help="Model context length.")
-@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, or tiktoken:NAME.")
+@click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, a Hugging Face name in "
+              "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter (repeatable).")
+@_delimiter
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset: str | None,
         manifest: Path | None, out_format: str | None, marker: str, dry_run: bool,
         context_window: int | None, tokenizer: str | None, num_classes: int | None,
-        sets: tuple[str, ...], quiet: bool, debug: bool) -> None:
+        sets: tuple[str, ...], delimiter: str | None, quiet: bool, debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, sets=sets)
     options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
                          marker=marker, dry_run=dry_run)
-    report = run_preflight(data, rules, fix=options)
+    report = run_preflight(data, rules, fix=options, delimiter=delimiter)
     if quiet:
         return
     with _stdout_may_close():  # the files are written: a reader gone changes nothing

@@ -105,7 +105,8 @@ class ModelFacts(_Strict):
     context_window: StrictInt | None = Field(
         None, gt=0, le=MAX_TOKENS, description=f"Context length in tokens (1 to {MAX_TOKENS:,})."
     )
-    tokenizer: str | None = Field(None, description="tokenizer.json path or tokenizer folder.")
+    tokenizer: str | None = Field(None, description="tokenizer.json path, tokenizer folder, "
+                                   "Hugging Face name in the local cache, or tiktoken:NAME.")
     num_classes: StrictInt | None = Field(
         None, gt=0, le=MAX_CLASSES, description=f"Number of classes (1 to {MAX_CLASSES:,})."
     )

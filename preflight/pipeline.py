@@ -75,8 +75,11 @@ def run(
     md_max_chars: int | None = None,
     executor: str = "local",
     address: str | None = None,
+    findings_dir: Path | None = None,
 ) -> Report:
-    """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given.
+    """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given
+    (with no ``out``, ``findings_dir`` receives ``findings.parquet`` alone, for
+    ``Report.findings()``).
     With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
     they flagged) and its verdict joins the gate's. ``executor`` is ``local`` (this
     process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
@@ -100,7 +103,7 @@ def run(
     sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
     sampler = Sampler(smoke_cfg.samples, smoke_cfg.seed) if smoke else None
-    sink = FindingsSink(out_dir, show_text=show_text,
+    sink = FindingsSink(out_dir if out_dir is not None else findings_dir, show_text=show_text,
                         flagged=sampler.flagged if sampler is not None else None)
     # Whatever stops the run (an error, Ctrl-C during the smoke stage), no half-written
     # findings file stays behind; after a successful close this does nothing.
@@ -199,6 +202,8 @@ def run(
             report.timings["total"] = round(time.perf_counter() - started, 4)
             write_report(report, out_dir, formats, md_max_chars=md_max_chars)
         else:
+            if findings_dir is not None:
+                report._findings_file = Path(sink.close()["findings"])
             report.timings["total"] = round(time.perf_counter() - started, 4)
         return report
     finally:

@@ -3,8 +3,10 @@ skip it.
 
 ``load_tokenizer(spec)`` takes a ``tokenizer.json`` path, a local folder holding a
 ``tokenizer.json`` (with ``tokenizer_config.json`` for the chat template), a folder that only
-``transformers`` can load, or ``tiktoken:NAME`` for an encoding already in tiktoken's cache.
-Nothing is downloaded. With no tokenizer, ``estimate_counter()`` gives a stated estimate.
+``transformers`` can load, a Hugging Face name (``org/name``) found in the local hub cache
+(``preflight.hf_cache``; looked up before the name is tried as a path), or
+``tiktoken:NAME`` for an encoding already in tiktoken's cache. Nothing is downloaded.
+With no tokenizer, ``estimate_counter()`` gives a stated estimate.
 
 What a tokenizer path or its chat template can ask is bounded: a tokenizer file must be a
 regular file of at most 1 GiB (``/dev/zero`` or a FIFO is refused before it is opened), and
@@ -39,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from preflight.errors import ConfigError
+from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
 
 # A tokenizer file (tokenizer.json, tokenizer_config.json, chat_template.jinja) is read
@@ -165,8 +168,18 @@ def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
     """Load the tokenizer ``spec`` names, offline; a problem is a ``ConfigError``."""
     if spec.startswith("tiktoken:"):
         return _tiktoken(spec.removeprefix("tiktoken:"))
-    path = find_beside(spec, base, what="tokenizer", hint=" (give a tokenizer.json, a local "
-                       "tokenizer folder, or tiktoken:NAME)")
+    hub = looks_like_repo_id(spec)
+    path = cached_snapshot(spec) if hub else None
+    if path is None:
+        try:
+            path = find_beside(spec, base, what="tokenizer", hint=" (give a tokenizer.json, a "
+                               "local tokenizer folder, a Hugging Face name in the local cache, "
+                               "or tiktoken:NAME)")
+        except ConfigError as e:
+            if hub:
+                raise ConfigError(f"tokenizer {not_cached_hint(spec)}; nor is {spec} a file "
+                                  "or folder here") from e
+            raise
     if path.is_dir():
         if (path / "tokenizer.json").is_file():
             return _hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")

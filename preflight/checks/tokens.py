@@ -189,6 +189,7 @@ class TokenLength(Check):
                 "exact": self._hist_exact.tolist(),
                 "estimated": self._hist_estimated.tolist(),
             },
+            "lengths": length_histogram(counts, self.limit, self.params.bins),
             "percentiles": (
                 {f"p{p}": int(np.percentile(counts, p)) for p in _PERCENTILES}
                 | {"max": int(counts.max())}
@@ -196,3 +197,19 @@ class TokenLength(Check):
                 else {}
             ),
         }
+
+
+def length_histogram(counts: np.ndarray, limit: int | None, bins: int) -> dict[str, Any]:
+    """Token counts binned over the range the data spans, stretched to include ``limit`` so
+    the context window stays in view; geometric bins (``log``) when the longest record or
+    the limit is over 50 times the shortest, so short texts do not all fall in one bin."""
+    if not len(counts):
+        return {}
+    low, top = max(int(counts.min()), 1), max(int(counts.max()), limit or 0, 1)
+    log = top / low > 50
+    if log:
+        edges = np.geomspace(low, top * 1.05, bins + 1)
+    else:
+        edges = np.linspace(0, top * 1.05 if top > 0 else 1.0, bins + 1)
+    hist = np.histogram(np.clip(counts, edges[0], edges[-1]), edges)[0]
+    return {"edges": [round(float(e), 3) for e in edges], "counts": hist.tolist(), "log": log}

@@ -40,6 +40,7 @@ class Piece:
     start: int = 0
     end: int | None = None  # None: the whole file
     row0: int = 0
+    delimiter: str | None = None  # CSV: forced by the caller (else sniffed)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ def plan(src: Source, *, piece_bytes: int | None = None) -> list[Piece]:
         size = path.stat().st_size
         if (src.format != "jsonl" or path.suffix.lower() not in (".jsonl", ".ndjson")
                 or size <= piece_bytes):
-            pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format))
+            pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
+                                delimiter=src.delimiter))
             continue
         for start, end in _cuts(path, size, piece_bytes):
             pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
@@ -170,7 +172,8 @@ def read(piece: Piece) -> Iterator[Batch]:
             yield from read_jsonl_range(path, piece.file_index, piece.label, start=piece.start,
                                         end=piece.end, row0=piece.row0)
         else:
-            yield from READERS[piece.format](path, piece.file_index, piece.label, {})
+            yield from READERS[piece.format](path, piece.file_index, piece.label,
+                                             {"delimiter": piece.delimiter})
     except InputError:
         raise
     except READ_ERRORS as e:

@@ -68,15 +68,17 @@ class FixOptions:
 
 
 def run_fix(
-    source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any
+    source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any,
+    delimiter: str | None = None,
 ) -> tuple[Report, dict[str, Any]]:
     """Clean ``source`` into ``options.out`` and ``options.quarantine``; return the gate's
     report on the input and the manifest (or, with ``dry_run``, what would change).
 
     ``run_gate(source, rules, out)`` runs the gate and returns its Report; the API passes
-    ``pipeline.run`` with its display options (``show_text``, progress)."""
+    ``pipeline.run`` with its display options (``show_text``, progress). ``delimiter``
+    forces a CSV input's delimiter; a CSV output keeps the input's."""
     src_path = Path(source)
-    found = open_input(src_path)
+    found = open_input(src_path, delimiter=delimiter)
     out_format = output_format(options, found.format)
     _check_paths(src_path, options)
     # The verification rounds rerun the rules a fix could give a new finding: those with a
@@ -104,7 +106,8 @@ def run_fix(
         )
         if options.dry_run:
             return report, manifests.dry_run(
-                src_path, the_plan, Mender(rules, ctx, options.marker), report
+                src_path, the_plan, Mender(rules, ctx, options.marker), report,
+                delimiter=delimiter,
             )
         # Outputs are written under temporary names beside their final ones and renamed only
         # when complete; whatever happens, no temporary file is left behind.
@@ -157,7 +160,7 @@ def manifest_path(options: FixOptions) -> Path:
 
 
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-                   ".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow",
+                   ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow",
                    ".feather": "arrow", ".ipc": "arrow"}
 
 
@@ -284,7 +287,7 @@ def _fix_rounds(
         next_clean = part(options.out, rounds, out_format)
         written.append(next_clean)
         more = write_round(
-            open_input(clean, out_format),
+            open_input(clean, out_format, delimiter=found.forced),
             out_format,
             next_plan,
             Mender(rules, ctx, options.marker),

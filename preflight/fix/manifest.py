@@ -58,9 +58,10 @@ def manifest(
     }
 
 
-def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report) -> dict[str, Any]:
+def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report, *,
+            delimiter: str | None = None) -> dict[str, Any]:
     examples = []
-    for unit in units(open_input(src)):
+    for unit in units(open_input(src, delimiter=delimiter)):
         if len(examples) >= _EXAMPLES:
             break
         key = (unit.file, unit.row)

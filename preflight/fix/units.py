@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from preflight.batch import Malformed
 from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, format_of, open_source
-from preflight.source.csv import csv_rows
+from preflight.source.csv import csv_rows, delimiter_of
 from preflight.source.jsonarray import elements, is_array
 from preflight.source.jsonl import parse_line
 from preflight.source.tracked import open_stream
@@ -44,6 +44,7 @@ class Unit:
     malformed: Malformed | None = None
     cells: list[str] | None = None
     header: list[str] | None = None
+    delimiter: str = ","
     table: pa.RecordBatch | None = None
     index: int = 0
     _record: dict[str, Any] | None = None
@@ -77,10 +78,13 @@ class Input:
     schema_error: str | None = None  # why the shards have no shared schema
     header_raw: bytes | None = None  # the first CSV file's header line as written
     header: list[str] | None = None
+    delimiter: str | None = None  # CSV: forced, else each file's own (the first one's here)
+    forced: str | None = None
 
 
-def open_input(path: Path, fmt: str | None = None) -> Input:
-    """Open ``path`` (a file or a folder) for unit-by-unit reading."""
+def open_input(path: Path, fmt: str | None = None, *, delimiter: str | None = None) -> Input:
+    """Open ``path`` (a file or a folder) for unit-by-unit reading; ``delimiter`` forces a
+    CSV input's delimiter (else it is sniffed per file, as the gate does)."""
     source = open_source(path)
     fmt = fmt or source.format
     files = [(source.file_label(i), p) for i, p in enumerate(source.files)]
@@ -92,9 +96,11 @@ def open_input(path: Path, fmt: str | None = None) -> Input:
             except ConfigError as e:  # only an Arrow output needs one schema
                 found.schema_error = str(e)
         elif found.syntax == "csv":
+            found.forced = delimiter
+            found.delimiter = delimiter_of(files[0][1], delimiter)
             with _open(files[0][1]) as f:
                 bom = f.peek(3)[:3] == b"\xef\xbb\xbf" if hasattr(f, "peek") else False
-                found.header, head, _ = csv_rows(f)
+                found.header, head, _ = csv_rows(f, found.delimiter)
                 # the reader drops a byte-order mark; the CSV output keeps it
                 found.header_raw = (b"\xef\xbb\xbf" if bom else b"") + head.encode(
                     "utf-8", "surrogateescape")
@@ -111,7 +117,7 @@ def units(found: Input) -> Iterator[Unit]:
             if found.syntax == "json":
                 yield from _json_units(path, label)
             elif found.syntax == "csv":
-                yield from _csv_units(path, label)
+                yield from _csv_units(path, label, delimiter_of(path, found.forced))
             else:
                 for unit in _arrow_units(path, label, found.format, row0):
                     yield unit
@@ -138,12 +144,12 @@ def _json_units(path: Path, label: str | None) -> Iterator[Unit]:
             yield Unit(label, row, "json", raw=body, eol=eol, blank=not body.strip())
 
 
-def _csv_units(path: Path, label: str | None) -> Iterator[Unit]:
+def _csv_units(path: Path, label: str | None, delimiter: str) -> Iterator[Unit]:
     with _open(path) as f:
-        header, _, rows = csv_rows(f)
+        header, _, rows = csv_rows(f, delimiter)
         for r in rows:
             yield Unit(label, r.row, "csv", raw=r.raw_bytes(), malformed=r.malformed,
-                       cells=r.fields, header=header)
+                       cells=r.fields, header=header, delimiter=delimiter)
 
 
 def _arrow_units(path: Path, label: str | None, fmt: str, row0: int) -> Iterator[Unit]:

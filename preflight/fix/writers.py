@@ -160,7 +160,7 @@ class CsvWriter(Writer):
                                                              strict=True)]
         ending = unit.raw[len(unit.raw.rstrip(b"\r\n")):].decode()
         text = io.StringIO()
-        csv.writer(text, lineterminator=ending).writerow(cells)
+        csv.writer(text, lineterminator=ending, delimiter=unit.delimiter).writerow(cells)
         self._f.write(text.getvalue().encode("utf-8", "surrogateescape"))
 
     def keeps_malformed(self, unit: Unit) -> bool:
@@ -170,6 +170,10 @@ class CsvWriter(Writer):
         if unit.header != self.found.header:
             raise ConfigError(f"shard {unit.file} has another CSV header than the first; "
                               "write one format that needs none: --format jsonl")
+        if unit.delimiter != self.found.delimiter:
+            raise ConfigError(f"shard {unit.file} is split at {unit.delimiter!r}, the first at "
+                              f"{self.found.delimiter!r}; one CSV output cannot keep both: "
+                              "--format jsonl")
 
     def close(self) -> None:
         self._f.close()

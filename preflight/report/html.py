@@ -15,9 +15,12 @@ from preflight.report.model import Report
 
 @dataclass(frozen=True)
 class Plot:
+    """A plot as inline SVG, or (``svg`` empty) the sentence that says more than it."""
+
     kind: str
     title: str
-    svg: str
+    svg: str = ""
+    note: str = ""
 
 
 def render_html(report: Report) -> str:
@@ -33,6 +36,8 @@ def report_plots(report: Report) -> list[Plot]:
     for r in report.rules:
         if r.check == "token_length" and (svg := plots.token_lengths(r)):
             out.append(Plot("token_lengths", f"{r.id}: token lengths", svg))
+        elif r.check in ("exact_duplicate", "near_duplicate") and (note := plots.cluster_note(r)):
+            out.append(Plot("cluster_sizes", f"{r.id}: cluster sizes", note=note))
         elif r.check in ("exact_duplicate", "near_duplicate") and (svg := plots.cluster_sizes(r)):
             out.append(Plot("cluster_sizes", f"{r.id}: cluster sizes", svg))
         elif r.check == "label_range" and (svg := plots.label_distribution(r)):

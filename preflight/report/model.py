@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 SCHEMA_VERSION = "1.0"
 
@@ -198,6 +198,9 @@ class Report(BaseModel):
     outputs: dict[str, str] = Field(default_factory=dict, description="Files written.")
     fix: dict[str, Any] | None = Field(None, description="The fix manifest, when fix ran.")
     smoke: SmokeResult | None = Field(None, description="The smoke test, when it ran.")
+    # findings.parquet of a run the API gave no ``out`` (a temporary file, kept while the
+    # report lives)
+    _findings_file: Path | None = PrivateAttr(None)
 
     @property
     def passed(self) -> bool:
@@ -211,6 +214,24 @@ class Report(BaseModel):
         if not self.passed:
             raise PreflightFailed(self)
         return self
+
+    def findings(self) -> Any:
+        """Every finding of the run as a polars DataFrame (``findings.parquet``'s columns:
+        row, file, rule, check, code, detail, id, cluster), not only the examples."""
+        import polars as pl
+
+        from preflight.errors import ConfigError
+
+        path = self._findings_file or (Path(self.outputs["findings"])
+                                       if "findings" in self.outputs else None)
+        if path is None:
+            raise ConfigError("this report has no findings file (a fix dry run, or a report "
+                              "built by hand); run the gate with out=FOLDER")
+        try:
+            return pl.read_parquet(path)
+        except (OSError, pl.exceptions.ComputeError) as e:
+            raise ConfigError(f"cannot read the findings file {path} ({e}); it was moved or "
+                              "deleted: run the gate again") from e
 
     def rule(self, rule_id: str) -> RuleResult:
         """The result of one rule by id."""

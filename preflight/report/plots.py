@@ -25,7 +25,18 @@ _SHOWN_CLASSES = 40
 
 
 def token_lengths(rule: RuleResult) -> str | None:
-    """Token counts per record, with the context window marked."""
+    """Token counts per record, in bins scaled to the data, with the context window
+    marked (reports written before the ``lengths`` histogram: bins up to twice it)."""
+    lengths = rule.stats.get("lengths") or {}
+    if len(lengths.get("edges") or []) >= 2:
+        fig, ax = _figure()
+        ax.stairs(lengths["counts"], lengths["edges"], fill=True, color=_BAR)
+        if lengths.get("log"):
+            ax.set_xscale("log")
+        _context_window(ax, rule.stats.get("limit"))
+        ax.set(xlabel="tokens per record" + (" (log scale)" if lengths.get("log") else ""),
+               ylabel="records", title="Token lengths")
+        return _svg(fig)
     hist = rule.stats.get("histogram") or {}
     edges = hist.get("edges") or []
     if len(edges) < 2:
@@ -38,12 +49,26 @@ def token_lengths(rule: RuleResult) -> str | None:
              for e in edges]
     fig, ax = _figure()
     ax.stairs(counts, edges, fill=True, color=_BAR)
-    limit = rule.stats.get("limit")
+    _context_window(ax, rule.stats.get("limit"))
+    ax.set(xlabel="tokens per record", ylabel="records", title="Token lengths")
+    return _svg(fig)
+
+
+def _context_window(ax: Any, limit: int | None) -> None:
     if limit:
         ax.axvline(limit, color=_MARK, linestyle="--", label=f"context window {limit:,}")
         ax.legend(frameon=False)
-    ax.set(xlabel="tokens per record", ylabel="records", title="Token lengths")
-    return _svg(fig)
+
+
+def cluster_note(rule: RuleResult) -> str | None:
+    """A sentence instead of a plot when every cluster has one size (one bar says no more
+    than the sentence, on a meaningless axis)."""
+    sizes = rule.stats.get("cluster_sizes") or {}
+    if len(sizes) != 1:
+        return None
+    ((size, n),) = sizes.items()
+    return (f"1 cluster of {int(size):,} records" if n == 1
+            else f"{n:,} clusters, each of {int(size):,} records")
 
 
 def cluster_sizes(rule: RuleResult) -> str | None:

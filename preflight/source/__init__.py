@@ -1,10 +1,12 @@
 """Sources: every input format becomes a stream of bounded ``Batch``es with row numbers.
 
 ``open_source(obj)`` picks the reader: a file by its suffix (``.jsonl``/``.ndjson`` — also
-``.gz``/``.zst`` —, ``.json``, ``.csv``, ``.parquet``, ``.arrow``/``.feather``), a folder of
-shards of one format, a folder written by ``datasets``' ``save_to_disk``, or a
-``datasets.Dataset`` object. A new format is one function ``(path, file_index, label) ->
-Iterator[Batch]`` added to ``READERS``.
+``.gz``/``.zst`` —, ``.json``, ``.csv``/``.tsv``, ``.parquet``, ``.arrow``/``.feather``), a
+folder of shards of one format, a folder written by ``datasets``' ``save_to_disk``, a hub
+dataset name found in the local ``datasets`` cache (``hub``), a ``datasets.Dataset`` object,
+or a DataFrame, Arrow table or list of dicts (``memory``); ``-`` (standard input) is
+spooled to a file first (``stdin``). A new format is one function ``(path, file_index,
+label, state) -> Iterator[Batch]`` added to ``READERS``.
 
 Every input is read more than once (the smoke sample and near-duplicate confirmation read
 it again), so only regular files are read: a named pipe or a device is refused (exit 3)
@@ -47,6 +49,7 @@ _SUFFIXES = {
     ".ndjson": "jsonl",
     ".json": "json",
     ".csv": "csv",
+    ".tsv": "csv",
     ".parquet": "parquet",
     ".pq": "parquet",
     ".arrow": "arrow",
@@ -78,6 +81,7 @@ class Source:
     total: int = 0
     unit: str = "bytes"
     global_rows: bool = False
+    delimiter: str | None = None  # CSV: forced by the caller (else sniffed per file)
     # entries of a folder of shards that were not read: (name, why)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     _batches: Callable[[], Iterator[Batch]] | None = None
@@ -99,11 +103,32 @@ class Source:
         return dict(self._fingerprint)
 
 
-def open_source(obj: Any) -> Source:
-    """Open a path (file or folder) or a ``datasets.Dataset`` as a Source."""
+def open_source(obj: Any, *, delimiter: str | None = None) -> Source:
+    """Open a path (file or folder), a hub dataset name in the local ``datasets`` cache, a
+    ``datasets.Dataset``, a polars or pandas DataFrame, a pyarrow Table or a list of dicts
+    as a Source. ``delimiter`` forces a CSV input's delimiter (other formats ignore it)."""
     if not isinstance(obj, str | Path):
-        return _dataset_object(obj)
+        if hasattr(obj, "with_format") and hasattr(obj, "iter"):
+            return _dataset_object(obj)
+        from preflight.source.memory import in_memory
+
+        return in_memory(obj)
     path = Path(obj)
+    if not _exists(path):
+        from preflight.source.hub import hub_dataset
+
+        if (cached := hub_dataset(str(obj))) is not None:
+            return cached
+    source = _open_path(path)
+    source.delimiter = delimiter
+    return source
+
+
+def _exists(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
+def _open_path(path: Path) -> Source:
     st = _stat(path)
     if stat.S_ISDIR(st.st_mode):
         try:
@@ -127,7 +152,7 @@ def open_source(obj: Any) -> Source:
     if fmt is None:
         raise InputError(
             f"cannot tell the format of {path.name} from its name; supported: "
-            ".jsonl/.ndjson (also .gz/.zst), .json, .csv, .parquet, .arrow/.feather, "
+            ".jsonl/.ndjson (also .gz/.zst), .json, .csv/.tsv, .parquet, .arrow/.feather, "
             "a folder of shards, or a datasets save_to_disk folder"
         )
     return _files(fmt, path, [path])
@@ -206,7 +231,7 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
     source.total = sum(p.stat().st_size for p in files)
 
     def batches() -> Iterator[Batch]:
-        state: dict[str, Any] = {"hashes": [], "bytes": 0}
+        state: dict[str, Any] = {"hashes": [], "bytes": 0, "delimiter": source.delimiter}
         for index, p in enumerate(files):
             label = source.file_label(index)
             try:
@@ -227,8 +252,7 @@ _DATASET_META = frozenset({"state.json", "dataset_info.json"})
 
 def _saved_dataset(path: Path) -> Source:
     files = _listed_shards(path)
-    source = Source(format="datasets", path=str(path), files=files, global_rows=True)
-    source.total = sum(_stat(p).st_size for p in files)
+    source = shard_source(files, path=str(path))
     try:
         entries = sorted(path.iterdir())
     except OSError as e:
@@ -237,6 +261,13 @@ def _saved_dataset(path: Path) -> Source:
     source.skipped = [(p.name, "not listed in state.json") for p in entries
                       if p not in listed and p.name not in _DATASET_META
                       and format_of(p) is not None]
+    return source
+
+
+def shard_source(files: list[Path], *, path: str) -> Source:
+    """The ``datasets`` Arrow shards ``files`` as one Source, rows numbered across them."""
+    source = Source(format="datasets", path=path, files=files, global_rows=True)
+    source.total = sum(_stat(p).st_size for p in files)
 
     def batches() -> Iterator[Batch]:
         st: dict[str, Any] = {"hashes": [], "bytes": 0, "row": 0}
@@ -294,11 +325,6 @@ def _listed_shards(path: Path) -> list[Path]:
 
 
 def _dataset_object(ds: Any) -> Source:
-    if not hasattr(ds, "with_format") or not hasattr(ds, "iter"):
-        raise InputError(
-            f"cannot read a {type(ds).__name__}: pass a path, or a datasets.Dataset "
-            "(for a DatasetDict, pick a split: ds['train'])"
-        )
     source = Source(format="datasets.Dataset", path=f"<Dataset {getattr(ds, '_fingerprint', '')}>",
                     total=ds.num_rows, unit="records", global_rows=True)
 

@@ -1,5 +1,10 @@
 """CSV reader: Python's C csv parser, a header row, then records numbered from 0.
 
+The delimiter is the one forced (``--delimiter``), else ``\t`` for a ``.tsv`` file, else
+sniffed per file from its first lines (``,``, ``;``, tab or ``|``: the one that splits the
+header into more than one field and the most following lines into as many; ``,`` when none
+does).
+
 Values arrive as strings; per batch, a column whose non-empty values all parse as integers
 (or numbers) becomes that type, with empty cells as null. A row with the wrong number of
 fields, with bytes that are not UTF-8, or with a quote that does not close where it should
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from preflight.batch import Batch, Malformed
+from preflight.errors import ConfigError
 from preflight.source.tracked import note_file, open_stream
 
 BATCH_ROWS = 20_000
@@ -42,10 +49,69 @@ class CsvRow:
         return self.raw.encode("utf-8", "surrogateescape")
 
 
-def csv_rows(stream: Any) -> tuple[list[str] | None, str, Iterator[CsvRow]]:
+DELIMITERS = (",", "\t", ";", "|")  # sniffed, in this order of preference on a tie
+_SNIFF_BYTES = 64 << 10
+_SNIFF_LINES = 50
+
+
+_NAMED = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def check_delimiter(value: str | None) -> str | None:
+    """A ``--delimiter`` value as one character (``tab`` and ``\\t`` name the tab); a
+    ``ConfigError`` for anything else."""
+    if value is None:
+        return None
+    d = _NAMED.get(value.lower(), value)
+    if len(d) != 1 or d in ('"', "\r", "\n") or d.isalnum():
+        raise ConfigError(f"--delimiter must be one character such as ',' ';' '|' or tab "
+                          f"(written tab or \\t), got {value!r}")
+    return d
+
+
+def delimiter_of(path: Path, forced: str | None = None) -> str:
+    """The delimiter of the CSV file ``path``: ``forced``, else tab for ``.tsv``, else
+    sniffed from its first lines."""
+    if forced is not None:
+        return forced
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".tsv" in suffixes[-2:]:
+        return "\t"
+    stream, _ = open_stream(path)
+    with stream:
+        sample = stream.read(_SNIFF_BYTES)
+    return sniff_delimiter(sample)
+
+
+def sniff_delimiter(sample: bytes) -> str:
+    """The delimiter that splits ``sample``'s header into the most fields such that the
+    most following lines have as many (``,`` when no candidate splits the header)."""
+    text = sample.decode("utf-8-sig", "replace")
+    if len(sample) == _SNIFF_BYTES and "\n" in text:  # drop a line cut by the sample's end
+        text = text[: text.rindex("\n") + 1]
+    best, best_score = ",", (0.0, 0)
+    for d in DELIMITERS:
+        try:
+            rows = [r for r in itertools.islice(csv.reader(io.StringIO(text), delimiter=d),
+                                                _SNIFF_LINES) if r]
+        except csv.Error:
+            continue
+        if not rows or len(rows[0]) < 2:
+            continue
+        body = rows[1:]
+        agree = sum(len(r) == len(rows[0]) for r in body) / len(body) if body else 1.0
+        score = (agree, len(rows[0]))
+        if score > best_score:
+            best, best_score = d, score
+    return best
+
+
+def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
+                                                       Iterator[CsvRow]]:
     """The header (names made unique), its text as written, and the data records of the CSV
-    in binary ``stream``. Parsed strictly: a quote that does not close where it should (one
-    that swallows the rows after it) is a ``malformed`` row holding every line it took."""
+    in binary ``stream``, split at ``delimiter``. Parsed strictly: a quote that does not
+    close where it should (one that swallows the rows after it) is a ``malformed`` row
+    holding every line it took."""
     text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
     taken: list[str] = []
 
@@ -54,7 +120,7 @@ def csv_rows(stream: Any) -> tuple[list[str] | None, str, Iterator[CsvRow]]:
             taken.append(line)
             yield line
 
-    reader = csv.reader(lines(), strict=True)
+    reader = csv.reader(lines(), strict=True, delimiter=delimiter)
     try:
         header = next(reader, None)
     except csv.Error:
@@ -100,10 +166,12 @@ def csv_rows(stream: Any) -> tuple[list[str] | None, str, Iterator[CsvRow]]:
 
 def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
              ) -> Iterator[Batch]:
-    """Yield batches of a CSV file (plain, .gz or .zst)."""
+    """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
+    delimiter (else see ``delimiter_of``)."""
+    delimiter = delimiter_of(path, state.get("delimiter"))
     stream, raw = open_stream(path)
     with stream:
-        header, _, units = csv_rows(stream)
+        header, _, units = csv_rows(stream, delimiter)
         if header is not None:
             done = 0
             pending: list[tuple[int, list[str]]] = []

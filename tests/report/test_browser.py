@@ -108,5 +108,6 @@ def test_dom_holds_the_rules_table_and_the_plots(failing: Run, tmp_path: Path) -
     kinds = Counter(k for k in ("token_lengths", "cluster_sizes", "values", "labels",
                                 "smoke_curves") for _ in range(dom.count(f'data-plot="{k}"')))
     assert kinds == {"token_lengths": 1, "cluster_sizes": 2, "values": 1, "labels": 1}
-    assert dom.count("<svg") == 5
+    assert dom.count("<svg") == 4  # the one-cluster rule's sizes are a sentence
+    assert "1 cluster of 3 records" in dom
     assert "&lt;U+200B&gt;" in dom

@@ -20,7 +20,7 @@ from tests.report.conftest import (
     parse_html,
 )
 
-FAILING_PLOTS = {"token_lengths": 1, "cluster_sizes": 2, "values": 1, "labels": 1}
+FAILING_PLOTS = {"token_lengths": 1, "cluster_sizes": 2, "values": 1, "labels": 1}  # 1 a note
 PASSING_PLOTS = FAILING_PLOTS  # the passing run has one allowed duplicate pair
 SMOKE_PLOTS = {"smoke_curves": 1}
 
@@ -31,6 +31,11 @@ def page(run: Run) -> Node:
 
 def rule_row(doc: Node, rule_id: str) -> Node:
     return doc.find("tr", class_="rule", data_rule=rule_id)
+
+
+def detail(doc: Node, rule_id: str) -> Node:
+    """The rule's codes and examples: a <details> in the full-width row below its row."""
+    return doc.find("tr", class_="rule-detail", data_rule=rule_id).find("details")
 
 
 def cells(row: Node) -> list[Node]:
@@ -96,7 +101,8 @@ def test_every_failing_rule_shows_status_counts_and_threshold(failing: Run) -> N
         # A failed warning is drawn amber ("soft"), a blocking failure red.
         want = r.status if r.blocking else "soft"
         assert status.attrs["class"] == f"status {want}", r.id
-        assert name.find("summary").text() == r.id
+        assert name.text() == r.id
+        assert detail(doc, r.id).find("summary").text().startswith(f"{r.id}: ")
         assert (check.text(), severity.text()) == (r.check, r.severity)
         assert violations.text() == f"{r.violations:,}"
         assert share.text().endswith("%")
@@ -108,17 +114,17 @@ def test_failing_rules_expand_to_their_codes_and_examples(failing: Run) -> None:
     for r in failing.report.rules:
         if r.status != "fail":
             continue
-        details = cells(rule_row(doc, r.id))[1].find("details")
+        details = detail(doc, r.id)
         for code, n in r.codes.items():
             assert f"{code} {n:,}" in details.find("p").text()
         rows = details.find("table", class_="examples").find("tbody").find_all("tr")
         assert len(rows) == len(r.examples) > 0
         for ex, tr in zip(r.examples, rows, strict=True):
-            where, ident, code, detail = (c.text() for c in tr.elements())
+            where, ident, code, said = (c.text() for c in tr.elements())
             assert where == (str(ex.row) if ex.row is not None else "corpus")
             assert ident == (ex.id or "")
             assert code == ex.code
-            assert detail.startswith(ex.detail)
+            assert said.startswith(ex.detail)
             if ex.snippet:
                 assert tr.find("div", class_="snippet").text() == f"«{ex.snippet}»"
 
@@ -127,7 +133,7 @@ def test_planted_rows_are_the_examples(failing: Run) -> None:
     doc = page(failing)
 
     def example_rows(rule_id: str) -> list[str]:
-        table = rule_row(doc, rule_id).find("table", class_="examples")
+        table = detail(doc, rule_id).find("table", class_="examples")
         return [tr.elements()[0].text() for tr in table.find("tbody").find_all("tr")]
 
     assert example_rows("hidden") == ["3"]
@@ -140,7 +146,7 @@ def test_planted_rows_are_the_examples(failing: Run) -> None:
 
 def test_snippet_is_redacted_with_the_invisible_character_made_visible(failing: Run) -> None:
     html = failing.text("html")
-    snippet = rule_row(page(failing), "hidden").find("div", class_="snippet").text()
+    snippet = detail(page(failing), "hidden").find("div", class_="snippet").text()
     assert snippet.startswith("«Xxxxxxxxxxxx<U+200B> Xxxxx")
     assert "&lt;U+200B&gt;" in html
     assert SECRET not in html
@@ -150,7 +156,7 @@ def test_snippet_is_redacted_with_the_invisible_character_made_visible(failing: 
 def test_rule_that_could_not_run_says_why(failing: Run) -> None:
     r = failing.report.rule("contamination")
     assert r.status == "error" and r.message
-    details = cells(rule_row(page(failing), "contamination"))[1].find("details")
+    details = detail(page(failing), "contamination")
     assert details.find("p").text() == f"could not run: {r.message}"
 
 
@@ -174,9 +180,11 @@ def test_one_inline_svg_per_expected_plot(fixture: str, expected: dict[str, int]
     doc = parse_html(html)
     figures = plots(doc)
     assert Counter(f.attrs["data-plot"] for f in figures) == expected
-    for f in figures:
-        assert [c.tag for c in f.elements()] == ["svg"]
-    assert html.count("<svg") == len(figures) == len(report_plots(run.report))
+    drawn = [p for p in report_plots(run.report) if p.svg]
+    for f in figures:  # a plot, or the sentence that replaces a one-bar plot
+        assert [c.tag for c in f.elements()] in (["svg"], ["p"])
+    assert html.count("<svg") == len(drawn) == len([f for f in figures if f.find_all("svg")])
+    assert len(figures) == len(report_plots(run.report))
 
 
 def test_token_length_plot_marks_the_context_window(failing: Run) -> None:
@@ -187,13 +195,17 @@ def test_token_length_plot_marks_the_context_window(failing: Run) -> None:
 
 def test_cluster_size_plots_one_per_duplicate_rule(failing: Run) -> None:
     doc = page(failing)
-    exact = plot(doc, "cluster_sizes", "dupes: cluster sizes").text()
+    exact = plot(doc, "cluster_sizes", "dupes: cluster sizes")
     near = plot(doc, "cluster_sizes", "near: cluster sizes").text()
-    assert "Cluster sizes (dupes)" in exact and "Cluster sizes (near)" in near
+    assert "Cluster sizes (near)" in near
     # the bar labels are the cluster sizes the report holds
-    assert failing.report.rule("dupes").stats["cluster_sizes"] == {"3": 1}
     assert failing.report.rule("near").stats["cluster_sizes"] == {"2": 1, "3": 1}
-    assert re.search(r"\b3\b", exact) and re.search(r"\b2\b", near)
+    assert re.search(r"\b3\b", near) and re.search(r"\b2\b", near)
+    # one cluster: a sentence, not one bar on a meaningless axis (issue 16, item 13)
+    assert failing.report.rule("dupes").stats["cluster_sizes"] == {"3": 1}
+    assert exact.find_all("svg") == []
+    assert exact.find("p", class_="plot-note").text() == (
+        "dupes: cluster sizes: 1 cluster of 3 records")
 
 
 def test_value_plot_counts_the_outlier_beyond_the_range(failing: Run) -> None:
@@ -292,11 +304,11 @@ def test_user_text_is_escaped_never_markup(shown: Run) -> None:
     assert not list(doc.iter("script"))
     assert not list(doc.iter("b"))  # the <b>bold</b> in the text stays text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    hidden = rule_row(doc, "hidden").find("table", class_="examples").find("tbody")
+    hidden = detail(doc, "hidden").find("table", class_="examples").find("tbody")
     row = hidden.find("tr")
     assert row.elements()[1].text() == XSS  # the id, as text
     assert row.find("div", class_="snippet").text() == f"«{SECRET}<U+200B> <b>bold</b>»"
-    ratings = rule_row(doc, "ratings").find("div", class_="snippet")
+    ratings = detail(doc, "ratings").find("div", class_="snippet")
     assert ratings.text() == f"«{XSS}»"
 
 

@@ -1,0 +1,68 @@
+"""``-``: JSON Lines piped into standard input, spooled to a temporary file.
+
+Every input is read more than once (near-duplicate confirmation, the smoke sample, ``fix``'s
+rounds), and a pipe can be read only once, so what arrives is copied to a file in a
+``preflight-stdin-*`` temporary folder (removed when the run ends, or by the next run if this
+one was killed) and read from there. Row numbers are line numbers minus one, as for a file.
+gzip or zstd input is recognised by its magic bytes and decompressed as a ``.gz``/``.zst``
+file would be. What cannot be JSON Lines is refused with what to do: nothing piped (a
+terminal), nothing at all, UTF-16 (PowerShell's default), Parquet or Arrow bytes.
+A line that is not valid UTF-8 is, as in a file, a ``malformed`` finding with its row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from preflight.errors import InputError
+from preflight.tempfiles import temp_dir
+
+STDIN = "-"
+_CHUNK = 1 << 20
+_MAGIC = {b"\x1f\x8b": ".jsonl.gz", b"\x28\xb5\x2f\xfd": ".jsonl.zst"}
+_REFUSED = {
+    b"\xff\xfe": "UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 first, e.g. "
+                 "iconv -f UTF-16 -t UTF-8, or in PowerShell Out-File -Encoding utf8",
+    b"\xfe\xff": "UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 first, e.g. "
+                 "iconv -f UTF-16 -t UTF-8",
+    b"PAR1": "a Parquet file; give its path instead of -",
+    b"ARROW1": "an Arrow file; give its path instead of -",
+}
+
+
+def is_stdin(source: object) -> bool:
+    """True when ``source`` is ``-`` (a string or a path)."""
+    return isinstance(source, str | Path) and str(source) == STDIN
+
+
+@contextlib.contextmanager
+def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
+    """Copy ``stream`` (default: standard input, as bytes) to a temporary JSON Lines file;
+    yield its path; remove it on exit."""
+    if stream is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InputError("'-' reads JSON Lines from standard input, but nothing is piped "
+                             "in: cat data.jsonl | preflight check -")
+        stream = sys.stdin.buffer
+    first = stream.read(_CHUNK)
+    if not first:
+        raise InputError("standard input is empty: pipe JSON Lines into it, e.g. "
+                         "cat data.jsonl | preflight check -")
+    for magic, what in _REFUSED.items():
+        if first.startswith(magic):
+            raise InputError(f"standard input holds {what}; '-' reads JSON Lines (UTF-8)")
+    suffix = next((s for m, s in _MAGIC.items() if first.startswith(m)), ".jsonl")
+    folder = temp_dir("stdin")
+    try:
+        path = folder / f"stdin{suffix}"
+        with open(path, "wb") as f:
+            f.write(first)
+            shutil.copyfileobj(stream, f, _CHUNK)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

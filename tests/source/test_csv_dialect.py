@@ -1,0 +1,121 @@
+"""CSV dialects (issue 16, item 8): ``;``, tab and ``|`` sniffed, ``--delimiter`` to force
+one, ``.tsv`` read as tab-separated; ``fix`` keeps a ``;`` CSV's delimiter and its untouched
+rows byte for byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from preflight.cli import main
+from preflight.errors import ConfigError
+from preflight.source import open_source
+from preflight.source.csv import check_delimiter, sniff_delimiter
+from tests.source.helpers import malformed, rows, values, write
+
+ZW = "\u200b"
+
+
+def read(path: Path, delimiter: str | None = None) -> list:
+    return list(open_source(path, delimiter=delimiter).batches())
+
+
+@pytest.mark.parametrize("d", [";", "\t", "|", ","])
+def test_delimiter_is_sniffed(tmp_path: Path, d: str) -> None:
+    # commas inside the text do not fool the sniffer into splitting there (quoted only
+    # where the delimiter is the comma)
+    q = '"' if d == "," else ""
+    text = ("id{d}text{d}label\n1{d}{q}hello, world{q}{d}0\n2{d}{q}a, b, c{q}{d}3\n"
+            "3{d}plain{d}1\n")
+    path = write(tmp_path, "d.csv", text.format(d=d, q=q).encode())
+    batches = read(path)
+    assert values(batches, "text") == ["hello, world", "a, b, c", "plain"]
+    assert values(batches, "label") == [0, 3, 1]  # typed as integers, as with commas
+    assert rows(batches) == [0, 1, 2] and malformed(batches) == []
+
+
+def test_sniffing_only_sees_the_first_lines(tmp_path: Path) -> None:
+    assert sniff_delimiter(b"a;b\n1;2\n") == ";"
+    assert sniff_delimiter(b"text\nonly one column; with a semicolon\n") == ","
+    assert sniff_delimiter(b"") == ","
+
+
+def test_tsv_is_tab_separated(tmp_path: Path) -> None:
+    path = write(tmp_path, "d.tsv", b"text\tlabel\na; b, c|d\t1\n")
+    assert values(read(path), "text") == ["a; b, c|d"]
+    assert open_source(path).format == "csv"
+
+
+def test_delimiter_can_be_forced(tmp_path: Path) -> None:
+    # ';' splits the header into more fields, so it is sniffed; '|' is what was meant
+    path = write(tmp_path, "d.csv", b"a;b|c;d\n1;2|3;4\n")
+    assert [c for b in read(path) for c in b.frame.columns] == ["a", "b|c", "d"]
+    assert values(read(path, "|"), "c;d") == ["3;4"]
+
+
+def test_wrong_field_count_keeps_its_row_with_a_sniffed_delimiter(tmp_path: Path) -> None:
+    path = write(tmp_path, "d.csv", b"text;label\nok;1\nbroken\nfine;2\n")
+    batches = read(path)
+    assert malformed(batches) == [(1, "wrong_field_count")]
+    assert rows(batches) == [0, 2]
+
+
+def test_cli_delimiter_option(tmp_path: Path) -> None:
+    data = write(tmp_path, "d.csv", f"text|label\nhid{ZW}den|1\nfine|2\n".encode())
+    out = tmp_path / "r"
+    result = CliRunner().invoke(main, ["check", str(data), "--delimiter", "|", "--no-smoke",
+                                       "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    report = json.loads((out / "report.json").read_text())
+    hidden = next(r for r in report["rules"] if r["check"] == "invisible_unicode")
+    assert [e["row"] for e in hidden["examples"]] == [0]
+
+
+def test_cli_delimiter_mistakes_are_exit_2(tmp_path: Path) -> None:
+    csv_file = write(tmp_path, "d.csv", b"text\na\n")
+    result = CliRunner().invoke(main, ["check", str(csv_file), "--delimiter", ";;",
+                                       "--no-smoke", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert ("--delimiter must be one character such as ',' ';' '|' or tab (written tab or \\t), "
+            "got ';;'") in result.output
+    jsonl = write(tmp_path, "d.jsonl", b'{"text": "a"}\n')
+    result = CliRunner().invoke(main, ["check", str(jsonl), "--delimiter", ";", "--no-smoke",
+                                       "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    assert f"--delimiter applies to CSV input; {jsonl} is jsonl" in result.output
+
+
+def test_check_delimiter_names() -> None:
+    assert [check_delimiter(v) for v in ("tab", "\\t", "\t", ";", "|", None)] == [
+        "\t", "\t", "\t", ";", "|", None]
+    with pytest.raises(ConfigError):
+        check_delimiter("x")
+
+
+def test_fix_keeps_a_semicolon_csv(tmp_path: Path) -> None:
+    lines = [b"id;text;label\r\n", b"1;hello, world;1\r\n", f"2;bon{ZW}jour;2\r\n".encode(),
+             b'3;"a;b ""q""";3\r\n', b"4;plain   text;0\r\n"]
+    data = write(tmp_path, "d.csv", b"".join(lines))
+    out, quarantine = tmp_path / "clean.csv", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(out),
+                                       "--quarantine", str(quarantine)])
+    assert result.exit_code == 0, result.output
+    written = out.read_bytes().splitlines(keepends=True)
+    # untouched rows and the header byte for byte; the changed row keeps ';' and its line end
+    assert written[:2] + written[3:] == lines[:2] + lines[3:]
+    assert written[2] == b"2;bonjour;2\r\n"
+    assert quarantine.read_bytes() == b""
+    # the output reads back as the same table, split at ';'
+    assert values(read(out), "text") == ["hello, world", "bonjour", 'a;b "q"', "plain   text"]
+
+
+def test_fix_quotes_a_changed_field_holding_the_delimiter(tmp_path: Path) -> None:
+    data = write(tmp_path, "d.csv", f'text|label\n"a|b{ZW}"|1\nplain|2\n'.encode())
+    out = tmp_path / "clean.csv"
+    result = CliRunner().invoke(main, ["fix", str(data), "--delimiter", "|", "--out", str(out),
+                                       "--quarantine", str(tmp_path / "q.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes() == b'text|label\n"a|b"|1\nplain|2\n'

@@ -1,0 +1,112 @@
+"""``-`` reads JSON Lines from standard input (issue 16, item 8): spooled to a temporary
+file so the second reads (near-duplicate confirmation, fix) work; rows are line numbers
+minus one; bad input is a clear exit 3."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from preflight.cli import main
+
+ZW = "\u200b"
+NEAR = "the quick brown fox jumps over the lazy dog near the river bank today"
+
+
+def lines(records: list[object]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def check(data: bytes, tmp_path: Path, *args: str) -> tuple[int, str, dict | None]:
+    out = tmp_path / "r"
+    result = CliRunner().invoke(main, ["check", "-", "--no-smoke", "--out", str(out), *args],
+                                input=data)
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() \
+        else None
+    return result.exit_code, result.output, report
+
+
+def test_stdin_rows_are_line_numbers_and_the_spool_is_removed(tmp_path: Path,
+                                                              own_tmp: Path) -> None:
+    data = lines([{"text": "a"}]) + b"\n" + lines([{"text": f"hid{ZW}den"}, {"text": "b"}])
+    code, output, report = check(data, tmp_path)
+    assert code == 1, output
+    assert report is not None and report["source"]["path"] == "-"
+    hidden = next(r for r in report["rules"] if r["check"] == "invisible_unicode")
+    assert [e["row"] for e in hidden["examples"]] == [2]  # the blank line 2 keeps its number
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_stdin_near_duplicates_are_confirmed_on_a_second_read(tmp_path: Path) -> None:
+    data = lines([{"text": NEAR}, {"text": "something else entirely, not alike at all"},
+                  {"text": NEAR + " again"}])
+    _, output, report = check(data, tmp_path, "--preset", "pretrain-text")
+    assert report is not None, output
+    near = next(r for r in report["rules"] if r["check"] == "near_duplicate")
+    assert [(e["row"], e["code"]) for e in near["examples"]] == [(2, "near_duplicate_of")]
+
+
+def test_stdin_gzip_is_decompressed(tmp_path: Path) -> None:
+    code, output, report = check(gzip.compress(lines([{"text": "a"}, {"text": "b"}])), tmp_path)
+    assert code == 0, output
+    assert report is not None and report["source"]["records"] == 2
+
+
+def test_invalid_utf8_on_stdin_is_a_malformed_row(tmp_path: Path) -> None:
+    data = lines([{"text": "a"}]) + b'{"text": "caf\xe9"}\n' + lines([{"text": "b"}])
+    code, output, report = check(data, tmp_path)
+    assert code == 1
+    assert "row 1 invalid_utf8: byte 0xE9 at byte 13 is not valid UTF-8" in output
+    assert report is not None and report["source"]["records"] == 2
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"", "standard input is empty: pipe JSON Lines into it, e.g. "
+          "cat data.jsonl | preflight check -"),
+    ('{"text": "a"}\n'.encode("utf-16"),
+     "standard input holds UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 "
+     "first, e.g. iconv -f UTF-16 -t UTF-8, or in PowerShell Out-File -Encoding utf8; "
+     "'-' reads JSON Lines (UTF-8)"),
+    (b"PAR1\x00\x00", "standard input holds a Parquet file; give its path instead of -; "
+                      "'-' reads JSON Lines (UTF-8)"),
+])
+def test_bad_stdin_is_exit_3_with_what_to_do(tmp_path: Path, data: bytes, message: str) -> None:
+    code, output, _ = check(data, tmp_path)
+    assert code == 3
+    assert " ".join(output.split()) == f"error: {message}"
+
+
+def test_fix_reads_stdin(tmp_path: Path) -> None:
+    out, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
+    data = lines([{"text": "a"}, {"text": f"hid{ZW}den"}, {"text": "a"}])
+    result = CliRunner().invoke(main, ["fix", "-", "--out", str(out), "--quarantine",
+                                       str(quarantine)], input=data)
+    assert result.exit_code == 0, result.output
+    kept = [json.loads(x) for x in out.read_text().splitlines()]
+    dropped = [json.loads(x) for x in quarantine.read_text().splitlines()]
+    assert len(kept) + len(dropped) == 3  # nothing lost
+    assert {"text": "hidden"} in kept
+
+
+def test_real_pipe_into_the_cli(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "preflight", "check", "-", "--no-smoke",
+                           "--out", str(tmp_path / "r"), "--no-progress"],
+                          input=lines([{"text": "a"}, {"text": "b"}]), capture_output=True,
+                          timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["source"]["records"] == 2
