@@ -20,6 +20,7 @@ from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
+from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
@@ -107,12 +108,14 @@ def run(
     try:
         timings: dict[str, float] = {"read": 0.0}
         rule_list = gate_rules(rules)
-        if rule_list[0] is IMPLICIT_MALFORMED:
+        if rule_list and rule_list[0] is IMPLICIT_MALFORMED:
             notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
         if any(r.check == "vocab" for r in rule_list) and not any(
                 r.check == "vocab" for r in rules.rules):
             notes.append(f"added rule {rule_list[-1].id!r} (severity error): the model is "
                          "known, so its embedding is checked against the tokenizer and corpus")
+        if off := [repr(r.id) for r in rules.rules if not r.enabled]:
+            notes.append(f"rule(s) {', '.join(off)} not run (enabled: false, --only, --skip)")
 
         if executor == "ray":
             from preflight.executor.ray import scan_on_ray
@@ -127,6 +130,15 @@ def run(
             _second_read(src, read.running, read.ctx, limit=limit, records=read.records,
                          timings=timings, progress=progress)
         running, fields = read.running, read.fields
+        if not running:
+            raise ConfigError("no rule to run: enabled: false, --only or --skip left none "
+                              "that applies to this data")
+        kept = {r.rule.id for r in running}
+        added = [r.rule for r in running if r.rule not in rule_list]
+        if dropped := [repr(r.id) for r in rule_list if r.id not in kept]:
+            notes.append(f"rule(s) {', '.join(dropped)} not run: the data has no text field")
+        notes += [f"added rule {r.id!r} ({r.check}, severity {r.severity}): the data has "
+                  f"{_role_of(r, fields)}" for r in added]
         records, malformed = read.records, read.malformed
         for r in running:
             if r.error is None:
@@ -141,7 +153,8 @@ def run(
         for r in running:
             error = r.error or _could_not_run(r.check, read.seen, records)
             results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
-                                   stats=r.stats, strict=strict))
+                                   stats=r.stats, strict=strict,
+                                   notes=r.check.notes() if error is None else []))
         smoke_result = None
         if sampler is not None:
             t0 = time.perf_counter()
@@ -173,6 +186,8 @@ def run(
                 fields=fields.model_dump(exclude_none=True),
                 inferred=read.inferred,
                 notes=notes,
+                not_checked=not_checked(rules, fields, added),
+                suggested_preset=suggest_preset(fields) if read.inferred else None,
             ),
             rules=results,
             timings=timings,
@@ -338,17 +353,37 @@ def gate_rules(rules: RuleSet) -> list[Rule]:
     listed, since unreadable lines never pass, and an implicit `vocab` rule last when the
     model is known (an ``hf:`` folder, or ``model.vocab_size`` with a tokenizer) and none is
     listed, since an id past the embedding kills the run."""
-    out = list(rules.rules)
-    if not any(r.check == "malformed" for r in out):
+    listed = rules.rules  # a rule listed but not enabled is not replaced by an implicit one
+    out = [r for r in listed if r.enabled]
+    if not any(r.check == "malformed" for r in listed):
         out.insert(0, IMPLICIT_MALFORMED)
     known = is_hf_spec(rules.smoke.model) or (rules.model.vocab_size and rules.model.tokenizer)
-    if known and not any(r.check == "vocab" for r in out):
-        taken = {r.id for r in out}
+    if known and not any(r.check == "vocab" for r in listed):
+        taken = {r.id for r in listed}
         rule = IMPLICIT_VOCAB
         if rule.id in taken:
             rule = rule.model_copy(update={"id": "model-vocab"})
         out.append(rule)
     return out
+
+
+def rules_for(rules: RuleSet, fields: Fields) -> list[Rule]:
+    """Every rule the gate runs once the fields are known: ``gate_rules`` and, for the
+    default rule set, the rules the fields call for (``preflight.defaults``)."""
+    return _resolved(rules, gate_rules(rules), fields)
+
+
+def _resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields) -> list[Rule]:
+    return [*applicable(rules, rule_list, fields)[0], *inferred_rules(rules, fields)]
+
+
+def _role_of(rule: Rule, fields: Fields) -> str:
+    declared = fields.declared()
+    for role in ("messages", "label", "numeric", "target", "features"):
+        if role in declared and (rule.check != "label_range" or role == "label"):
+            names = ", ".join(map(repr, declared[role]))
+            return f"a {role} field ({names})" if role != "numeric" else f"numbers in {names}"
+    return "the fields it needs"
 
 
 def with_model_folder(rules: RuleSet) -> tuple[RuleSet, list[str]]:
@@ -448,9 +483,9 @@ def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
     checks' context, and every rule's check started: what both executors begin with."""
     fields, inferred = rules.fields, {}
     if fields.is_empty() and first is not None:
-        fields, inferred = infer_fields(first.frame)
+        fields, inferred = infer_fields(first)
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
-    return fields, inferred, ctx, [start_rule(rule, ctx) for rule in rule_list]
+    return fields, inferred, ctx, [start_rule(r, ctx) for r in _resolved(rules, rule_list, fields)]
 
 
 def start_rule(rule: Rule, ctx: Context) -> Running:
@@ -471,7 +506,7 @@ def _could_not_run(check: Check, seen: set[str], records: int) -> str | None:
 
 
 def _result(rule: Rule, tally: Tally, *, total: int, error: str | None,
-            stats: dict[str, Any], strict: bool) -> RuleResult:
+            stats: dict[str, Any], strict: bool, notes: list[str]) -> RuleResult:
     max_count, max_fraction = rule.allowed()
     status = "error" if error else judge(tally.violations, total, rule)
     blocking = status == "error" or rule.severity == "error" or (
@@ -492,6 +527,7 @@ def _result(rule: Rule, tally: Tally, *, total: int, error: str | None,
         message=error,
         stats=stats,
         fix=rule.fix,
+        notes=notes,
     )
 
 
