@@ -37,6 +37,7 @@ from preflight.report.model import (
 )
 from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler, SampleRow
+from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
@@ -148,6 +149,9 @@ def run(
                 r.seconds += time.perf_counter() - t0
             timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
 
+        if read.mixed is not None:  # on the schema rule, else the first one
+            target = next((r for r in running if r.rule.check == "schema"), running[0])
+            sink.add(target.rule, frame=read.mixed)
         total = records + malformed
         results = []
         for r in running:
@@ -258,6 +262,7 @@ class Read:
     # Fetches records by record key where they were read (a distributed run); None: the
     # smoke sample reads the source again for them.
     fetch: Callable[[set[int]], list[SampleRow]] | None = None
+    mixed: Any = None  # the ``mixed_shards`` finding (a frame), when shards differ
 
 
 def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
@@ -266,6 +271,7 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                 progress: Progress | None) -> Read:
     """The local executor: read batches in order and scan each with every rule."""
     running: list[Running] | None = None
+    shapes: ShardShapes | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
@@ -294,20 +300,25 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                     rules, rule_list, batch, tokenizer=tokenizer, eval_path=eval_path)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
+                if inferred and len(src.files) > 1:
+                    shapes = ShardShapes(fields)
+            # A shard unlike the first (chat among text): its lines are still read.
+            same = shapes is None or shapes.matches(batch)
             seen.update(batch.frame.columns)
             records += len(batch)
             malformed += len(batch.malformed)
             sink.open_batch(batch, fields.id, keep_ids=keep_ids)
             if ctx.text_fields or ctx.messages:
                 batch.texts(ctx.text_fields, ctx.messages)  # shared by the text checks
-            active = [r for r in running if r.error is None]
+            active = [r for r in running
+                      if r.error is None and (same or r.rule.check == "malformed")]
             for r, (frame, seconds) in zip(
                 active, _scan_pool().map(lambda r, b=batch: _scan(r.check, b), active),
                 strict=True,
             ):
                 r.seconds += seconds
                 sink.add(r.rule, batch=batch, frame=frame, remember=r.reports_at_finish)
-            if sampler is not None:
+            if sampler is not None and same:
                 sampler.id_field = fields.id
                 sampler.offer(batch)
             done += batch.progress
@@ -323,7 +334,8 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
         fields, inferred, ctx, running = start_checks(rules, rule_list, None,
                                                       tokenizer=tokenizer, eval_path=eval_path)
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=seen,
-                records=records, malformed=malformed)
+                records=records, malformed=malformed,
+                mixed=shapes.finding() if shapes is not None else None)
 
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,

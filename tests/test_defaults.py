@@ -293,3 +293,29 @@ def test_the_label_error_names_num_classes(tmp_path: Path) -> None:
     assert labels["message"] == ("fields.label is 'label' but the classes are not declared; "
                                  "pass --num-classes N, or set model.num_classes or "
                                  "model.labels in the rules file")
+
+
+# ---------------------------------------------------------------- item 10: mixed shards
+
+
+def test_shards_of_different_shapes_are_one_corpus_finding(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for k in range(2):
+        write_jsonl(folder / f"a-text-{k}.jsonl",
+                    [{"text": f"plain text {i} of shard {k}"} for i in range(30)])
+    write_jsonl(folder / "b-chat.jsonl",
+                [{"messages": [{"role": "user", "content": f"hi {i}"},
+                               {"role": "assistant", "content": f"hello {i}"}]}
+                 for i in range(40)])
+    out = tmp_path / "out"
+    result = check(folder, "--out", out)
+    assert result.exit_code == 1, result.output
+    frame = pl.read_parquet(out / "findings.parquet")
+    assert frame.get_column("code").to_list() == ["mixed_shards"]  # not 40 "missing text"
+    detail = frame.get_column("detail")[0]
+    assert "text ('text') in 2 shard(s): a-text-0.jsonl, a-text-1.jsonl" in detail
+    assert "chat ('messages') in 1 shard(s): b-chat.jsonl" in detail
+    # shards of one shape are not a finding
+    (folder / "b-chat.jsonl").unlink()
+    assert check(folder, "--out", tmp_path / "same").exit_code == 0
