@@ -49,6 +49,7 @@ from preflight.report.diff import diff_reports
 from preflight.report.markdown import DEFAULT_MAX_CHARS
 from preflight.report.model import load_report
 from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
+from preflight.select import parse_ids, select_rules
 
 
 class _Console(Console):
@@ -237,9 +238,13 @@ def main() -> None:
 @click.option("--eval", "eval_path", type=click.Path(path_type=Path),
               help="Eval file: flag train records found in it (adds an overlap rule if none).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
-              help="Set a rule parameter, e.g. --set dupes.max_fraction=0.01, or a smoke "
-                   "setting, e.g. --set smoke.steps=50 (repeatable).")
+              help="Set a rule parameter, e.g. --set exact-dupes.max_fraction=0.01, or a "
+                   "smoke setting, e.g. --set smoke.steps=50 (repeatable).")
 @_delimiter
+@click.option("--only", multiple=True, metavar="ID[,ID]",
+              help="Run only these rules (ids as in the report; repeatable).")
+@click.option("--skip", multiple=True, metavar="ID[,ID]",
+              help="Do not run these rules (as `enabled: false` in a rules file).")
 @_report_files
 @_executor
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
@@ -258,8 +263,9 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
-          delimiter: str | None, formats: str, md_max_chars: int, executor: str,
-          address: str | None, no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
+          delimiter: str | None, only: tuple[str, ...], skip: tuple[str, ...],
+          formats: str, md_max_chars: int, executor: str, address: str | None,
+          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
           training_args: Path | None, debug: bool) -> None:
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
@@ -272,6 +278,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args)
+    rules = select_rules(rules, only=parse_ids(only), skip=parse_ids(skip))
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
@@ -565,7 +572,8 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
         return
     console = _Console()
     console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
-                  "max_count (default 0 unless max_fraction is set), max_fraction, fix.\n")
+                  "max_count (default 0 unless max_fraction is set), max_fraction, fix, "
+                  "enabled (default true).\n")
     for c in checks:
         console.print(f"[bold]{c['check']}[/] — {c['description']}")
         console.print(f"  fix: {', '.join(c['fixes'])}", style="dim")
@@ -616,9 +624,12 @@ def _params(model: Any) -> list[dict[str, Any]]:
 
 
 def _params_table(params: list[dict[str, Any]]) -> Table:
+    # Names are never cut (`require_last_assistant`); the other columns wrap instead.
     table = Table(show_edge=False, box=None, padding=(0, 2))
-    for col in ("param", "type", "default", "description"):
-        table.add_column(col, style="dim" if col == "type" else None)
+    widest = max((len(p["name"]) for p in params), default=5)
+    table.add_column("param", no_wrap=True, min_width=widest)
+    for col in ("type", "default", "description"):
+        table.add_column(col, style="dim" if col == "type" else None, overflow="fold")
     for p in params:
         table.add_row(p["name"], escape(p["type"]), escape(json.dumps(p["default"])),
                       escape(p["description"]))

@@ -30,6 +30,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     ValidationError,
@@ -45,7 +46,7 @@ Task = Literal["lm", "chat", "classification", "regression"]
 FixAction = Literal[
     "repair", "normalize", "strip", "truncate", "drop", "keep_first", "quarantine", "none"
 ]
-RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix")
+RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix", "enabled")
 DEFAULT_PRESET = "default"
 # A rules file is a few KB holding a few hundred values. Anchors and aliases may share
 # settings, but what they expand to is counted while the file is parsed, so a "billion
@@ -217,6 +218,7 @@ class Rule(_Strict):
         None, ge=0, le=1, description="Fraction of records allowed to violate (0 to 1)."
     )
     fix: FixAction | None = Field(None, description="What `preflight fix` does with violations.")
+    enabled: StrictBool = Field(True, description="false: the rule is listed but not run.")
     params: dict[str, Any] = Field(default_factory=dict, description="The check's parameters.")
 
     def allowed(self) -> tuple[int | None, float | None]:
@@ -384,11 +386,12 @@ def with_overrides(
             data["rules"].append({"id": "eval-overlap", "check": "overlap"})
     by_id = {r["id"]: r for r in data["rules"]}
     for item in sets:
+        _add_inferred(ruleset, data, by_id, item.partition("=")[0].rpartition(".")[0])
         target, sep, raw = item.partition("=")
         rule_id, dot, key = target.rpartition(".")
         if not sep or not dot or not rule_id or not key:
             raise ConfigError(
-                f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. dupes.max_fraction=0.01"
+                f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. exact-dupes.max_fraction=0.01"
             )
         section = data["smoke"] if rule_id == "smoke" else by_id.get(rule_id)
         if section is None:
@@ -400,8 +403,27 @@ def with_overrides(
             raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
-    return _validate(data, where=f"{where} with command-line overrides", sha256=ruleset.sha256,
-                     preset=ruleset.preset, path=ruleset.path)
+    return rebuild(ruleset, data, where=f"{where} with command-line overrides")
+
+
+def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str) -> RuleSet:
+    """``data`` (``to_dict`` of ``ruleset``, changed) validated like a rules file, keeping
+    where ``ruleset`` came from (path, hash, preset)."""
+    return _validate(data, where=where, sha256=ruleset.sha256, preset=ruleset.preset,
+                     path=ruleset.path)
+
+
+def _add_inferred(ruleset: RuleSet, data: dict[str, Any], by_id: dict[str, Any],
+                  rule_id: str) -> None:
+    """Make a rule that inference would add to the default rule set (``values``,
+    ``labels``, ``chat-format``) a listed one, so ``--set values.dtype=fp16`` can set it."""
+    from preflight.defaults import INFERRED, candidate_ids
+
+    if rule_id in by_id or rule_id not in candidate_ids(ruleset):
+        return
+    rule = next(r for _, r in INFERRED if r.id == rule_id)
+    by_id[rule_id] = {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
+    data["rules"].append(by_id[rule_id])
 
 
 def to_dict(ruleset: RuleSet) -> dict[str, Any]:

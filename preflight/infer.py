@@ -4,25 +4,41 @@ from __future__ import annotations
 
 import polars as pl
 
+from preflight.batch import Batch
 from preflight.config import Fields
 
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
 _CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
 _LABEL_NAMES = ("label", "labels")
+_TARGET_NAMES = ("target", "targets", "y")
+_FEATURE_NAMES = ("features", "feature", "x")
+# A label is integer-like (class ids) when at least half the records hold an integer there:
+# a stray string or NaN must not hide it, and is then the label check's finding.
+_MAJORITY = 0.5
+# A column is numeric when nearly every record holds a number there: a field that some
+# records carry on the side is not a column of the corpus (its absence would be a finding).
+_NUMERIC = 0.9
 
 
-def infer_fields(frame: pl.DataFrame) -> tuple[Fields, dict[str, str]]:
-    """Guess the text/messages/id/label fields of ``frame``; return them and why."""
+def infer_fields(batch: Batch) -> tuple[Fields, dict[str, str]]:
+    """Guess the text/messages/id/label/numeric fields of ``batch``; return them and why.
+
+    A label is inferred only when its values are integer-like (class ids); numeric fields
+    are the other columns that hold numbers (or lists of numbers) in at least half the
+    records."""
+    frame = batch.frame
     schema = frame.schema
-    found: dict[str, str] = {}
+    found: dict[str, str | list[str]] = {}
     why: dict[str, str] = {}
     for name in _CHAT_NAMES:
-        if isinstance(schema.get(name), pl.List):
+        if name in schema and _share(batch, name, ("array",)) >= _MAJORITY:
             found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
             break
-    # An id is never the text, however long its values are.
-    strings = [n for n, t in schema.items() if t == pl.String and n not in _ID_NAMES]
+    # An id or a label is never the text, however long its values are.
+    strings = [n for n, t in schema.items()
+               if t == pl.String and n not in _ID_NAMES and n not in _LABEL_NAMES
+               and _share(batch, n, ("string",)) >= _MAJORITY]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
     if named:
         found["text"], why["text"] = named, f"{named!r} (by name)"
@@ -30,8 +46,53 @@ def infer_fields(frame: pl.DataFrame) -> tuple[Fields, dict[str, str]]:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
         found["text"], why["text"] = best, f"{best!r} (the string field with the longest values)"
-    for role, names in (("id", _ID_NAMES), ("label", _LABEL_NAMES)):
-        name = next((n for n in names if n in schema), None)
+    name = next((n for n in _ID_NAMES if n in schema), None)
+    if name:
+        found["id"], why["id"] = name, f"{name!r} (by name)"
+    name = next((n for n in _LABEL_NAMES if n in schema), None)
+    if name and _share(batch, name, ("integer",)) >= _MAJORITY:
+        found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
+    taken = {v for v in found.values() if isinstance(v, str)}
+    numeric = [n for n in frame.columns if n not in taken and n not in _ID_NAMES
+               and _is_numeric(batch, n)]
+    for role, names in (("target", _TARGET_NAMES), ("features", _FEATURE_NAMES)):
+        name = next((n for n in names if n in numeric), None)
         if name:
-            found[role], why[role] = name, f"{name!r} (by name)"
+            found[role], why[role] = name, f"{name!r} (by name, numbers)"
+            numeric.remove(name)
+    if numeric:
+        found["numeric"] = numeric[0] if len(numeric) == 1 else numeric
+        why["numeric"] = ", ".join(map(repr, numeric)) + " (numbers in nearly every record)"
     return Fields(**found), why
+
+
+def _is_numeric(batch: Batch, name: str) -> bool:
+    dtype = batch.frame.schema[name]
+    if isinstance(dtype, pl.List | pl.Array) and name not in batch.raw:
+        inner = dtype.inner
+        while isinstance(inner, pl.List | pl.Array):
+            inner = inner.inner
+        return inner.is_numeric() and _present(batch, name) >= _NUMERIC
+    return _share(batch, name, ("integer", "number")) >= _NUMERIC
+
+
+def _present(batch: Batch, name: str) -> float:
+    return float((batch.json_types(name) != "null").mean() or 0.0) if len(batch) else 0.0
+
+
+def _share(batch: Batch, name: str, kinds: tuple[str, ...]) -> float:
+    """The share of records holding a value of one of ``kinds`` (JSON types; in CSV, text
+    that reads as such a number counts) in ``name``."""
+    if not len(batch):
+        return 0.0
+    types = batch.json_types(name)
+    if batch.textual and name in batch.frame.columns and batch.frame.schema[name] == pl.String:
+        text = batch.frame.get_column(name).str.strip_chars()
+        number = text.cast(pl.Float64, strict=False)
+        whole = number.is_finite() & (number == number.floor())
+        types = pl.select(
+            pl.when(whole).then(pl.lit("integer"))
+            .when(number.is_not_null()).then(pl.lit("number"))
+            .otherwise(types)
+        ).to_series()
+    return float(types.is_in(list(kinds)).mean() or 0.0)

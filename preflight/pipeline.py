@@ -20,6 +20,7 @@ from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.config import Fields, Rule, RuleSet
+from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
@@ -36,6 +37,7 @@ from preflight.report.model import (
 )
 from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler, SampleRow
+from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
@@ -110,12 +112,14 @@ def run(
     try:
         timings: dict[str, float] = {"read": 0.0}
         rule_list = gate_rules(rules)
-        if rule_list[0] is IMPLICIT_MALFORMED:
+        if rule_list and rule_list[0] is IMPLICIT_MALFORMED:
             notes.append("added rule 'malformed' (severity error): unreadable lines never pass")
         if any(r.check == "vocab" for r in rule_list) and not any(
                 r.check == "vocab" for r in rules.rules):
             notes.append(f"added rule {rule_list[-1].id!r} (severity error): the model is "
                          "known, so its embedding is checked against the tokenizer and corpus")
+        if off := [repr(r.id) for r in rules.rules if not r.enabled]:
+            notes.append(f"rule(s) {', '.join(off)} not run (enabled: false, --only, --skip)")
 
         if executor == "ray":
             from preflight.executor.ray import scan_on_ray
@@ -130,6 +134,15 @@ def run(
             _second_read(src, read.running, read.ctx, limit=limit, records=read.records,
                          timings=timings, progress=progress)
         running, fields = read.running, read.fields
+        if not running:
+            raise ConfigError("no rule to run: enabled: false, --only or --skip left none "
+                              "that applies to this data")
+        kept = {r.rule.id for r in running}
+        added = [r.rule for r in running if r.rule not in rule_list]
+        if dropped := [repr(r.id) for r in rule_list if r.id not in kept]:
+            notes.append(f"rule(s) {', '.join(dropped)} not run: the data has no text field")
+        notes += [f"added rule {r.id!r} ({r.check}, severity {r.severity}): the data has "
+                  f"{_role_of(r, fields)}" for r in added]
         records, malformed = read.records, read.malformed
         for r in running:
             if r.error is None:
@@ -139,12 +152,16 @@ def run(
                 r.seconds += time.perf_counter() - t0
             timings[f"rule:{r.rule.id}"] = round(r.seconds, 4)
 
+        if read.mixed is not None:  # on the schema rule, else the first one
+            target = next((r for r in running if r.rule.check == "schema"), running[0])
+            sink.add(target.rule, frame=read.mixed)
         total = records + malformed
         results = []
         for r in running:
             error = r.error or _could_not_run(r.check, read.seen, records)
             results.append(_result(r.rule, sink.tally(r.rule.id), total=total, error=error,
-                                   stats=r.stats, strict=strict))
+                                   stats=r.stats, strict=strict,
+                                   notes=r.check.notes() if error is None else []))
         smoke_result = None
         if sampler is not None:
             t0 = time.perf_counter()
@@ -176,6 +193,8 @@ def run(
                 fields=fields.model_dump(exclude_none=True),
                 inferred=read.inferred,
                 notes=notes,
+                not_checked=not_checked(rules, fields, added),
+                suggested_preset=suggest_preset(fields) if read.inferred else None,
             ),
             rules=results,
             timings=timings,
@@ -248,6 +267,7 @@ class Read:
     # Fetches records by record key where they were read (a distributed run); None: the
     # smoke sample reads the source again for them.
     fetch: Callable[[set[int]], list[SampleRow]] | None = None
+    mixed: Any = None  # the ``mixed_shards`` finding (a frame), when shards differ
 
 
 def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
@@ -256,6 +276,7 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                 progress: Progress | None) -> Read:
     """The local executor: read batches in order and scan each with every rule."""
     running: list[Running] | None = None
+    shapes: ShardShapes | None = None
     keep_ids = False
     fields, inferred = rules.fields, {}
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
@@ -284,20 +305,25 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                     rules, rule_list, batch, tokenizer=tokenizer, eval_path=eval_path)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
+                if inferred and len(src.files) > 1:
+                    shapes = ShardShapes(fields)
+            # A shard unlike the first (chat among text): its lines are still read.
+            same = shapes is None or shapes.matches(batch)
             seen.update(batch.frame.columns)
             records += len(batch)
             malformed += len(batch.malformed)
             sink.open_batch(batch, fields.id, keep_ids=keep_ids)
             if ctx.text_fields or ctx.messages:
                 batch.texts(ctx.text_fields, ctx.messages)  # shared by the text checks
-            active = [r for r in running if r.error is None]
+            active = [r for r in running
+                      if r.error is None and (same or r.rule.check == "malformed")]
             for r, (frame, seconds) in zip(
                 active, _scan_pool().map(lambda r, b=batch: _scan(r.check, b), active),
                 strict=True,
             ):
                 r.seconds += seconds
                 sink.add(r.rule, batch=batch, frame=frame, remember=r.reports_at_finish)
-            if sampler is not None:
+            if sampler is not None and same:
                 sampler.id_field = fields.id
                 sampler.offer(batch)
             done += batch.progress
@@ -313,7 +339,8 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
         fields, inferred, ctx, running = start_checks(rules, rule_list, None,
                                                       tokenizer=tokenizer, eval_path=eval_path)
     return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=seen,
-                records=records, malformed=malformed)
+                records=records, malformed=malformed,
+                mixed=shapes.finding() if shapes is not None else None)
 
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,
@@ -343,17 +370,37 @@ def gate_rules(rules: RuleSet) -> list[Rule]:
     listed, since unreadable lines never pass, and an implicit `vocab` rule last when the
     model is known (an ``hf:`` folder, or ``model.vocab_size`` with a tokenizer) and none is
     listed, since an id past the embedding kills the run."""
-    out = list(rules.rules)
-    if not any(r.check == "malformed" for r in out):
+    listed = rules.rules  # a rule listed but not enabled is not replaced by an implicit one
+    out = [r for r in listed if r.enabled]
+    if not any(r.check == "malformed" for r in listed):
         out.insert(0, IMPLICIT_MALFORMED)
     known = is_hf_spec(rules.smoke.model) or (rules.model.vocab_size and rules.model.tokenizer)
-    if known and not any(r.check == "vocab" for r in out):
-        taken = {r.id for r in out}
+    if known and not any(r.check == "vocab" for r in listed):
+        taken = {r.id for r in listed}
         rule = IMPLICIT_VOCAB
         if rule.id in taken:
             rule = rule.model_copy(update={"id": "model-vocab"})
         out.append(rule)
     return out
+
+
+def rules_for(rules: RuleSet, fields: Fields) -> list[Rule]:
+    """Every rule the gate runs once the fields are known: ``gate_rules`` and, for the
+    default rule set, the rules the fields call for (``preflight.defaults``)."""
+    return _resolved(rules, gate_rules(rules), fields)
+
+
+def _resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields) -> list[Rule]:
+    return [*applicable(rules, rule_list, fields)[0], *inferred_rules(rules, fields)]
+
+
+def _role_of(rule: Rule, fields: Fields) -> str:
+    declared = fields.declared()
+    for role in ("messages", "label", "numeric", "target", "features"):
+        if role in declared and (rule.check != "label_range" or role == "label"):
+            names = ", ".join(map(repr, declared[role]))
+            return f"a {role} field ({names})" if role != "numeric" else f"numbers in {names}"
+    return "the fields it needs"
 
 
 def with_model_folder(rules: RuleSet) -> tuple[RuleSet, list[str]]:
@@ -453,9 +500,9 @@ def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
     checks' context, and every rule's check started: what both executors begin with."""
     fields, inferred = rules.fields, {}
     if fields.is_empty() and first is not None:
-        fields, inferred = infer_fields(first.frame)
+        fields, inferred = infer_fields(first)
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
-    return fields, inferred, ctx, [start_rule(rule, ctx) for rule in rule_list]
+    return fields, inferred, ctx, [start_rule(r, ctx) for r in _resolved(rules, rule_list, fields)]
 
 
 def start_rule(rule: Rule, ctx: Context) -> Running:
@@ -476,7 +523,7 @@ def _could_not_run(check: Check, seen: set[str], records: int) -> str | None:
 
 
 def _result(rule: Rule, tally: Tally, *, total: int, error: str | None,
-            stats: dict[str, Any], strict: bool) -> RuleResult:
+            stats: dict[str, Any], strict: bool, notes: list[str]) -> RuleResult:
     max_count, max_fraction = rule.allowed()
     status = "error" if error else judge(tally.violations, total, rule)
     blocking = status == "error" or rule.severity == "error" or (
@@ -497,6 +544,7 @@ def _result(rule: Rule, tally: Tally, *, total: int, error: str | None,
         message=error,
         stats=stats,
         fix=rule.fix,
+        notes=notes,
     )
 
 

@@ -492,8 +492,11 @@ def test_json_to_parquet_refuses_a_number_it_would_change(tmp_path: Path, value:
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": 1, "text": "%s", "n": %s}\n{"id": 2, "text": "%s", "n": 1}\n'
                    % (PLAIN[0], value, PLAIN[1]))
+    # text rules only: the default rules would quarantine 1e400 (infinite) as a bad number
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nrules:\n  - {id: hidden, check: invisible_unicode}\n")
     result = invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine",
-                    tmp_path / "q.jsonl")
+                    tmp_path / "q.jsonl", "--rules", rules)
     assert result.exit_code == 2, result.output
     assert "row 0" in result.output and "JSON Lines" in result.output
     assert not (tmp_path / "o.parquet").exists()

@@ -165,6 +165,11 @@ class Check:
         """Extra numbers for the report (e.g. per-code-point counts)."""
         return {}
 
+    def notes(self) -> list[str]:
+        """What people must know beside the verdict (an estimate it rests on, an assumption
+        made), shown with the rule in every report format; call after ``finish``."""
+        return []
+
     def texts(self, batch: Batch) -> pl.DataFrame:
         """This check's view of the batch's text: ``i``, ``field``, ``text``."""
         return batch.texts(self.ctx.text_fields, self.ctx.messages)

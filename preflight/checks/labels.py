@@ -24,22 +24,28 @@ of range. When both token lists are declared they must have the same length per 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
+from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, corpus_findings, findings
 from preflight.checks.registry import register
+from preflight.checks.token_lists import (
+    CLIP,
+    NOUN,
+    clip_int,
+    int_lists,
+    length_mismatch,
+    out_of_range,
+    show_value,
+)
 
-# Float token values are clipped into Int64 before the range test (1e30 stays out of range).
-_CLIP = 2**62
 _SHOWN_CLASSES = 10
+_NON_FINITE = {"nan", "inf", "infinity"}
 _LISTED_ABSENT = 100
-_NOUN = JSON_TYPE_NOUNS | {"number": "a number with a fraction"}
 
 
 class LabelRangeParams(Params):
@@ -59,6 +65,12 @@ class LabelRangeParams(Params):
     )
     absent_classes: bool = Field(
         True, description="Flag declared classes that never occur in the corpus (class_absent)."
+    )
+    infer_classes: bool = Field(
+        False,
+        description="With neither model.num_classes nor model.labels: take the classes from "
+        "the data (0 to the largest label) instead of not running; labels that are not "
+        "non-negative integers still fail (the default rules set this).",
     )
     same_length: bool = Field(
         True,
@@ -82,6 +94,12 @@ class LabelRange(Check):
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
         super().__init__(params, ctx)
         self._classes = _declared_classes(ctx) if ctx.fields.label else None
+        # No classes declared but asked to infer them: any non-negative integer is a
+        # class; the range the data shows is reported, not judged.
+        self._inferred = (ctx.fields.label is not None and self._classes is None
+                          and params.infer_classes)
+        if self._inferred:
+            self._classes = _Classes(CLIP, None, inferred=True)
         self._counts: Counter[str] = Counter()
         self._absent: list[str] = []
         self._dominant: list[str] = []
@@ -99,10 +117,10 @@ class LabelRange(Check):
                 "fields.label (with model.num_classes or model.labels), fields.token_labels "
                 "or fields.input_ids in the rules file"
             )
-        if f.label and m.num_classes is None and m.labels is None:
+        if f.label and m.num_classes is None and m.labels is None and not self._inferred:
             return (
-                f"fields.label is {f.label!r} but the classes are not declared; set "
-                "model.num_classes or model.labels in the rules file"
+                f"fields.label is {f.label!r} but the classes are not declared; pass "
+                "--num-classes N, or set model.num_classes or model.labels in the rules file"
             )
         if m.labels is not None:
             if not m.labels:
@@ -133,19 +151,19 @@ class LabelRange(Check):
             parts.extend(self._scan_label(batch, f.label, self._classes))
         labels = ids = None
         if f.token_labels:
-            labels, problems = _int_lists(batch, f.token_labels, "token_labels_wrong_type")
+            labels, problems = int_lists(batch, f.token_labels, "token_labels_wrong_type")
             parts.append(problems)
             bound = self.ctx.model.vocab_size or self.ctx.model.num_classes
-            parts.append(_out_of_range(labels, f.token_labels, bound, self.params.ignore_index,
+            parts.append(out_of_range(labels, f.token_labels, bound, self.params.ignore_index,
                                        "token_label_out_of_range"))
             parts.append(self._all_ignored(labels, f.token_labels))
         if f.input_ids:
-            ids, problems = _int_lists(batch, f.input_ids, "token_ids_wrong_type")
+            ids, problems = int_lists(batch, f.input_ids, "token_ids_wrong_type")
             parts.append(problems)
-            parts.append(_out_of_range(ids, f.input_ids, self.ctx.model.vocab_size, None,
+            parts.append(out_of_range(ids, f.input_ids, self.ctx.model.vocab_size, None,
                                        "token_id_out_of_range"))
         if labels is not None and ids is not None and self.params.same_length:
-            parts.append(_length_mismatch(labels, ids, f.token_labels, f.input_ids))
+            parts.append(length_mismatch(labels, ids, f.token_labels, f.input_ids))
         parts = [p for p in parts if p.height]
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
 
@@ -202,6 +220,9 @@ class LabelRange(Check):
     def finish(self) -> pl.DataFrame | None:
         if self._classes is None:
             return None
+        if self._inferred:  # the classes are what the data holds: none can be absent
+            top = max((int(k) for k in self._counts), default=-1)
+            self._classes.keys = [str(k) for k in range(top + 1)]
         keys = self._classes.keys
         total = sum(self._counts.values())
         self._absent = [k for k in keys if not self._counts.get(k)]
@@ -211,7 +232,7 @@ class LabelRange(Check):
             if share is not None and total and self._counts.get(k, 0) / total > share
         ]
         details: list[tuple[str, str]] = []
-        if self.params.absent_classes:
+        if self.params.absent_classes and not self._inferred:
             details += [("class_absent", f"class {_show_key(k, self._classes)} never occurs "
                                          f"({total} valid labels)") for k in self._absent]
         details += [
@@ -233,14 +254,26 @@ class LabelRange(Check):
             "absent": self._absent[:_LISTED_ABSENT],
             "absent_count": len(self._absent),
             "dominant": self._dominant,
+            "inferred": self._inferred,
         }
+
+    def notes(self) -> list[str]:
+        if not self._inferred or self._classes is None:
+            return []
+        if not self._classes.keys:
+            return ["no valid class label in the data; set --num-classes to check against "
+                    "the model"]
+        return [f"classes inferred as 0..{len(self._classes.keys) - 1} from the data; set "
+                "--num-classes to check against the model"]
 
 
 class _Classes:
     """The declared classes: their kinds, the allowed values and their summary keys."""
 
-    def __init__(self, num_classes: int | None, labels: list[str | int] | None) -> None:
+    def __init__(self, num_classes: int | None, labels: list[str | int] | None, *,
+                 inferred: bool = False) -> None:
         self.num_classes = num_classes or 0
+        self.inferred = inferred
         self.ints: list[int] | None = None
         self.strs: list[str] = []
         if labels is not None:
@@ -248,12 +281,14 @@ class _Classes:
             self.strs = [v for v in labels if isinstance(v, str)]
             self.keys = [str(v) for v in labels]
             self.kinds = {k for k, vs in (("integer", self.ints), ("string", self.strs)) if vs}
-        else:
-            self.keys = [str(k) for k in range(self.num_classes)]
+        else:  # inferred: the keys are set from the data at the end
+            self.keys = [] if inferred else [str(k) for k in range(self.num_classes)]
             self.kinds = {"integer"}
 
     def expected(self) -> str:
         """What a valid label looks like, for details."""
+        if self.inferred:
+            return "a non-negative integer class id"
         if self.ints is None:
             return f"an integer class id in [0, {self.num_classes})"
         shown = [repr(v) for v in [*self.ints, *self.strs][:_SHOWN_CLASSES]]
@@ -276,8 +311,14 @@ def _label_detail(name: str, code: str, kind: str, shown: str, classes: _Classes
     if code == "label_null":
         return f"{name}: missing or null"
     if code == "label_wrong_type":
-        return f"{name}: expected {classes.expected()}, got {_NOUN.get(kind, kind)} {shown}"
+        if kind == "number" and shown.lstrip("+-").lower() in _NON_FINITE:
+            what = "not a number" if shown.lstrip("+-").lower() == "nan" else "infinite"
+            return f"{name}: expected {classes.expected()}, got {shown} ({what})"
+        return f"{name}: expected {classes.expected()}, got {NOUN.get(kind, kind)} {shown}"
     if code == "label_out_of_range":
+        if classes.inferred:
+            why = "is negative; class ids start at 0" if shown.startswith("-") else "is too large"
+            return f"{name}: {shown} {why}"
         return f"{name}: {shown} outside [0, {classes.num_classes})"
     return f"{name}: {shown} not in the declared labels ({classes.expected()})"
 
@@ -292,9 +333,10 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
     if name in batch.raw:
         # Mixed JSON types in this batch: Python values, one at a time.
         raw = batch.raw[name]
-        ints = [_clip(int(v)) if k == "integer" else None for v, k in zip(raw, kind, strict=True)]
+        ints = [clip_int(int(v)) if k == "integer" else None
+                for v, k in zip(raw, kind, strict=True)]
         strs = [v if isinstance(v, str) else None for v in raw]
-        shown = [_shown(v) for v in raw]
+        shown = [show_value(v) for v in raw]
         return pl.DataFrame(
             {"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
              "int": pl.Series(ints, dtype=pl.Int64), "str": pl.Series(strs, dtype=pl.String),
@@ -312,7 +354,7 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
         as_int, shown = v.cast(pl.Int64, strict=False), v.cast(pl.String)
     elif dtype.is_float():
         whole = pl.col("kind") == "integer"
-        as_int = pl.when(whole).then(v.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+        as_int = pl.when(whole).then(v.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
         shown = v.cast(pl.String)
     elif dtype == pl.String and textual:
         text = v.str.strip_chars()
@@ -324,7 +366,7 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
             .when(number.is_not_null()).then(pl.lit("number"))
             .otherwise(pl.lit("string"))
         )
-        as_int = pl.when(whole).then(number.clip(-_CLIP, _CLIP).cast(pl.Int64, strict=False))
+        as_int = pl.when(whole).then(number.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
         shown = pl.when(pl.col("kind") == "string").then(pl.format("'{}'", v)).otherwise(text)
     elif dtype == pl.String:
         as_int, shown = pl.lit(None, pl.Int64), pl.format("'{}'", v)
@@ -338,129 +380,3 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
         (v if dtype == pl.String else pl.lit(None, pl.String)).alias("str"),
         shown.cast(pl.String).alias("shown"),
     )
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list | dict):
-        return ""
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _clip(value: int) -> int:
-    return max(-_CLIP, min(_CLIP, value))
-
-
-def _int_lists(batch: Batch, name: str, code: str) -> tuple[pl.Series, pl.DataFrame]:
-    """A field of integer lists as ``List(Int64)`` (null where missing or of the wrong type)
-    and findings (``code``) for records that are not lists of integers."""
-    n = len(batch)
-    if name in batch.raw:
-        return _int_lists_raw(batch.raw[name], name, code)
-    col = (batch.frame.get_column(name) if batch.has(name)
-           else pl.Series(name, [None] * n, dtype=pl.Null))
-    dtype = col.dtype
-    frame = pl.DataFrame({"v": col}).with_row_index("i")
-    v, el = pl.col("v"), pl.element()
-    if isinstance(dtype, pl.List) and (dtype.inner.is_numeric() or dtype.inner == pl.Null):
-        bad_el, as_int = el.is_null(), el
-        if dtype.inner.is_float():
-            bad_el = bad_el | ~el.is_finite() | (el != el.floor())
-            as_int = el.clip(-_CLIP, _CLIP)
-        converted = v.list.eval(as_int.cast(pl.Int64, strict=False))
-    elif isinstance(dtype, pl.List):  # strings, booleans, nested lists: every element is wrong
-        bad_el = el.is_null() | el.is_not_null()
-        converted = pl.lit([], dtype=pl.List(pl.Int64))  # only empty lists get this far
-    else:
-        bad_el, converted = None, pl.lit(None, pl.List(pl.Int64))
-    if bad_el is not None:
-        first = v.list.eval(bad_el).list.arg_max()
-        bad = v.list.eval(bad_el).list.any().fill_null(False)
-        frame = frame.with_columns(bad=bad, first=first)
-    else:
-        frame = frame.with_columns(bad=v.is_not_null(), first=pl.lit(None, pl.UInt32))
-    ints = frame.select(
-        pl.when(~pl.col("bad") & v.is_not_null()).then(converted).alias(name)
-    ).to_series()
-    flagged = frame.filter(pl.col("bad") | v.is_null())
-    # Details for flagged records only; the offending value is a Python object of any type.
-    kinds = batch.json_types(name).gather(flagged.get_column("i"))
-    details = []
-    for (value, first), kind in zip(flagged.select("v", "first").iter_rows(), kinds,
-                                    strict=True):
-        if value is None:
-            details.append(f"{name}: missing or null, expected a list of integers")
-        elif first is None:
-            details.append(f"{name}: expected a list of integers, got {_NOUN.get(kind, kind)}")
-        else:
-            details.append(_element_detail(name, first, value[first]))
-    return ints, findings({"i": flagged.get_column("i")}, code, details)
-
-
-def _int_lists_raw(values: list[Any], name: str, code: str) -> tuple[pl.Series, pl.DataFrame]:
-    # Mixed JSON types in this batch: only Python values exist, one record at a time.
-    ints: list[list[int] | None] = []
-    rows: list[int] = []
-    details: list[str] = []
-    for i, value in enumerate(values):
-        out = None
-        if value is None:
-            details.append(f"{name}: missing or null, expected a list of integers")
-        elif not isinstance(value, list):
-            details.append(f"{name}: expected a list of integers, got "
-                           f"{_NOUN.get(json_type(value), 'a value')}")
-        else:
-            first = next((k for k, e in enumerate(value) if json_type(e) != "integer"), None)
-            if first is None:
-                out = [_clip(int(e)) for e in value]
-            else:
-                details.append(_element_detail(name, first, value[first]))
-        if out is None:
-            rows.append(i)
-        ints.append(out)
-    series = pl.Series(name, ints, dtype=pl.List(pl.Int64))
-    return series, findings({"i": pl.Series(rows, dtype=pl.UInt32)}, code, details)
-
-
-def _element_detail(name: str, index: int, value: Any) -> str:
-    shown = "null" if value is None else _shown(value) or _NOUN.get(json_type(value), "a value")
-    return f"{name}[{index}]: {shown} is not an integer"
-
-
-def _out_of_range(ints: pl.Series, name: str, bound: int | None, ignore: int | None,
-                  code: str) -> pl.DataFrame:
-    """Findings for lists with values outside ``[0, bound)`` (the ignore index excepted)."""
-    el = pl.element()
-    bad_el = el < 0
-    if bound is not None:
-        bad_el = bad_el | (el >= bound)
-    if ignore is not None:
-        bad_el = bad_el & (el != ignore)
-    flags = pl.col("v").list.eval(bad_el)
-    frame = (
-        pl.DataFrame({"v": ints})
-        .with_row_index("i")
-        .with_columns(count=flags.list.sum(), first=flags.list.arg_max())
-        .filter(pl.col("count") > 0)
-    )
-    where = f"[0, {bound})" if bound is not None else "[0, ∞)"
-    also = f" and not the ignore index {ignore}" if ignore is not None else ""
-    detail = pl.format(
-        f"{name}[{{}}]: {{}} outside {where}{also} (out-of-range values: {{}})",
-        "first", pl.col("v").list.get(pl.col("first")), "count",
-    )
-    return findings({"i": frame.get_column("i")}, code, frame.select(detail).to_series())
-
-
-def _length_mismatch(labels: pl.Series, ids: pl.Series, labels_name: str,
-                     ids_name: str) -> pl.DataFrame:
-    frame = (
-        pl.DataFrame({"a": labels.list.len(), "b": ids.list.len()})
-        .with_row_index("i")
-        .filter(pl.col("a") != pl.col("b"))
-    )
-    detail = pl.format(f"{labels_name} has {{}} values, {ids_name} has {{}}", "a", "b")
-    return findings({"i": frame.get_column("i")}, "token_labels_length_mismatch",
-                    frame.select(detail).to_series())

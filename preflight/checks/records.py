@@ -35,8 +35,9 @@ class Malformed(Check):
 class SchemaParams(Params):
     required: list[str] | None = Field(
         None,
-        description="Fields every record must have (non-null). Default: the declared id, "
-        "label, target and messages fields (missing text is the `empty` check's job).",
+        description="Fields every record must have (non-null). Default: the declared "
+        "label, target and messages fields (missing text is the `empty` check's job; the "
+        "id is optional: a record without one is known by its row).",
     )
     types: dict[str, JsonType | list[JsonType]] = Field(
         default_factory=dict,
@@ -57,7 +58,7 @@ class Schema(Check):
         if self.params.required is not None:
             return list(self.params.required)
         f = self.ctx.fields
-        return [name for name in (f.id, f.messages, f.label, f.target) if name]
+        return [name for name in (f.messages, f.label, f.target) if name]
 
     def _types(self) -> dict[str, list[str]]:
         types: dict[str, list[str]] = {name: ["string"] for name in self.ctx.text_fields}

@@ -5,7 +5,9 @@ Tokenising is the slow part of a gate (a BPE encodes a few MB/s per core), so te
 proven bounds (see ``preflight.tokenizer``) already settle the answer are not encoded: with a
 4,096-token window and a byte-level BPE, a text of at most 4,095 UTF-8 bytes cannot be too
 long. The verdict stays exact; only the histogram of the skipped texts is estimated (from the
-bytes-per-token ratio of the texts that were encoded), and the report says so.
+bytes-per-token ratio of the texts that were encoded), and the report says so. With no
+tokenizer at all every count is an estimate: the finding code is ``too_long_estimated`` and
+the rule carries a note saying so wherever its verdict is shown.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from preflight.limits import MAX_TOKENS
 from preflight.tokenizer import TokenCounter, estimate_counter
 
 _CALIBRATION = 256
+# Without a tokenizer the counts are estimates: a text judged too long on one is
+# ``too_long_estimated`` (same severity: an estimate never turns a failure into a pass).
+ESTIMATED_NOTE = "estimated from bytes; give --tokenizer for exact counts"
 _PERCENTILES = (50, 90, 95, 99)
 
 
@@ -160,7 +165,7 @@ class TokenLength(Check):
         if len(too_long):
             parts.append(findings(
                 {"i": pl.Series(index[too_long], dtype=pl.UInt32)},
-                "too_long",
+                "too_long" if self.counter.exact else "too_long_estimated",
                 [f"{approx}{c:,} tokens > limit {self.limit:,}" for c in counts[too_long]],
             ))
         if len(too_short):
@@ -171,6 +176,11 @@ class TokenLength(Check):
                  for c in counts[too_short]],
             ))
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+    def notes(self) -> list[str]:
+        if self.counter.exact:
+            return []
+        return [ESTIMATED_NOTE]
 
     def summary(self) -> dict[str, Any]:
         counts = np.concatenate(self._counts) if self._counts else np.zeros(0, np.int32)

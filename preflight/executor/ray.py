@@ -149,7 +149,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             shard = payload
             continue
         result = pickle.loads(payload)
-        result.findings = _unshard(shard, len(rule_list))
+        result.findings = _unshard(shard, len(running))
         merge.add(result, with_keyed=False)
         if progress is not None:
             progress(merge.progress, src.total, src.unit)

@@ -48,12 +48,12 @@ class Worker:
     def __init__(self, rules: RuleSet, fields: Fields, *, keep_ids: bool,
                  sample: tuple[int, int] | None = None,
                  plans: dict[int, dict[str, Any]] | None = None) -> None:
-        from preflight.pipeline import gate_rules, rules_eval_path, rules_tokenizer, start_rule
+        from preflight.pipeline import rules_eval_path, rules_for, rules_tokenizer, start_rule
 
         self.fields = fields
         self.ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
                            eval_path=rules_eval_path(rules))
-        self.running = [start_rule(rule, self.ctx) for rule in gate_rules(rules)]
+        self.running = [start_rule(rule, self.ctx) for rule in rules_for(rules, fields)]
         for index, plan in (plans or {}).items():  # the driver's ``scan_plan``s
             self.running[index].check.apply_plan(plan)
         self.keep_ids = keep_ids

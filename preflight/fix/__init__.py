@@ -45,7 +45,7 @@ from preflight.fix.output import merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
-from preflight.pipeline import gate_rules, rules_tokenizer
+from preflight.pipeline import rules_for, rules_tokenizer
 from preflight.report.model import Report
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
 
@@ -84,7 +84,7 @@ def run_fix(
     # The verification rounds rerun the rules a fix could give a new finding: those with a
     # fix action that read text (a fix changes only text; labels, numbers and the records'
     # shape stay as they were, and a CSV read back from JSON Lines output would be all text).
-    fixable = [r for r in rules.rules if (r.fix or default_fix(r.check)) != "none"
+    fixable = [r for r in rules.rules if r.enabled and (r.fix or default_fix(r.check)) != "none"
                and r.check not in _BLIND_TO_TEXT]
 
     for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
@@ -100,7 +100,7 @@ def run_fix(
         findings = pl.read_parquet(work / "report" / "findings.parquet")
         the_plan = plan(
             findings,
-            gate_rules(rules),
+            rules_for(rules, ctx.fields),
             can_truncate=ctx.tokenizer is not None,
             chat=bool(ctx.messages),
         )

@@ -17,7 +17,7 @@ TRANSFORMS = ("repair", "normalize", "strip", "truncate")
 _MENDS = {
     "repair": {"mojibake", "not_nfc"},
     "normalize": {"not_nfc"},
-    "truncate": {"too_long"},
+    "truncate": {"too_long"},  # not too_long_estimated: truncating needs a tokenizer
 }
 
 

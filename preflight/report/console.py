@@ -32,6 +32,11 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         console.print(f"  inferred {role}: {why}", style="dim")
     for note in report.rules_file.notes:
         console.print(f"  note: {note}", style="dim")
+    for what in report.rules_file.not_checked:
+        console.print(f"  not checked: {what}", style="yellow", highlight=False)
+    if report.rules_file.suggested_preset:
+        console.print(f"  suggested: --preset {report.rules_file.suggested_preset} (fits the "
+                      "inferred fields)", style="dim")
     table = Table(show_edge=False, header_style="bold", padding=(0, 1))
     for col, justify in (("status", "left"), ("rule", "left"), ("check", "left"),
                          ("severity", "left"), ("violations", "right"), ("share", "right"),
@@ -45,11 +50,13 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
             r.check,
             r.severity,
             f"{r.violations:,}",
-            share(r.fraction),
+            share(r.fraction, r.threshold.get("max_fraction")),
             allowed(r),
         )
     console.print(table)
     for r in report.rules:
+        for note in r.notes:
+            console.print(f"[bold]{r.id}[/]: {note}", style="yellow", highlight=False)
         if r.status == "error":
             console.print(f"[bold]{r.id}[/] could not run: {r.message}", highlight=False)
         if r.status != "pass" and r.codes:
@@ -63,6 +70,10 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
                 at = f"row {where}{ex.row}" if ex.row is not None else "corpus"
                 console.print(f"  {at}{ident} {ex.code}: {ex.detail}{snip}",
                               markup=False, highlight=False)
+            shown = len(r.examples[:examples])
+            if r.findings > shown:
+                console.print(f"  … {r.findings - shown:,} more (see report)",
+                              style="dim", highlight=False)
     if report.smoke is not None:
         render_smoke(report.smoke, console)
     if report.passed:
@@ -73,11 +84,17 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         console.print(f"  {name}: {path}", style="dim")
 
 
-def share(fraction: float) -> str:
-    """A fraction as a percentage for people ("<0.01%" for tiny non-zero shares)."""
-    if 0 < fraction < 0.0001:
+def share(fraction: float, limit: float | None = None) -> str:
+    """A fraction as a percentage for people ("<0.01%" for tiny non-zero shares), with as
+    many more digits as it takes to tell it apart from ``limit`` (the rule's
+    ``max_fraction``, shown as "≤1.00%"): 3/299 is "1.003%", never "1.00%" on a FAIL row."""
+    if 0 < fraction < 0.0001 and not (limit is not None and limit < 0.0001):
         return "<0.01%"
-    return f"{fraction:.2%}"
+    digits = 2
+    if limit is not None and fraction != limit:
+        while digits < 6 and f"{fraction:.{digits}%}" == f"{limit:.2%}":
+            digits += 1
+    return f"{fraction:.{digits}%}"
 
 
 def allowed(r: RuleResult) -> str:

@@ -22,7 +22,11 @@ def render_markdown(report: Report, *, max_chars: int = DEFAULT_MAX_CHARS) -> st
             f"`{src.path}` · {src.format} · {src.records:,} records · {src.malformed:,} "
             "malformed", ""]
     head += [f"- {_cell(reason)}" for reason in report.reasons]
+    notes = [f"- {_code(r.id)}: {_cell(note)}" for r in report.rules for note in r.notes]
+    notes += [f"- not checked: {_cell(what)}" for what in report.rules_file.not_checked]
     sections = ["\n".join(head).rstrip() + "\n", _table(report.rules)]
+    if notes:
+        sections.append("\n".join(notes) + "\n")
     if report.smoke is not None:
         s = report.smoke
         line = f"**Smoke test: {s.verdict.replace('_', ' ')}** · {_cell(s.reason)}"
@@ -58,7 +62,7 @@ def _table(rules: list[RuleResult]) -> str:
         status = r.status.upper() if r.blocking or r.status == "pass" else f"{r.status} (warn)"
         codes = ", ".join(f"{c} {n:,}" for c, n in r.codes.items())
         rows.append(f"| {status} | {_code(r.id)} | {r.check} | {r.severity} | {r.violations:,} | "
-                    f"{share(r.fraction)} | {_cell(codes)} |")
+                    f"{share(r.fraction, r.threshold.get('max_fraction'))} | {_cell(codes)} |")
     return "\n".join(rows) + "\n"
 
 

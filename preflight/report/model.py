@@ -45,6 +45,9 @@ class RuleResult(BaseModel):
     message: str | None = Field(None, description="Why the rule errored, when it did.")
     stats: dict[str, Any] = Field(default_factory=dict, description="Check-specific numbers.")
     fix: str | None = None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="How the verdict was reached where it matters: estimates, assumptions.")
 
 
 class Skipped(BaseModel):
@@ -80,6 +83,12 @@ class RulesInfo(BaseModel):
     fields: dict[str, Any] = Field(default_factory=dict)
     inferred: dict[str, str] = Field(default_factory=dict, description="Fields inferred, why.")
     notes: list[str] = Field(default_factory=list)
+    not_checked: list[str] = Field(
+        default_factory=list,
+        description="What the rules could not check without facts about the model, and the "
+                    "option that supplies them.")
+    suggested_preset: str | None = Field(
+        None, description="The shipped preset that fits the inferred fields.")
 
 
 class SmokeRun(BaseModel):

@@ -203,6 +203,7 @@ def test_class_distribution_in_stats_is_json(labels):
         "absent": ["2", "3"],
         "absent_count": 2,
         "dominant": [],
+        "inferred": False,
     }
     report = json.loads((g.out / "report.json").read_text())
     rule = next(r for r in report["rules"] if r["id"] == RULE_ID)

@@ -101,7 +101,7 @@ def test_every_failing_rule_shows_status_counts_and_threshold(failing: Run) -> N
         # A failed warning is drawn amber ("soft"), a blocking failure red.
         want = r.status if r.blocking else "soft"
         assert status.attrs["class"] == f"status {want}", r.id
-        assert name.text() == r.id
+        assert name.find("code").text() == r.id
         assert detail(doc, r.id).find("summary").text().startswith(f"{r.id}: ")
         assert (check.text(), severity.text()) == (r.check, r.severity)
         assert violations.text() == f"{r.violations:,}"

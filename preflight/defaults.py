@@ -1,0 +1,104 @@
+"""The default rule set grows with what inference found: a gate that checks less than the data
+calls for, because nobody named a preset, fails open.
+
+The ``default`` preset lists the checks every corpus gets (unreadable lines, schema, empty
+text, hidden characters, encoding, exact duplicates). When the rules are that preset, the
+fields in use (declared or inferred from the first batch) add the checks they call for:
+
+- a ``messages`` field: ``chat_format``;
+- an integer-like ``label``: ``label_range`` with the classes taken from the data
+  (``infer_classes``), so NaN, null, wrong types and negative labels still fail;
+- numeric fields (``numeric``, ``target``, ``features``): ``numeric``.
+
+What still needs facts about the model is named as not checked, with the option that
+supplies it; and the preset that fits the data is suggested.
+"""
+
+from __future__ import annotations
+
+from preflight.checks import registry
+from preflight.config import DEFAULT_PRESET, Fields, Rule, RuleSet
+
+# role(s) of the fields -> the rule they add, in this order, after the preset's own rules.
+INFERRED: tuple[tuple[tuple[str, ...], Rule], ...] = (
+    (("messages",), Rule(id="chat-format", check="chat_format", severity="error",
+                         fix="quarantine")),
+    (("label",), Rule(id="labels", check="label_range", severity="error", fix="quarantine",
+                      params={"infer_classes": True})),
+    (("numeric", "target", "features"), Rule(id="values", check="numeric", severity="error",
+                                             fix="quarantine")),
+)
+
+
+def infers_rules(rules: RuleSet) -> bool:
+    """True when ``rules`` is the default rule set, which inference extends."""
+    return rules.preset == DEFAULT_PRESET
+
+
+def candidate_ids(rules: RuleSet) -> list[str]:
+    """The ids of the rules inference may add to ``rules`` (known to --only/--skip before
+    any data is read)."""
+    if not infers_rules(rules):
+        return []
+    taken = {r.check for r in rules.rules} | {r.id for r in rules.rules}
+    return [rule.id for _, rule in INFERRED if rule.check not in taken and rule.id not in taken]
+
+
+def inferred_rules(rules: RuleSet, fields: Fields) -> list[Rule]:
+    """The rules the fields in use add to the default rule set (none for another rule set,
+    and none for a check the rules already list, enabled or not)."""
+    if not infers_rules(rules):
+        return []
+    declared = fields.declared()
+    ids = set(candidate_ids(rules))
+    out = []
+    for roles, rule in INFERRED:
+        if rule.id in ids and any(role in declared for role in roles):
+            if rule.check == "label_range" and (rules.model.num_classes or rules.model.labels):
+                rule = rule.model_copy(update={"params": {}})
+            out.append(rule)
+    return out
+
+
+def applicable(rules: RuleSet, rule_list: list[Rule], fields: Fields
+               ) -> tuple[list[Rule], list[Rule]]:
+    """``rule_list`` split into the rules that apply to the fields in use and, for the
+    default rule set only, those that do not: its text checks when the data has no text
+    (a regression table), instead of rules that cannot run."""
+    if not infers_rules(rules) or fields.text or fields.messages:
+        return rule_list, []
+    keep, drop = [], []
+    for rule in rule_list:
+        cls = registry.get(rule.check)
+        (drop if cls is not None and cls.needs_text else keep).append(rule)
+    return keep, drop
+
+
+def not_checked(rules: RuleSet, fields: Fields, added: list[Rule]) -> list[str]:
+    """What the default rule set could not check without facts about the model, each with
+    the option that supplies them."""
+    if not infers_rules(rules):
+        return []
+    checks = {r.check for r in rules.rules if r.enabled} | {r.check for r in added}
+    out = []
+    if (fields.text or fields.messages) and "token_length" not in checks:
+        out.append("token lengths: needs --context-window (and --tokenizer for exact counts)")
+    if any(r.params.get("infer_classes") for r in added):
+        out.append("labels at or above the model's number of classes: needs --num-classes")
+    if any(r.check == "numeric" and not r.params.get("dtype") for r in added):
+        out.append("values that overflow the training dtype: needs --set values.dtype=fp16 "
+                   "(or bf16)")
+    return out
+
+
+def suggest_preset(fields: Fields) -> str | None:
+    """The shipped preset that fits the fields, or None."""
+    if fields.messages:
+        return "sft-chat"
+    if fields.label:
+        return "classification"
+    if fields.target or fields.features or (fields.numeric and not fields.text):
+        return "regression"
+    if fields.text:
+        return "pretrain-text"
+    return None

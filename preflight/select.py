@@ -1,0 +1,54 @@
+"""Choosing rules from the command line: ``--only ID[,ID]`` and ``--skip ID[,ID]``.
+
+Both set ``enabled: false`` on the rules left out, as a rules file would; an id the rule set
+does not know is a ``ConfigError`` (exit 2) listing the ids it knows. The ids known are the
+listed rules, the implicit ``malformed`` rule, and for the default rule set the rules that
+inference may add (``chat-format``, ``labels``, ``values``): leaving one of those out lists
+it, not enabled, so inference does not add it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from preflight.config import RuleSet, rebuild, to_dict
+from preflight.defaults import INFERRED, candidate_ids
+from preflight.errors import ConfigError
+from preflight.pipeline import IMPLICIT_MALFORMED
+
+
+def parse_ids(values: Iterable[str]) -> list[str]:
+    """Rule ids from repeatable, comma-separated options (``a,b`` ``c``), blanks dropped."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def select_rules(rules: RuleSet, *, only: list[str] | None = None,
+                 skip: list[str] | None = None) -> RuleSet:
+    """``rules`` with every rule not in ``only`` (when given) and every rule in ``skip`` not
+    enabled."""
+    only, skip = only or [], skip or []
+    if not only and not skip:
+        return rules
+    extra = {r.id: r for _, r in INFERRED if r.id in candidate_ids(rules)}
+    if not any(r.check == "malformed" for r in rules.rules):
+        extra[IMPLICIT_MALFORMED.id] = IMPLICIT_MALFORMED
+    known = [r.id for r in rules.rules] + list(extra)
+    for option, ids in (("--only", only), ("--skip", skip)):
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise ConfigError(f"{option}: unknown rule id(s) {', '.join(map(repr, unknown))}; "
+                              f"the rules here are: {', '.join(known)}")
+    left_out = {i for i in known if (only and i not in only) or i in skip}
+    data = to_dict(rules)
+    for rule in data["rules"]:
+        if rule["id"] in left_out:
+            rule["enabled"] = False
+    for rule_id, rule in extra.items():
+        if rule_id in left_out:  # listed, not enabled: neither implied nor inferred
+            data["rules"].append({**rule.model_dump(exclude={"params"}, exclude_none=True),
+                                  **rule.params, "enabled": False})
+    if all(r.get("enabled") is False for r in data["rules"]) and not extra.keys() - left_out:
+        raise ConfigError(f"--only/--skip leave no rule to run; the rules here are: "
+                          f"{', '.join(known)}")
+    where = rules.path or (f"preset {rules.preset}" if rules.preset else "<rules>")
+    return rebuild(rules, data, where=f"{where} with --only/--skip")
