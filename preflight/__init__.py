@@ -64,7 +64,8 @@ def run_preflight(
 
     With ``fix`` (a ``FixOptions``), a cleaned copy and a quarantine are written as well
     (see ``preflight.fix``); the report is the gate's on the input, with ``report.fix``
-    holding the manifest.
+    holding the manifest. ``limit`` then cleans the first ``limit`` records only, and a
+    dry run's examples are redacted unless ``show_text``.
 
     ``formats``: which report files ``out`` receives, from ``json``, ``html``, ``junit``
     and ``md`` (default json and html; ``findings.parquet`` is always written);
@@ -86,14 +87,12 @@ def run_preflight(
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, got {limit}")
     if fix is not None:
-        if limit is not None:
-            raise ConfigError("fix reads the whole input; --limit does not apply")
         if executor != "local":
             raise ConfigError("fix writes the cleaned copy in one ordered pass on this "
                               "machine; it runs with the local executor only")
         report, manifest = run_fix(
-            source, ruleset, fix,
-            run_gate=lambda src, rules, gate_out: run(src, rules, out=gate_out,
+            source, ruleset, fix, limit=limit, show_text=show_text,
+            run_gate=lambda src, rules, gate_out: run(src, rules, out=gate_out, limit=limit,
                                                       show_text=show_text, progress=progress),
         )
         report.fix = manifest

@@ -77,6 +77,7 @@ class Input:
     schema_error: str | None = None  # why the shards have no shared schema
     header_raw: bytes | None = None  # the first CSV file's header line as written
     header: list[str] | None = None
+    limit: int | None = None  # read up to the limit-th record (what `check --limit` reads)
 
 
 def open_input(path: Path, fmt: str | None = None) -> Input:
@@ -104,7 +105,21 @@ def open_input(path: Path, fmt: str | None = None) -> Input:
 
 
 def units(found: Input) -> Iterator[Unit]:
-    """Every unit of the input in order."""
+    """Every unit of the input in order; with ``found.limit``, those up to the limit-th
+    record (the malformed and blank lines before it included, as the gate reads them)."""
+    if found.limit is None:
+        yield from _all_units(found)
+        return
+    records = 0
+    for unit in _all_units(found):
+        if records >= found.limit:
+            return
+        yield unit
+        if unit.malformed is None and not unit.blank and unit.record() is not None:
+            records += 1
+
+
+def _all_units(found: Input) -> Iterator[Unit]:
     row0 = 0
     for label, path in found.files:
         try:
