@@ -21,6 +21,8 @@ _SUGGEST = (("messages", "sft-chat"), ("target", "regression"), ("label", "class
             ("text", "pretrain-text"))
 _TASKS = {"sft-chat": "chat", "classification": "classification", "pretrain-text": "lm",
           "regression": "regression"}
+# More label names than this is not a class set to write down.
+_MAX_NAMES = 100
 # Batches read to find one with records (the first may hold only malformed lines).
 _MAX_BATCHES = 8
 # Columns a regression corpus is known by (inference proper names text, messages, id, label).
@@ -30,6 +32,7 @@ _FACTS = (
     ("tokenizer", "path/to/tokenizer.json",
      "exact counts (tokenizer.json, a folder, tiktoken:NAME); else estimated"),
     ("num_classes", "2", "classes the model predicts: labels must be in [0, num_classes)"),
+    ("labels", "[negative, positive]", "the label set, when labels are names"),
     ("vocab_size", "32000", "rows of the model's embedding, for token ids"),
 )
 
@@ -95,12 +98,23 @@ def scaffold(data: Path, *, given: dict[str, str] | None = None) -> Scaffold:
     preset = next((p for role, p in _SUGGEST if role in declared), "default")
     out = Scaffold(fields=fields, why={**inferred, **why}, preset=preset)
     if preset == "classification":
-        classes = _classes(batch, fields.label)
-        if classes:
-            out.facts["num_classes"] = classes
-            out.notes["num_classes"] = (f"CHECK: largest label in the first {len(batch):,} "
-                                        "records + 1; set your model's")
+        _label_facts(out, batch)
     return out
+
+
+def _label_facts(out: Scaffold, batch: Batch) -> None:
+    """``num_classes`` from integer labels, else ``labels`` from names, so the label rule
+    runs as written; the comment asks for the model's own value."""
+    seen = f"in the first {len(batch):,} records"
+    values = batch.values(out.fields.label) if out.fields.label else []
+    names = [v for v in values if isinstance(v, str)]
+    classes = _classes(values)
+    if classes and not _mostly(batch, out.fields.label or "", str):
+        out.facts["num_classes"] = classes
+        out.notes["num_classes"] = f"CHECK: largest label {seen} + 1; set your model's"
+    elif names and len(set(names)) <= _MAX_NAMES:
+        out.facts["labels"] = sorted(set(names))
+        out.notes["labels"] = f"CHECK: the label names {seen}; set your model's"
 
 
 def _first_batch(data: Path) -> Batch:
@@ -119,13 +133,10 @@ def _mostly(batch: Batch, name: str, kind: type) -> bool:
     return bool(values) and sum(isinstance(v, kind) for v in values) * 2 > len(values)
 
 
-def _classes(batch: Batch, label: str | None) -> int | None:
+def _classes(values: list[Any]) -> int | None:
     """The class count the labels suggest: the largest non-negative integer label + 1 (a
     negative one, like any wrong type, is for the label rule to flag)."""
-    if label is None or not batch.has(label):
-        return None
-    ints = [v for v in batch.values(label)
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
     return max(ints) + 1 if ints else None
 
 

@@ -132,3 +132,14 @@ def test_rules_show_unknown_preset_is_exit_2(name: str) -> None:
     assert result.exit_code == 2
     assert f"error: unknown preset {name!r}: choose one of classification, default" \
         in flat(result.output)
+
+
+def test_init_named_labels_become_the_label_set(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [{"text": f"review {i}", "label": name}
+               for i, name in enumerate(["pos", "neg", "pos"])] + [{"text": "x", "label": 7}]
+    text, _ = _init(tmp_path, records, monkeypatch)
+    assert "  labels: [neg, pos]  # CHECK: the label names in the first 4 records; set your " \
+           "model's" in text
+    labels = next(r for r in _check(tmp_path)["rules"] if r["check"] == "label_range")
+    assert labels["status"] == "fail" and labels["violations"] == 1  # the planted 7
