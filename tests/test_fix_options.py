@@ -88,3 +88,19 @@ def test_field_override(tmp_path: Path, option: list[str]) -> None:
     code, output = _fix(tmp_path, data, *option)
     assert code == 0, output
     assert _lines(tmp_path / "clean.jsonl")[0]["payload"] == "ab"
+
+
+@pytest.mark.parametrize(("limit", "quarantined"), [(2, [1]), (3, [1, 4]), (9, [1, 4])])
+def test_limit_keeps_what_the_gate_read(tmp_path: Path, limit: int,
+                                        quarantined: list[int]) -> None:
+    """Malformed lines after the last record are read by the gate when the limit is not
+    reached before them, and then they must land in the quarantine (nothing lost)."""
+    lines = ['{"text": "a"}', "{bad", '{"text": "b"}', '{"text": "c"}', "{bad too"]
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, output = _fix(tmp_path, data, "--limit", str(limit))
+    assert code == 0, output
+    assert [q["row"] for q in _lines(tmp_path / "q.jsonl")] == quarantined
+    assert len(_lines(tmp_path / "clean.jsonl")) == min(limit, 3)
+    manifest = json.loads((tmp_path / "fix-manifest.json").read_text(encoding="utf-8"))
+    assert manifest["balanced"] is True

@@ -111,12 +111,17 @@ def units(found: Input) -> Iterator[Unit]:
         yield from _all_units(found)
         return
     records = 0
+    after: list[Unit] = []  # past the limit-th record: kept only if no record follows
     for unit in _all_units(found):
+        is_record = unit.malformed is None and not unit.blank and unit.record() is not None
         if records >= found.limit:
-            return
+            if is_record:
+                return  # the input goes on: the gate stopped at the limit-th record
+            after.append(unit)
+            continue
         yield unit
-        if unit.malformed is None and not unit.blank and unit.record() is not None:
-            records += 1
+        records += is_record
+    yield from after  # the input ended first: the gate read these lines too
 
 
 def _all_units(found: Input) -> Iterator[Unit]:
