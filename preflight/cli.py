@@ -626,7 +626,8 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
                   "(or --set smoke.KEY=VALUE)")
     console.print(_params_table(smoke))
     console.print()
-    console.print(f"presets: {', '.join(preset_names())} (use --preset NAME)")
+    console.print(f"presets: {', '.join(preset_names())} (use --preset NAME; "
+                  "`preflight rules show NAME` prints one)")
 
 
 @rules.command("validate")
