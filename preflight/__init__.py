@@ -75,7 +75,8 @@ def run_preflight(
 
     With ``fix`` (a ``FixOptions``), a cleaned copy and a quarantine are written as well
     (see ``preflight.fix``); the report is the gate's on the input, with ``report.fix``
-    holding the manifest.
+    holding the manifest. ``limit`` then cleans the first ``limit`` records only, and a
+    dry run's examples are redacted unless ``show_text``.
 
     ``formats``: which report files ``out`` receives, from ``json``, ``html``, ``junit``
     and ``md`` (default json and html; ``findings.parquet`` is always written);
@@ -122,8 +123,6 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
                 md_max_chars: int | None, executor: str, address: str | None,
                 delimiter: str | None) -> Report:
     if fix is not None:
-        if limit is not None:
-            raise ConfigError("fix reads the whole input; --limit does not apply")
         if executor != "local":
             raise ConfigError("fix writes the cleaned copy in one ordered pass on this "
                               "machine; it runs with the local executor only")
@@ -131,9 +130,9 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
             raise ConfigError(f"fix writes a cleaned copy of a file; a {type(source).__name__} "
                               "is not one: write it to Parquet or JSON Lines and fix that")
         report, manifest = run_fix(
-            source, ruleset, fix, delimiter=delimiter,
+            source, ruleset, fix, limit=limit, show_text=show_text, delimiter=delimiter,
             run_gate=lambda src, rules, gate_out: run(
-                open_source(src, delimiter=delimiter), rules, out=gate_out,
+                open_source(src, delimiter=delimiter), rules, out=gate_out, limit=limit,
                 show_text=show_text, progress=progress),
         )
         report.fix = manifest

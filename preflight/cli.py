@@ -39,9 +39,11 @@ from preflight.config import (
     SmokeConfig,
     load_rules,
     preset_names,
+    preset_path,
     with_overrides,
 )
-from preflight.errors import PreflightError
+from preflight.discover import discover_rules, refuse_code
+from preflight.errors import ConfigError, PreflightError
 from preflight.hf_folder import is_hf_spec
 from preflight.pipeline import EXECUTORS, rules_tokenizer
 from preflight.report.console import render_console, render_diff, render_smoke
@@ -196,6 +198,27 @@ def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:
              "'dataset-preflight[ray]').")(fn)
 
 
+_FIELD_ROLES = {"text": "the text", "id": "each record's id", "label": "the class label",
+                "messages": "a chat ([{role, content}])"}
+
+
+def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--text-field, --id-field, --label-field, --messages-field: name the columns without a
+    rules file. The command receives them as one ``fields`` mapping (role -> column)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["fields"] = {role: kwargs.pop(f"{role}_field") for role in _FIELD_ROLES}
+        return fn(*args, **kwargs)
+
+    for role, what in reversed(_FIELD_ROLES.items()):
+        wrapper = click.option(
+            f"--{role}-field", metavar="COLUMN",
+            help=f"The column holding {what} (default: inferred; the other fields are "
+                 "still inferred).")(wrapper)
+    return wrapper
+
+
 class _Main(click.Group):
     """The command group: a closed standard stream is plugged before any command runs, and
     a reader gone where no command expected it ends the run quietly (exit 141, as SIGPIPE
@@ -238,8 +261,10 @@ def main() -> None:
 @click.option("--eval", "eval_path", type=click.Path(path_type=Path),
               help="Eval file: flag train records found in it (adds an overlap rule if none).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
-              help="Set a rule parameter, e.g. --set exact-dupes.max_fraction=0.01, or a "
-                   "smoke setting, e.g. --set smoke.steps=50 (repeatable).")
+              help="Set a rule parameter, e.g. --set exact-dupes.max_fraction=0.01, a smoke "
+                   "setting, e.g. --set smoke.steps=50, or a field, e.g. --set "
+                   "fields.text=body (repeatable).")
+@_field_options
 @_delimiter
 @click.option("--only", multiple=True, metavar="ID[,ID]",
               help="Run only these rules (ids as in the report; repeatable).")
@@ -266,7 +291,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           delimiter: str | None, only: tuple[str, ...], skip: tuple[str, ...],
           formats: str, md_max_chars: int, executor: str, address: str | None,
           no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
-          training_args: Path | None, debug: bool) -> None:
+          training_args: Path | None, fields: dict[str, str | None], debug: bool) -> None:
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
     (a short training run on a sample) unless --no-smoke."""
@@ -277,7 +302,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                                "are for the smoke test; drop --no-smoke or them")
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args)
+                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
+                   fields=fields, quiet=quiet)
     rules = select_rules(rules, only=parse_ids(only), skip=parse_ids(skip))
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
@@ -311,6 +337,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
+@_field_options
 @_report_files
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
@@ -322,7 +349,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
           replay_path: Path | None,
           limit: int | None, tokenizer: str | None, num_classes: int | None,
           sets: tuple[str, ...], formats: str, md_max_chars: int, quiet: bool, as_json: bool,
-          no_progress: bool, debug: bool) -> None:
+          no_progress: bool, fields: dict[str, str | None], debug: bool) -> None:
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
@@ -331,7 +358,9 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
                                           ("--training-args", training_args),
                                           ("--set", sets), ("--limit", limit),
                                           ("--tokenizer", tokenizer),
-                                          ("--num-classes", num_classes)) if value]
+                                          ("--num-classes", num_classes),
+                                          ("a --*-field option", any(fields.values())))
+                 if value]
         if given:
             raise click.UsageError(f"--replay reruns the saved batch, weights and settings "
                                    f"(with --model: on that model); {', '.join(given)} "
@@ -348,7 +377,8 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args)
+                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
+                   fields=fields, quiet=quiet)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
           quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars)
@@ -358,18 +388,28 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
            tokenizer: str | None = None, num_classes: int | None = None,
            eval_path: Path | None = None, sets: tuple[str, ...] = (),
            model_spec: str | None = None, checkpoint: Path | None = None,
-           training_args: Path | None = None) -> RuleSet:
-    """The rules file (or preset) with the command line's overrides applied."""
-    rules = load_rules(rules_file, preset=preset)
+           training_args: Path | None = None, fields: dict[str, str | None] | None = None,
+           quiet: bool = False) -> RuleSet:
+    """The rules file (or preset; with neither, the rules found in the working directory)
+    with the command line's overrides applied."""
+    found = discover_rules(Path.cwd()) if rules_file is None and preset is None else None
+    if found is not None:
+        refuse_code(found, model_given=bool(model_spec))
+        if not quiet:
+            _err.print(f"rules: {escape(found.where)} (found in the working directory; "
+                       "--rules FILE or --preset NAME to choose others)", style="dim",
+                       highlight=False)
+    rules = found.rules if found is not None else load_rules(rules_file, preset=preset)
     smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None,
                  "training_args": str(training_args) if training_args else None}
-    if context_window or tokenizer or num_classes or eval_path or sets or any(
+    fields = {role: column for role, column in (fields or {}).items() if column}
+    if context_window or tokenizer or num_classes or eval_path or sets or fields or any(
         smoke_set.values()
     ):
         rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,
                                num_classes=num_classes,
                                eval_path=str(eval_path) if eval_path else None,
-                               sets=list(sets), smoke=smoke_set)
+                               sets=list(sets), smoke=smoke_set, fields=fields)
     return rules
 
 
@@ -454,33 +494,54 @@ class _progress:
 @click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, a Hugging Face name in "
               "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
+@click.option("--eval", "eval_path", type=click.Path(path_type=Path),
+              help="Eval file: set aside train records found in it (adds an overlap rule if "
+                   "none).")
+@click.option("--limit", type=click.IntRange(min=1),
+              help="Fix only the first N records (the outputs hold only them).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
-              help="Set a rule parameter (repeatable).")
+              help="Set a rule parameter or a field, e.g. --set fields.text=body (repeatable).")
+@_field_options
 @_delimiter
+@click.option("--show-text", is_flag=True,
+              help="Show raw text in the --dry-run examples (redacted by default).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @_guarded
 def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset: str | None,
         manifest: Path | None, out_format: str | None, marker: str, dry_run: bool,
         context_window: int | None, tokenizer: str | None, num_classes: int | None,
-        sets: tuple[str, ...], delimiter: str | None, quiet: bool, debug: bool) -> None:
+        eval_path: Path | None, limit: int | None, sets: tuple[str, ...],
+        delimiter: str | None, show_text: bool, quiet: bool, no_progress: bool,
+        fields: dict[str, str | None], debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
-                   num_classes=num_classes, sets=sets)
+                   num_classes=num_classes, eval_path=eval_path, sets=sets, fields=fields,
+                   quiet=quiet)
     options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
                          marker=marker, dry_run=dry_run)
-    report = run_preflight(data, rules, fix=options, delimiter=delimiter)
+    with _progress(not (quiet or no_progress) and _err.is_terminal) as update:
+        report = run_preflight(data, rules, fix=options, limit=limit, show_text=show_text,
+                               delimiter=delimiter, progress=update)
     if quiet:
         return
     with _stdout_may_close():  # the files are written: a reader gone changes nothing
-        _print_fix(_stdout(), report.fix or {}, dry_run=dry_run)
+        _print_fix(_stdout(), report.fix or {}, dry_run=dry_run, show_text=show_text)
 
 
-def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool) -> None:
+def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool,
+               show_text: bool) -> None:
+    limit = result["input"].get("limit")
+    if limit is not None:
+        console.print(f"--limit {limit:,}: only the first {limit:,} records were read",
+                      style="yellow", highlight=False)
     if dry_run:
         console.print(f"[bold]dry run[/]: {result['would_change']:,} records would change, "
                       f"{result['would_quarantine']:,} would be quarantined")
         _print_actions(console, result)
+        if result["examples"] and not show_text:
+            console.print("  (text redacted: --show-text shows it)", style="dim")
         for ex in result["examples"]:
             console.print(f"  row {ex['row']} {ex['field']}:", highlight=False)
             console.print(f"    before: {ex['before']}", markup=False, highlight=False)
@@ -584,7 +645,8 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
                   "(or --set smoke.KEY=VALUE)")
     console.print(_params_table(smoke))
     console.print()
-    console.print(f"presets: {', '.join(preset_names())} (use --preset NAME)")
+    console.print(f"presets: {', '.join(preset_names())} (use --preset NAME; "
+                  "`preflight rules show NAME` prints one)")
 
 
 @rules.command("validate")
@@ -597,6 +659,48 @@ def rules_validate(file: Path, debug: bool) -> None:
     rules_tokenizer(ruleset)
     with _stdout_may_close():
         _print_valid(file, ruleset)
+
+
+@rules.command("show")
+@click.argument("name")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def rules_show(name: str, debug: bool) -> None:
+    """Print the shipped preset NAME, comments included (a start for your own rules file)."""
+    text = preset_path(name).read_text(encoding="utf-8")
+    with _stdout_may_close():
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+@main.command()
+@click.argument("data", type=_INPUT)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight.yaml"),
+              show_default=True, help="The rules file to write.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
+@_field_options
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@_guarded
+def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
+         debug: bool) -> None:
+    """Write a commented rules file for DATA from what inference finds in it: the fields,
+    the suggested preset's rules, and the model facts to fill in."""
+    from preflight.scaffold import scaffold
+
+    if (out.exists() or out.is_symlink()) and not force:
+        raise ConfigError(f"{out} exists; preflight init does not overwrite it (--force "
+                          "does, or --out another file)")
+    found = scaffold(data, given={k: v for k, v in fields.items() if v})
+    write_text(out, found.render(str(data)))
+    load_rules(out)  # what init writes must validate; a failure here is preflight's bug
+    declared = found.fields.model_dump(exclude_none=True)
+    with _stdout_may_close():
+        console = _stdout()
+        console.print(f"wrote {out}: fields "
+                      f"{', '.join(f'{k}={v!r}' for k, v in declared.items()) or 'none found'}; "
+                      f"rules of the {found.preset} preset", highlight=False)
+        where = "" if out == Path("preflight.yaml") else f" --rules {out}"
+        console.print(f"next: fill in the model facts in {out}, then: preflight check "
+                      f"{data}{where}", style="dim", highlight=False)
 
 
 def _print_valid(file: Path, ruleset: RuleSet) -> None:

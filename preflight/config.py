@@ -48,6 +48,11 @@ FixAction = Literal[
 ]
 RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix", "enabled")
 DEFAULT_PRESET = "default"
+# The sections `--set SECTION.KEY=VALUE` reaches besides rules (they win over a rule that
+# has one of these names as its id).
+_SET_SECTIONS = ("smoke", "fields", "model")
+# RuleSet keys the loader sets (where the rules came from, fields named on the command line).
+_INTERNAL = ("path", "sha256", "preset", "given_fields")
 # A rules file is a few KB holding a few hundred values. Anchors and aliases may share
 # settings, but what they expand to is counted while the file is parsed, so a "billion
 # laughs" file fails in milliseconds instead of expanding to billions of values.
@@ -241,6 +246,10 @@ class RuleSet(_Strict):
     path: str | None = Field(None, exclude=True)
     sha256: str | None = Field(None, exclude=True)
     preset: str | None = Field(None, exclude=True)
+    # Fields named on the command line (role -> the option that named it) over rules that
+    # declared none: the other roles are still inferred, and a named column the data lacks
+    # is exit 2 listing the columns found.
+    given_fields: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -348,13 +357,16 @@ def load_rules(
         return _validate(source, where="<dict>", sha256=None, preset=None)
     if source is None:
         name = preset or DEFAULT_PRESET
-        path = presets_dir() / f"{name}.yaml"
-        if not path.is_file():
-            raise ConfigError(
-                f"unknown preset {name!r}: choose one of {', '.join(preset_names())}"
-            )
-        return _load_file(path, preset=name)
+        return _load_file(preset_path(name), preset=name)
     return _load_file(Path(source), preset=None)
+
+
+def preset_path(name: str) -> Path:
+    """The file of the shipped preset ``name`` (``preflight rules show NAME`` prints it)."""
+    path = presets_dir() / f"{name}.yaml"
+    if name not in preset_names() or not path.is_file():
+        raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(preset_names())}")
+    return path
 
 
 def with_overrides(
@@ -366,12 +378,19 @@ def with_overrides(
     eval_path: str | None = None,
     sets: list[str] = (),  # type: ignore[assignment]
     smoke: dict[str, Any] | None = None,
+    fields: dict[str, str | None] | None = None,
 ) -> RuleSet:
-    """Apply command-line overrides: model facts, smoke settings, and ``RULE_ID.PARAM=VALUE``
-    settings (VALUE read as YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types;
-    ``smoke.PARAM=VALUE`` sets the smoke section). Naming a model fact adds the rule that
-    uses it when the rules lack one. The result is validated like a rules file."""
+    """Apply command-line overrides: model facts, smoke settings, fields (a role to its
+    column, e.g. ``{"text": "body"}``) and ``RULE_ID.PARAM=VALUE`` settings (VALUE read as
+    YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types; ``smoke.PARAM``,
+    ``fields.ROLE`` and ``model.FACT`` set those sections). Naming a model fact adds the rule
+    that uses it when the rules lack one. The result is validated like a rules file."""
     data = to_dict(ruleset)
+    given = dict(ruleset.given_fields)
+    for role, column in (fields or {}).items():
+        if column is not None:
+            data["fields"][role] = column
+            given[role] = f"--{role.replace('_', '-')}-field"
     data["smoke"].update({k: v for k, v in (smoke or {}).items() if v is not None})
     facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
     data["model"].update({k: v for k, v in facts.items() if v is not None})
@@ -393,24 +412,39 @@ def with_overrides(
             raise ConfigError(
                 f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. exact-dupes.max_fraction=0.01"
             )
-        section = data["smoke"] if rule_id == "smoke" else by_id.get(rule_id)
+        section = data[rule_id] if rule_id in _SET_SECTIONS else by_id.get(rule_id)
         if section is None:
             raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}"
-                              " (or smoke.PARAM for the smoke test)")
+                              " (or smoke.PARAM, fields.ROLE, model.FACT)")
         try:
             section[key] = yaml_load(raw) if raw else None
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
+        if rule_id == "fields" and isinstance(section[key], str):
+            given[key] = f"--set {target}"
+    if not ruleset.fields.is_empty() and not ruleset.given_fields:
+        given = {}  # the rules declared their fields: nothing else is inferred
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
-    return rebuild(ruleset, data, where=f"{where} with command-line overrides")
+    return rebuild(ruleset, data, where=f"{where} with command-line overrides",
+                   given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
 
 
-def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str) -> RuleSet:
+def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str,
+            given_fields: dict[str, str] | None = None) -> RuleSet:
     """``data`` (``to_dict`` of ``ruleset``, changed) validated like a rules file, keeping
-    where ``ruleset`` came from (path, hash, preset)."""
+    where ``ruleset`` came from (path, hash, preset) and the fields named on the command
+    line (``given_fields``, else the rule set's own)."""
     return _validate(data, where=where, sha256=ruleset.sha256, preset=ruleset.preset,
-                     path=ruleset.path)
+                     path=ruleset.path,
+                     given_fields=ruleset.given_fields if given_fields is None else given_fields)
+
+
+def rules_from_mapping(data: dict[str, Any], *, where: str, path: str | None = None,
+                       sha256: str | None = None) -> RuleSet:
+    """Validate a rules file's contents already parsed (``[tool.preflight]`` of a
+    ``pyproject.toml``); ``where`` names it in errors, ``path`` anchors relative paths."""
+    return _validate(data, where=where, sha256=sha256, preset=None, path=path)
 
 
 def _add_inferred(ruleset: RuleSet, data: dict[str, Any], by_id: dict[str, Any],
@@ -449,16 +483,35 @@ def _load_file(path: Path, *, preset: str | None) -> RuleSet:
     try:
         data = yaml_load(raw)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(f"{path}: not valid YAML{at}: {problem}") from e
+        raise ConfigError(f"{path}: not valid YAML{yaml_problem(e, raw)}") from e
     if data is None:
         raise ConfigError(f"{path}: the rules file is empty; it needs at least `rules:`")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {_kind(data)}")
     return _validate(data, where=str(path), sha256=hashlib.sha256(raw).hexdigest(), preset=preset,
                      path=str(path))
+
+
+def yaml_problem(e: yaml.YAMLError, raw: bytes) -> str:
+    """Where and what a YAML syntax error is: `` at line L, column C: PROBLEM``, then the
+    offending line with a caret under the column, and a hint when it is about indentation."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    if mark is None:
+        return f": {problem}"
+    lines = raw.decode("utf-8", "replace").splitlines()
+    out = f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    if mark.line < len(lines):
+        line = lines[mark.line][:200].replace("\t", "→")  # one column each, as YAML counts
+        out += f"\n  {mark.line + 1} | {line}\n  {' ' * len(str(mark.line + 1))} | " \
+               f"{' ' * min(mark.column, len(line))}^"
+    if "\t" in problem or "'\\t'" in problem:
+        out += "\n  hint: YAML indents with spaces, not tabs"
+    elif any(p in problem for p in ("block end", "mapping values", "expected <block",
+                                    "expected '-'", "block mapping", "block collection")):
+        out += ("\n  hint: check the indentation: the items of one list (`- `) or mapping start "
+                "in the same column, and a nested one starts further right (spaces, not tabs)")
+    return out
 
 
 def _read_rules(path: Path) -> bytes:
@@ -523,8 +576,15 @@ def _validate(
     sha256: str | None,
     preset: str | None,
     path: str | None = None,
+    given_fields: dict[str, str] | None = None,
 ) -> RuleSet:
     data = dict(data)
+    # Keys the loader sets, never a file: one written in a file is an unknown key.
+    written = [key for key in _INTERNAL if key in data]
+    errors = [f"{key}: unknown key for this section; allowed: {', '.join(_file_keys(RuleSet))}"
+              for key in written]
+    for key in written:
+        del data[key]
     raw_rules = data.pop("rules", None)
     if raw_rules is None:
         raise ConfigError(f"{where}: missing key `rules` (a list of rules)")
@@ -532,7 +592,6 @@ def _validate(
         raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
     if not raw_rules:
         raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
-    errors: list[str] = []
     placed = [(i, r) for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
     rules = [r for _, r in placed]
     seen: set[str] = set()
@@ -541,7 +600,8 @@ def _validate(
             errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
         seen.add(rule.id)
     try:
-        ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset)
+        ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset,
+                          given_fields=given_fields or {})
     except ValidationError as e:
         errors = _messages(e, prefix="", model=RuleSet) + errors
         ruleset = None
@@ -605,14 +665,18 @@ def _messages(
         if err["type"] == "extra_forbidden":
             key = str(err["loc"][-1])
             section = _section(model, err["loc"][:-1])
-            known = [*(extra_keys if section is model else ()), *section.model_fields]
-            known = [k for k in known if k not in ("params", "path", "sha256", "preset")]
+            known = [*(extra_keys if section is model else ()), *_file_keys(section)]
             owner = f"check {check!r}" if check and section is model else "this section"
             hint = _did_you_mean(key, known)
             out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
         else:
             out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))})")
     return out
+
+
+def _file_keys(model: type[BaseModel]) -> list[str]:
+    """The keys of ``model`` a rules file may write."""
+    return [k for k in model.model_fields if k not in ("params", *_INTERNAL)]
 
 
 def _section(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from preflight.batch import Batch
-from preflight.config import Fields
+from preflight.config import Fields, RuleSet
+from preflight.errors import ConfigError
 
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
-_CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
+CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
-_LABEL_NAMES = ("label", "labels")
+LABEL_NAMES = ("label", "labels")
 _TARGET_NAMES = ("target", "targets", "y")
 _FEATURE_NAMES = ("features", "feature", "x")
 # A label is integer-like (class ids) when at least half the records hold an integer there:
@@ -21,46 +24,71 @@ _MAJORITY = 0.5
 _NUMERIC = 0.9
 
 
-def infer_fields(batch: Batch) -> tuple[Fields, dict[str, str]]:
-    """Guess the text/messages/id/label/numeric fields of ``batch``; return them and why.
+def resolve_fields(rules: RuleSet, batch: Batch) -> tuple[Fields, dict[str, str]]:
+    """The fields a run uses, given its first batch: the rules' own when they declare any;
+    else inferred, keeping those named on the command line (``--text-field`` and the like),
+    each of which must be a column of the data (a ``ConfigError`` listing the columns)."""
+    if not rules.fields.is_empty() and not rules.given_fields:
+        return rules.fields, {}
+    frame = batch.frame
+    given = rules.fields.model_dump(exclude_none=True)
+    for role, option in rules.given_fields.items():
+        missing = [c for c in _as_list(given.get(role)) if c not in frame.schema]
+        if missing:
+            columns = ", ".join(frame.columns) or "none"
+            raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
+                              f"columns found: {columns}")
+    return infer_fields(batch, given=given)
+
+
+def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
+                 ) -> tuple[Fields, dict[str, str]]:
+    """Guess the text/messages/id/label/numeric fields of ``batch`` that ``given`` (role ->
+    column) does not name; return them all and why each guess was made.
 
     A label is inferred only when its values are integer-like (class ids); numeric fields
-    are the other columns that hold numbers (or lists of numbers) in at least half the
-    records."""
+    are the other columns that hold numbers (or lists of numbers) in nearly every record."""
     frame = batch.frame
     schema = frame.schema
-    found: dict[str, str | list[str]] = {}
+    found: dict[str, Any] = dict(given or {})
+    taken = {c for v in found.values() for c in _as_list(v)}
     why: dict[str, str] = {}
-    for name in _CHAT_NAMES:
-        if name in schema and _share(batch, name, ("array",)) >= _MAJORITY:
-            found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
-            break
+    if "messages" not in found:
+        for name in CHAT_NAMES:
+            if (name in schema and name not in taken
+                    and _share(batch, name, ("array",)) >= _MAJORITY):
+                found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
+                break
     # An id or a label is never the text, however long its values are.
     strings = [n for n, t in schema.items()
-               if t == pl.String and n not in _ID_NAMES and n not in _LABEL_NAMES
-               and _share(batch, n, ("string",)) >= _MAJORITY]
+               if t == pl.String and n not in _ID_NAMES and n not in LABEL_NAMES
+               and n not in taken and _share(batch, n, ("string",)) >= _MAJORITY]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
-    if named:
+    if "text" in found:
+        pass
+    elif named:
         found["text"], why["text"] = named, f"{named!r} (by name)"
     elif strings and "messages" not in found:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
         found["text"], why["text"] = best, f"{best!r} (the string field with the longest values)"
-    name = next((n for n in _ID_NAMES if n in schema), None)
-    if name:
-        found["id"], why["id"] = name, f"{name!r} (by name)"
-    name = next((n for n in _LABEL_NAMES if n in schema), None)
-    if name and _share(batch, name, ("integer",)) >= _MAJORITY:
-        found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
-    taken = {v for v in found.values() if isinstance(v, str)}
+    if "id" not in found:
+        name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
+        if name:
+            found["id"], why["id"] = name, f"{name!r} (by name)"
+    if "label" not in found:
+        name = next((n for n in LABEL_NAMES if n in schema and n not in taken), None)
+        if name and _share(batch, name, ("integer",)) >= _MAJORITY:
+            found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
+    taken = {c for v in found.values() for c in _as_list(v)}
     numeric = [n for n in frame.columns if n not in taken and n not in _ID_NAMES
                and _is_numeric(batch, n)]
     for role, names in (("target", _TARGET_NAMES), ("features", _FEATURE_NAMES)):
         name = next((n for n in names if n in numeric), None)
-        if name:
+        if name and role not in found:
             found[role], why[role] = name, f"{name!r} (by name, numbers)"
             numeric.remove(name)
-    if numeric:
+    if numeric and "numeric" not in found:
         found["numeric"] = numeric[0] if len(numeric) == 1 else numeric
         why["numeric"] = ", ".join(map(repr, numeric)) + " (numbers in nearly every record)"
     return Fields(**found), why
@@ -96,3 +124,7 @@ def _share(batch: Batch, name: str, kinds: tuple[str, ...]) -> float:
             .otherwise(types)
         ).to_series()
     return float(types.is_in(list(kinds)).mean() or 0.0)
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])

@@ -25,7 +25,7 @@ from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.findings import FindingsSink, Tally
 from preflight.hf_folder import folder_of, is_hf_spec, read_facts
-from preflight.infer import infer_fields
+from preflight.infer import resolve_fields
 from preflight.paths import find_beside
 from preflight.report.model import (
     Report,
@@ -499,8 +499,8 @@ def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
     """The fields (inferred from the corpus's first batch when the rules name none), the
     checks' context, and every rule's check started: what both executors begin with."""
     fields, inferred = rules.fields, {}
-    if fields.is_empty() and first is not None:
-        fields, inferred = infer_fields(first)
+    if first is not None:
+        fields, inferred = resolve_fields(rules, first)
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
     return fields, inferred, ctx, [start_rule(r, ctx) for r in _resolved(rules, rule_list, fields)]
 

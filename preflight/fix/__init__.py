@@ -69,16 +69,19 @@ class FixOptions:
 
 def run_fix(
     source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any,
-    delimiter: str | None = None,
+    limit: int | None = None, show_text: bool = False, delimiter: str | None = None,
 ) -> tuple[Report, dict[str, Any]]:
     """Clean ``source`` into ``options.out`` and ``options.quarantine``; return the gate's
-    report on the input and the manifest (or, with ``dry_run``, what would change).
+    report on the input and the manifest (or, with ``dry_run``, what would change, its
+    examples redacted unless ``show_text``). With ``limit``, only the first ``limit``
+    records (and the malformed lines among them) are read, checked and written.
 
     ``run_gate(source, rules, out)`` runs the gate and returns its Report; the API passes
     ``pipeline.run`` with its display options (``show_text``, progress). ``delimiter``
     forces a CSV input's delimiter; a CSV output keeps the input's."""
     src_path = Path(source)
     found = open_input(src_path, delimiter=delimiter)
+    found.limit = limit
     out_format = output_format(options, found.format)
     _check_paths(src_path, options)
     # The verification rounds rerun the rules a fix could give a new finding: those with a
@@ -106,8 +109,8 @@ def run_fix(
         )
         if options.dry_run:
             return report, manifests.dry_run(
-                src_path, the_plan, Mender(rules, ctx, options.marker), report,
-                delimiter=delimiter,
+                found, the_plan, Mender(rules, ctx, options.marker), report,
+                show_text=show_text,
             )
         # Outputs are written under temporary names beside their final ones and renamed only
         # when complete; whatever happens, no temporary file is left behind.
@@ -330,14 +333,15 @@ def _fix_rounds(
 
 def _fields(report: Report, rules: RuleSet) -> Fields:
     """The fields the gate used (inferred when the rules declare none)."""
-    return Fields(**report.rules_file.fields) if rules.fields.is_empty() else rules.fields
+    inferred = rules.fields.is_empty() or rules.given_fields
+    return Fields(**report.rules_file.fields) if inferred else rules.fields
 
 
 def _only(rules: RuleSet, keep: list[Rule], fields: Fields) -> RuleSet:
     """The same rule set (its path too: relative eval and tokenizer paths) with fewer rules
     and the fields the first gate used (inferred ones pinned: the clean output, with records
     set aside, could infer others)."""
-    return rules.model_copy(update={"rules": keep, "fields": fields})
+    return rules.model_copy(update={"rules": keep, "fields": fields, "given_fields": {}})
 
 
 # -- writing ----------------------------------------------------------------------------

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
-from preflight.fix.units import open_input, units
+from preflight.fix.units import Input, units
 from preflight.report.model import Report
 from preflight.source.tracked import hash_file
-from preflight.text import visible
+from preflight.text import redact, visible
 
 if TYPE_CHECKING:
     from preflight.fix import FixOptions
@@ -38,6 +38,7 @@ def manifest(
             "records": counts["input"],
             "blank_lines": counts["blank"],
             "fingerprint": report.source.fingerprint.get("xxh3_128"),
+            "limit": report.source.limit,  # set: only the first N records were fixed
         },
         "clean": {
             "path": str(options.out),
@@ -58,10 +59,13 @@ def manifest(
     }
 
 
-def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report, *,
-            delimiter: str | None = None) -> dict[str, Any]:
+def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
+            show_text: bool = False) -> dict[str, Any]:
+    """What fix would do, with a few before/after examples (redacted unless ``show_text``)."""
+    src = found.path
+    shown = visible if show_text else redact
     examples = []
-    for unit in units(open_input(src, delimiter=delimiter)):
+    for unit in units(found):
         if len(examples) >= _EXAMPLES:
             break
         key = (unit.file, unit.row)
@@ -83,8 +87,8 @@ def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report, *,
                         {
                             "row": unit.row,
                             "field": name,
-                            "before": visible(_around(before, at)),
-                            "after": visible(_around(changed, at)),
+                            "before": shown(_around(before, at)),
+                            "after": shown(_around(changed, at)),
                         }
                     )
     actions: dict[str, dict[str, int]] = defaultdict(dict)
@@ -92,7 +96,8 @@ def dry_run(src: Path, the_plan: Plan, mender: Mender, report: Report, *,
         actions[rule][action] = n
     return {
         "dry_run": True,
-        "input": {"path": str(src), "records": report.source.total},
+        "input": {"path": str(src), "records": report.source.total,
+                  "limit": report.source.limit},
         "would_change": len(the_plan.transforms.keys() - the_plan.quarantine.keys()),
         "would_quarantine": len(the_plan.quarantine),
         "findings_per_rule_and_action": dict(actions),

@@ -80,6 +80,7 @@ class Input:
     header: list[str] | None = None
     delimiter: str | None = None  # CSV: forced, else each file's own (the first one's here)
     forced: str | None = None
+    limit: int | None = None  # read up to the limit-th record (what `check --limit` reads)
 
 
 def open_input(path: Path, fmt: str | None = None, *, delimiter: str | None = None) -> Input:
@@ -110,7 +111,26 @@ def open_input(path: Path, fmt: str | None = None, *, delimiter: str | None = No
 
 
 def units(found: Input) -> Iterator[Unit]:
-    """Every unit of the input in order."""
+    """Every unit of the input in order; with ``found.limit``, those up to the limit-th
+    record (the malformed and blank lines before it included, as the gate reads them)."""
+    if found.limit is None:
+        yield from _all_units(found)
+        return
+    records = 0
+    after: list[Unit] = []  # past the limit-th record: kept only if no record follows
+    for unit in _all_units(found):
+        is_record = unit.malformed is None and not unit.blank and unit.record() is not None
+        if records >= found.limit:
+            if is_record:
+                return  # the input goes on: the gate stopped at the limit-th record
+            after.append(unit)
+            continue
+        yield unit
+        records += is_record
+    yield from after  # the input ended first: the gate read these lines too
+
+
+def _all_units(found: Input) -> Iterator[Unit]:
     row0 = 0
     for label, path in found.files:
         try:

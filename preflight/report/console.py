@@ -155,6 +155,8 @@ def render_diff(diff: ReportDiff, console: Console) -> None:
         console.print(table)
     else:
         console.print("no rule changed")
+    for warning in diff.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     old_smoke, new_smoke = diff.smoke
     if old_smoke != new_smoke:
         console.print(f"smoke test: {old_smoke or '—'} → {new_smoke or '—'}", highlight=False)

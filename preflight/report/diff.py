@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from preflight.report.model import Report, RuleResult
+from preflight.report.model import Report, RuleResult, RulesInfo
 
 Change = Literal["worse", "better", "same", "new", "removed"]
 _RANK = {"pass": 0, "fail": 1, "error": 2}
@@ -38,6 +38,9 @@ class ReportDiff(BaseModel):
     rules: list[RuleChange]
     smoke: tuple[str | None, str | None] = (None, None)
     worse: bool = Field(description="True when a rule (or the smoke test) got worse.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Why the two runs may not compare like for like "
+        "(different rules files).")
 
     def changed(self) -> list[RuleChange]:
         """The rules whose status or count moved, worst first."""
@@ -60,7 +63,25 @@ def diff_reports(old: Report, new: Report) -> ReportDiff:
     )
     return ReportDiff(old=old.source.path, new=new.source.path, old_verdict=old.verdict,
                       new_verdict=new.verdict, rules=changes, smoke=(old_smoke, new_smoke),
-                      worse=worse)
+                      worse=worse, warnings=_rules_warnings(old, new))
+
+
+def _rules_warnings(old: Report, new: Report) -> list[str]:
+    """A warning when the two runs used different rules (another file or preset, or the
+    same file edited in between): a rule's change may then be the rules', not the data's."""
+    a, b = old.rules_file, new.rules_file
+    if (a.path, a.preset, a.sha256) == (b.path, b.preset, b.sha256):
+        return []
+
+    def name(info: RulesInfo) -> str:
+        where = info.path or (f"preset {info.preset}" if info.preset else "rules given in code")
+        return f"{where} (sha256 {info.sha256[:12]})" if info.sha256 else where
+
+    same_place = (a.path, a.preset) == (b.path, b.preset)
+    what = "the rules file changed between the runs" if same_place else \
+        "the two reports used different rules files"
+    return [f"{what}: old {name(a)}, new {name(b)}; a rule's change may come from the rules, "
+            "not the data"]
 
 
 def _change(a: RuleResult | None, b: RuleResult | None) -> RuleChange:

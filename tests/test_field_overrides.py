@@ -1,0 +1,107 @@
+"""Field overrides without a rules file: ``--text-field`` and the like, ``--set fields.X``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight.config import load_rules, with_overrides
+from preflight.errors import ConfigError
+from tests.test_cli import flat, invoke, write_jsonl
+
+# The text is in `payload`, which inference does not pick by name; `summary` is a longer
+# string column that inference would take instead.
+RECORDS = [
+    {"id": "r0", "summary": "a long summary that is longer than every payload " * 3,
+     "payload": "clean text", "label": 0},
+    {"id": "r1", "summary": "another long summary, longer than the payloads " * 3,
+     "payload": "hidden\u200bspace", "label": 1},
+]
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return write_jsonl(tmp_path / "data.jsonl", RECORDS)
+
+
+def _report(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+def _hidden(report: dict) -> dict:
+    return next(r for r in report["rules"] if r["id"] == "hidden-chars")
+
+
+def test_inference_alone_misses_the_planted_fault(data: Path, tmp_path: Path) -> None:
+    # The control: without the override the longer `summary` column is the text.
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    report = _report(tmp_path / "r")
+    assert report["rules_file"]["fields"]["text"] == "summary"
+    assert _hidden(report)["violations"] == 0, result.output
+
+
+@pytest.mark.parametrize("option", [["--text-field", "payload"], ["--set", "fields.text=payload"]])
+def test_text_field_override_checks_that_column(data: Path, tmp_path: Path,
+                                                option: list[str]) -> None:
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r", *option)
+    assert result.exit_code == 1, result.output
+    report = _report(tmp_path / "r")
+    assert report["rules_file"]["fields"]["text"] == "payload"
+    assert _hidden(report)["violations"] == 1
+    # The other fields are still inferred (and said so), not dropped.
+    assert report["rules_file"]["fields"]["id"] == "id"
+    assert "id" in report["rules_file"]["inferred"]
+    assert "text" not in report["rules_file"]["inferred"]
+
+
+def test_id_field_override_names_the_examples(tmp_path: Path) -> None:
+    records = [{"key2": f"k{i}", "text": t} for i, t in enumerate(["ok", "bad\u200b"])]
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r", "--id-field", "key2")
+    assert result.exit_code == 1, result.output
+    examples = _hidden(_report(tmp_path / "r"))["examples"]
+    assert [e["id"] for e in examples] == ["k1"]
+
+
+def test_messages_and_label_field_overrides(tmp_path: Path) -> None:
+    records = [{"dialog": [{"role": "user", "content": "hi"},
+                           {"role": "assistant", "content": "he\u200bllo"}], "y": 1}]
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--messages-field", "dialog", "--label-field", "y")
+    assert result.exit_code == 1, result.output
+    report = _report(tmp_path / "r")
+    assert report["rules_file"]["fields"] == {"messages": "dialog", "label": "y"}
+    assert _hidden(report)["codes"] == {"zero_width_space": 1}
+
+
+@pytest.mark.parametrize(("option", "named"), [
+    (["--text-field", "bdy"], "--text-field"),
+    (["--id-field", "nope"], "--id-field"),
+    (["--set", "fields.label=lbl"], "--set fields.label"),
+])
+def test_unknown_column_is_exit_2_listing_the_columns(data: Path, tmp_path: Path,
+                                                      option: list[str], named: str) -> None:
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r", *option)
+    assert result.exit_code == 2, result.output
+    column = option[-1].split("=")[-1]
+    assert (f"error: {named}: no column {column!r} in the data; columns found: "
+            "id, summary, payload, label") in flat(result.output)
+
+
+def test_set_fields_on_a_rules_file_that_declares_fields() -> None:
+    over = with_overrides(load_rules(preset="pretrain-text"), sets=["fields.text=payload"])
+    assert over.fields.text == "payload" and over.fields.id == "id"
+    assert over.given_fields == {}  # the file declared its fields: nothing is inferred
+
+
+def test_set_unknown_field_role_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"fields\.txt: unknown key .* did you mean 'text'"):
+        with_overrides(load_rules(), sets=["fields.txt=body"])
+
+
+def test_set_model_fact() -> None:
+    over = with_overrides(load_rules(), sets=["model.context_window=128"])
+    assert over.model.context_window == 128

@@ -1,0 +1,87 @@
+"""Errors list every problem at once: ``rules validate`` reports all its errors in one pass,
+a YAML syntax error shows its line with a caret and a hint, and ``diff`` warns when the two
+reports used different rules files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_cli import CLEAN, flat, invoke, write_jsonl
+
+
+def test_validate_reports_every_error_in_one_pass(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfeilds: {text: body}\nrules:\n"
+                     "  - {id: a, check: empty}\n  - {id: a, check: encoding}\n"
+                     "  - {id: b, check: nope}\n", encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {rules}: invalid rules file:\n"
+        "  feilds: unknown key for this section — did you mean 'fields'?; allowed: version, "
+        "task, fields, model, eval, smoke, rules\n"
+        "  rules[2].check: unknown check 'nope'\n"
+        "  rules[1].id: duplicate rule id 'a'; ids must be unique\n")
+
+
+def test_yaml_syntax_error_shows_the_line_a_caret_and_a_hint(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nrules:\n  - id: a\n    check: empty\n   - id: b\n",
+                     encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {rules}: not valid YAML at line 5, column 4: expected <block end>, but found "
+        "'<block sequence start>'\n"
+        "  5 |    - id: b\n"
+        "    |    ^\n"
+        "  hint: check the indentation: the items of one list (`- `) or mapping start in the "
+        "same column, and a nested one starts further right (spaces, not tabs)\n")
+
+
+def test_yaml_tab_gets_its_own_hint(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nrules:\n\t- {id: a, check: empty}\n", encoding="utf-8")
+    result = invoke("check", tmp_path / "absent.jsonl", "--rules", rules)
+    assert result.exit_code == 2
+    assert "  3 | →- {id: a, check: empty}\n    | ^\n  hint: YAML indents with spaces, not " \
+           "tabs" in result.output
+
+
+def test_diff_warns_when_the_rules_files_differ(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    one.write_text("version: 1\nrules:\n  - {id: e, check: empty}\n", encoding="utf-8")
+    two.write_text("version: 1\nrules:\n  - {id: e, check: empty, severity: warn}\n",
+                   encoding="utf-8")
+    for name, rules in (("a", one), ("b", two), ("c", one)):
+        assert invoke("check", data, "--no-smoke", "--rules", rules, "--format", "json",
+                      "--out", tmp_path / name).exit_code == 0
+    result = invoke("diff", tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")
+    assert result.exit_code == 0, result.output
+    assert (f"warning: the two reports used different rules files: old {one} (sha256 "
+            in flat(result.output))
+    assert f"new {two} (sha256 " in flat(result.output)
+    assert "a rule's change may come from the rules, not the data" in flat(result.output)
+    same = invoke("diff", tmp_path / "a" / "report.json", tmp_path / "c" / "report.json")
+    assert "warning" not in same.output
+    # The same file edited between the runs is named as such.
+    two.write_text(one.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    one.write_text(two.read_text(encoding="utf-8"), encoding="utf-8")
+    invoke("check", data, "--no-smoke", "--rules", one, "--format", "json",
+           "--out", tmp_path / "d")
+    edited = invoke("diff", tmp_path / "a" / "report.json", tmp_path / "d" / "report.json",
+                    "--json")
+    assert "the rules file changed between the runs" in edited.output
+
+
+def test_keys_the_loader_sets_are_unknown_keys_in_a_file(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\npath: elsewhere\ngiven_fields: {text: x}\n"
+                     "rules:\n  - {id: a, check: empty}\n", encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2
+    allowed = "allowed: version, task, fields, model, eval, smoke, rules"
+    assert result.output == (f"error: {rules}: invalid rules file:\n"
+                             f"  path: unknown key for this section; {allowed}\n"
+                             f"  given_fields: unknown key for this section; {allowed}\n")

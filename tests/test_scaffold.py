@@ -1,0 +1,145 @@
+"""``preflight init DATA`` writes a commented rules file that validates and runs;
+``preflight rules show NAME`` prints a preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight.config import load_rules, preset_path
+from tests.test_cli import flat, invoke, write_jsonl
+
+CHAT = [
+    {"id": "c0", "messages": [{"role": "user", "content": "hi"},
+                              {"role": "assistant", "content": "hello"}]},
+    # planted: the conversation starts with the assistant
+    {"id": "c1", "messages": [{"role": "assistant", "content": "I start"},
+                              {"role": "user", "content": "odd"}]},
+    {"id": "c2", "messages": "not a list"},  # planted: a column of mixed types
+]
+LABELS = [{"text": f"sentence number {i}", "label": i % 3} for i in range(6)] + [
+    {"text": "a string label", "label": "2"},  # planted: wrong type
+]
+TEXT = [{"doc": "plain text here, long enough"}, {"doc": "with a hidden\u200bspace"}]
+REGRESSION = [{"features": [1.0, 2.0], "target": 0.5}, {"features": [1.0, None], "target": 1.5}]
+
+
+def _init(tmp_path: Path, records: list[dict], monkeypatch: pytest.MonkeyPatch,
+          *extra: str) -> tuple[str, str]:
+    data = write_jsonl(tmp_path / "data.jsonl", records)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("init", data, *extra)
+    assert result.exit_code == 0, result.output
+    return (tmp_path / "preflight.yaml").read_text(encoding="utf-8"), result.output
+
+
+def _check(tmp_path: Path) -> dict:
+    """Run check with the discovered preflight.yaml; the report."""
+    result = invoke("check", tmp_path / "data.jsonl", "--no-smoke", "--out", tmp_path / "r")
+    assert "rules: preflight.yaml (found in the working directory" in flat(result.output)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+
+
+def _codes(report: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for rule in report["rules"]:
+        out.update(rule["codes"])
+    return out
+
+
+def test_init_chat_suggests_sft_chat_and_the_file_runs(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    text, output = _init(tmp_path, CHAT, monkeypatch)
+    assert "wrote preflight.yaml: fields messages='messages', id='id'; rules of the sft-chat " \
+           "preset" in flat(output)
+    assert "# Suggested preset: sft-chat" in text
+    assert "  messages: messages  # 'messages' (lists of turns, by name)" in text
+    assert "  context_window: 4096  # the sft-chat preset's; set your model's" in text
+    assert "  # tokenizer: path/to/tokenizer.json" in text  # a model fact to fill in
+    rules = load_rules(tmp_path / "preflight.yaml")
+    assert rules.task == "chat"
+    assert [r.check for r in rules.rules] == [r.check for r in load_rules(preset="sft-chat").rules]
+    chat = next(r for r in _check(tmp_path)["rules"] if r["check"] == "chat_format")
+    assert chat["codes"] == {"not_a_list": 1, "not_alternating": 1}  # c2, and c1's first turn
+
+
+def test_init_classification_fills_in_the_classes(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    text, _ = _init(tmp_path, LABELS, monkeypatch)
+    assert "# Suggested preset: classification" in text
+    assert "  num_classes: 3  # CHECK: largest label in the first 7 records + 1; set your " \
+           "model's" in text
+    report = _check(tmp_path)
+    labels = next(r for r in report["rules"] if r["check"] == "label_range")
+    assert labels["status"] == "fail" and labels["codes"] == {"label_wrong_type": 1}
+
+
+def test_init_text_and_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text, _ = _init(tmp_path, TEXT, monkeypatch)
+    assert "  text: doc  # 'doc' (the string field with the longest values)" in text
+    assert "# Suggested preset: pretrain-text" in text
+    assert _codes(_check(tmp_path))["zero_width_space"] == 1
+    (tmp_path / "preflight.yaml").unlink()
+    text, _ = _init(tmp_path, REGRESSION, monkeypatch)
+    assert "# Suggested preset: regression" in text and "model: {}" in text
+    assert _codes(_check(tmp_path))["null"] == 1
+
+
+def test_init_field_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [{"a": "short", "b": "the longer text column"}]
+    text, _ = _init(tmp_path, records, monkeypatch, "--text-field", "a")
+    assert "  text: a  # as given" in text
+    load_rules(tmp_path / "preflight.yaml")
+
+
+def test_init_refuses_to_overwrite_unless_forced(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    data = write_jsonl(tmp_path / "data.jsonl", TEXT)
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("# my own rules\n", encoding="utf-8")
+    result = invoke("init", data, "--out", mine)
+    assert result.exit_code == 2
+    assert (f"error: {mine} exists; preflight init does not overwrite it (--force does, or "
+            "--out another file)") in flat(result.output)
+    assert mine.read_text(encoding="utf-8") == "# my own rules\n"
+    result = invoke("init", data, "--out", mine, "--force")
+    assert result.exit_code == 0, result.output
+    assert f"preflight check {data} --rules {mine}" in flat(result.output)
+    load_rules(mine)
+
+
+def test_init_unreadable_data_is_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("init", tmp_path / "missing.jsonl")
+    assert result.exit_code == 3
+    assert not (tmp_path / "preflight.yaml").exists()
+
+
+@pytest.mark.parametrize("name", ["sft-chat", "default"])
+def test_rules_show_prints_the_preset(name: str) -> None:
+    result = invoke("rules", "show", name)
+    assert result.exit_code == 0
+    assert result.output == preset_path(name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["nope", "../rules/default"])
+def test_rules_show_unknown_preset_is_exit_2(name: str) -> None:
+    result = invoke("rules", "show", name)
+    assert result.exit_code == 2
+    assert f"error: unknown preset {name!r}: choose one of classification, default" \
+        in flat(result.output)
+
+
+def test_init_named_labels_become_the_label_set(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [{"text": f"review {i}", "label": name}
+               for i, name in enumerate(["pos", "neg", "pos"])] + [{"text": "x", "label": 7}]
+    text, _ = _init(tmp_path, records, monkeypatch)
+    assert "  labels: [neg, pos]  # CHECK: the label names in the first 4 records; set your " \
+           "model's" in text
+    labels = next(r for r in _check(tmp_path)["rules"] if r["check"] == "label_range")
+    assert labels["status"] == "fail" and labels["violations"] == 1  # the planted 7
