@@ -45,8 +45,9 @@ class OrderCheck:
             return
         from torch.amp.grad_scaler import OptState
 
+        # The scaler forgets an optimizer after update(): no entry means not unscaled yet.
         state = getattr(self.scaler, "_per_optimizer_states", {}).get(id(self.optimizer))
-        if state is None or state.get("stage") is OptState.UNSCALED:
+        if state is not None and state.get("stage") is not OptState.READY:
             return
         self.warned = True
         detail = ("clip_grad_norm_ ran before scaler.unscale_(optimizer): it clipped the "
