@@ -11,8 +11,10 @@ seen; the watch then computes the norm itself and cannot check the order.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -20,6 +22,7 @@ import torch
 from preflight.report.model import SmokeFinding
 
 _ACTIVE: list[OrderCheck] = []
+_PAUSED: list[bool] = []  # the watch's own re-runs clip too: not the loop's calls
 _ORIGINAL = torch.nn.utils.clip_grad_norm_
 
 
@@ -63,9 +66,20 @@ class OrderCheck:
             torch.nn.utils.clip_grad_norm_ = _ORIGINAL
 
 
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Clip calls inside the block (the watch's re-runs) are not the loop's."""
+    _PAUSED.append(True)
+    try:
+        yield
+    finally:
+        _PAUSED.pop()
+
+
 @functools.wraps(_ORIGINAL)
 def _clip(*args: Any, **kwargs: Any) -> torch.Tensor:
     norm = _ORIGINAL(*args, **kwargs)
-    for check in list(_ACTIVE):
-        check.clipped(norm)
+    if not _PAUSED:
+        for check in list(_ACTIVE):
+            check.clipped(norm)
     return norm

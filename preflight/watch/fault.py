@@ -36,6 +36,7 @@ from preflight.smoke.stage import WATCH_TASK
 from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write
 from preflight.text import first_line
+from preflight.watch import amp
 from preflight.watch.rows import batch_rows, batch_size, take
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
                       first_bad_step=len(steps) - 1, failure=detail))
     result.batch_rows, result.batch_ids = batch_rows(s.batch)
     try:
-        with _own_rng(device):
+        with _own_rng(device), amp.paused():
             _investigate(core, s, result, kind, device)
     except Exception as e:  # a step_fn that raises, a batch that will not move: say so
         result.findings.append(SmokeFinding(

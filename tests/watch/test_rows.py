@@ -90,7 +90,7 @@ def test_rows_flagged_by_the_gate_are_linked_in_the_fault(tmp_path: Path) -> Non
     with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
             model, opt, step_fn=step_fn, out=tmp_path / "watch",
             gate_report=tmp_path / "gate" / "report.json") as w:
-        tiny.train(w, model, opt, loader)
+        tiny.train(w, model, opt, loader, loss_of=step_fn)
     fault = caught.value.fault
     assert fault.minimal_ids == ["r21"] and fault.step == 2
     [link] = fault.gate
