@@ -156,6 +156,8 @@ class WatchCore:
         except OSError as e:
             raise ConfigError(f"watch: cannot create out={str(self.cfg.out)!r}: {e}") from e
         self.stats_path = self.cfg.out / "stats.jsonl"
+        if self.rank in (None, 0):  # a claim left by an earlier run
+            (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
         self.order = amp.OrderCheck(self, optimizer, scaler)
         self.handle = optimizer.register_step_pre_hook(self._pre_step)
 
@@ -245,7 +247,14 @@ class WatchCore:
         except Exception as e:
             self._disable(e)
             return
-        if self.sync_every > 1 or entry.norm is None:
+        if entry.norm is None:
+            return
+        if self.sync_every > 1:
+            # Not checked yet: keep a non-finite step from reaching the weights without a
+            # host sync (a 0-dim mask zeroes every gradient), so the check finds the batch.
+            bad = ~torch.isfinite(entry.norm)
+            for g in grads:
+                g.masked_fill_(bad, 0.0)
             return
         value = float(entry.norm)
         entry.norm = value

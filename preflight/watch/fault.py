@@ -81,8 +81,9 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     state = {k: v.detach().clone() for k, v in core.model.state_dict().items()}
     if _state_fault(core, state, result):
         return
-    if kind == "scale":
-        result.reason += ": fp16 overflows even with loss scaling (try bf16, a lower lr)"
+    if kind == "scale":  # a re-run in fp32 says nothing about fp16's range
+        result.reason += ": fp16 overflows even with loss scaling (try bf16 or a lower lr)"
+        return
     if s.batch is None:
         result.reason += "; the batch was not given to the watch, so it was not re-run"
         return

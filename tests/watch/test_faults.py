@@ -167,3 +167,16 @@ def test_grad_norm_alarm_is_a_warning_with_the_step(tmp_path: Path) -> None:
                             grad_norm_alarm=0.01) as w:
         tiny.train(w, model, opt, _loader(tiny.make_rows(16)), clip=None)
     assert not (tmp_path / "fault.json").exists()
+
+
+def test_checked_every_few_steps_the_fault_still_names_its_step_and_rows(
+        tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, sync_every=4) as w:
+        went = tiny.train(w, model, opt, _loader(tiny.make_rows(nan_row=45)))
+        assert went == [True] * 8  # the check comes later
+    fault = caught.value.fault
+    assert fault.step == 5 and fault.verdict == "data_fault"
+    assert fault.minimal_ids == ["r45"]
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # its grads were zeroed
