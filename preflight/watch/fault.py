@@ -113,11 +113,14 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     if control_failed:
         result.reason = (f"{result.reason}: the control batch (rows that already trained) "
                          f"fails too from the same weights: {_failure(again.run.failure)}")
+        _save_replay(core, result, setup, batch, state, again.run.failure)
         return
-    keep, why = _narrow(setup, s.batch, bad_inputs)
-    if control is None and not keep:
-        result.reason += (f"; no control batch yet (the first step) and no row fails alone"
-                          f"{'' if not why else f' ({why})'}")
+    keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
+    if control is None and not (keep and healthy):
+        # The first step has no control: only some of its own rows failing alone tells.
+        result.reason += ("; not attributed: no control batch yet (the first step) and the "
+                          f"batch's rows do not single out a few{f' ({why})' if why else ''}")
+        _save_replay(core, result, setup, batch, state, again.run.failure)
         return
     result.verdict = "data_fault"
     result.reason = (f"{result.reason}: the batch fails from the pre-step weights and a "
@@ -130,18 +133,22 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     _save_replay(core, result, setup, (minimal, None), state, again.run.failure)
 
 
-def _narrow(setup: Setup, batch: Any, known: list[int]) -> tuple[list[int], str | None]:
-    """The fewest rows that still fail, as the smoke test narrows its sample."""
+def _narrow(setup: Setup, batch: Any,
+            known: list[int]) -> tuple[list[int], str | None, bool]:
+    """The fewest rows that still fail, as the smoke test narrows its sample; why not, when
+    the batch cannot be sliced; whether some row's loss alone is finite (rows that are
+    fine are the control at the first step)."""
     try:
         n = batch_size(batch)
     except ConfigError as e:
-        return [], str(e)
+        return [], str(e), False
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
 
     def fails(idx: list[int]) -> bool:
         return train(setup, [(take(batch, idx), None)], steps=1).failed
 
-    return minimal_rows(n, losses, fails, known=known), None
+    healthy = any(not math.isnan(x) for x in losses)
+    return minimal_rows(n, losses, fails, known=known), None, healthy
 
 
 def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeResult) -> bool:

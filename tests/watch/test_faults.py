@@ -180,3 +180,25 @@ def test_checked_every_few_steps_the_fault_still_names_its_step_and_rows(
     assert fault.step == 5 and fault.verdict == "data_fault"
     assert fault.minimal_ids == ["r45"]
     assert all(torch.isfinite(p).all() for p in model.parameters())  # its grads were zeroed
+
+
+def test_at_the_first_step_the_batchs_own_good_rows_are_the_control(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _loader(tiny.make_rows(nan_row=3)))
+    fault = caught.value.fault
+    assert fault.step == 0 and fault.verdict == "data_fault" and fault.minimal_ids == ["r3"]
+
+
+def test_a_code_fault_keeps_a_replay_of_the_whole_batch(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = ZeroNorm(k=0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _loader(tiny.make_rows()))
+    fault = caught.value.fault
+    assert fault.step == 0 and fault.verdict == "code_fault"
+    assert "not attributed: no control batch yet" in fault.reason
+    assert fault.replay is not None and Path(fault.replay).is_file()
