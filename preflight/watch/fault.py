@@ -111,8 +111,8 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     control = core.control
     control_failed = control is not None and train(setup, [(control, None)], steps=1).failed
     if control_failed:
-        result.reason = (f"{result.reason}: the control batch (rows that already trained) "
-                         f"fails too from the same weights: {_failure(again.run.failure)}")
+        result.reason = (f"{result.reason}: a control batch of rows that already trained "
+                         f"fails too from the same weights{_where(again)}")
         _save_replay(core, result, setup, batch, state, again.run.failure)
         return
     keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
@@ -123,9 +123,9 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
         _save_replay(core, result, setup, batch, state, again.run.failure)
         return
     result.verdict = "data_fault"
-    result.reason = (f"{result.reason}: the batch fails from the pre-step weights and a "
-                     f"control batch of rows that already trained does not"
-                     f" ({_failure(again.run.failure)})")
+    result.reason = (f"{result.reason}: the batch fails again from the pre-step "
+                     f"weights{_where(again)} and a control batch of rows that already "
+                     "trained does not")
     if why:
         result.findings.append(SmokeFinding(code="rows_not_narrowed", detail=why))
     _minimal(result, keep)
@@ -270,8 +270,9 @@ def _own_rng(device: torch.device) -> Iterator[None]:
         np.random.set_state(npy)
 
 
-def _failure(text: str | None) -> str:
-    return (text or "non-finite").replace(" at step 0", "")
+def _where(out: Any) -> str:
+    """`` (first non-finite output: M)`` from a re-run's outcome, when it named one."""
+    return f" (first non-finite output: {out.first_bad_module})" if out.first_bad_module else ""
 
 
 def _few(names: list[str]) -> str:
