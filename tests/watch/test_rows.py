@@ -97,3 +97,10 @@ def test_rows_flagged_by_the_gate_are_linked_in_the_fault(tmp_path: Path) -> Non
     assert link.flagged and link.row == 21 and link.rules == ["values"]
     assert link.allowed == ["values"] and "nan" in " ".join(link.codes)
     assert "row 21 was flagged by `values`" in link.detail and "max_fraction" in link.detail
+
+
+def test_a_datasets_dataset_carries_its_ids() -> None:
+    datasets = pytest.importorskip("datasets")
+    ds = preflight.watch.with_ids(datasets.Dataset.from_list(tiny.make_rows(10)))
+    loader = DataLoader(ds, batch_size=4, collate_fn=ds.collate(tiny.collate))
+    assert [batch_rows(b)[1] for b in loader][1] == ["r4", "r5", "r6", "r7"]
