@@ -44,6 +44,16 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """``preflight.watch`` (in-flight checks of a training run) loads on first use: it
+    imports torch, which ``import preflight`` never does."""
+    if name == "watch":
+        import importlib
+
+        return importlib.import_module("preflight.watch")
+    raise AttributeError(f"module 'preflight' has no attribute {name!r}")
+
+
 def run_preflight(
     source: Any,
     rules: str | Path | dict[str, Any] | RuleSet | None = None,

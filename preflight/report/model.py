@@ -5,6 +5,7 @@ Every output format is rendered from this model alone; renderers compute nothing
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -146,6 +147,20 @@ class SmokeSettings(BaseModel):
     notes: list[str] = Field(default_factory=list, description="Mappings and overrides.")
 
 
+class GateLink(BaseModel):
+    """What the gate said about one row of a batch that failed in training (the watch)."""
+
+    row: int | None = None
+    id: str | None = None
+    flagged: bool = False
+    rules: list[str] = Field(default_factory=list, description="Rules that flagged it.")
+    codes: list[str] = Field(default_factory=list, description="Their finding codes.")
+    allowed: list[str] = Field(
+        default_factory=list, description="Rules that flagged it and passed anyway "
+                                          "(within max_count / max_fraction).")
+    detail: str = ""
+
+
 class SmokeResult(BaseModel):
     """The smoke test: a seeded micro-training on a sample, and whose fault a failure is."""
 
@@ -185,6 +200,21 @@ class SmokeResult(BaseModel):
     settings: SmokeSettings | None = Field(None, description="The training settings used.")
     replay: str | None = Field(None, description="The replay file, when one was written.")
     timings: dict[str, float] = Field(default_factory=dict)
+    # In flight (preflight.watch's fault.json): where in the real run, and which rows.
+    step: int | None = Field(
+        None, description="watch: the training step of the fault (0-based count of w.step "
+                          "calls, or the framework's global step).")
+    rank: int | None = Field(None, description="watch: the distributed rank that saw it.")
+    history_start: int | None = Field(
+        None, description="watch: the step of real.loss[0] (real holds the last N steps).")
+    batch_rows: list[int] = Field(
+        default_factory=list, description="watch: the failing batch's rows (with_ids).")
+    batch_ids: list[str | None] = Field(
+        default_factory=list, description="watch: the failing batch's ids (with_ids).")
+    batch_positions: list[int] = Field(
+        default_factory=list, description="watch: the minimal rows' positions in the batch.")
+    gate: list[GateLink] = Field(
+        default_factory=list, description="watch: what the gate said about the minimal rows.")
 
     @property
     def failed(self) -> bool:
@@ -262,7 +292,21 @@ def load_report(path: str | Path) -> Report:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read report {p}: {e}") from e
     try:
-        return Report.model_validate_json(text)
+        data = json.loads(text)
+        if isinstance(data, dict) and "rules" not in data and "verdict" in data:
+            return _fault_report(SmokeResult.model_validate(data), p)
+        return Report.model_validate(data)
     except ValueError as e:
         first = str(e).splitlines()[0]
         raise ConfigError(f"{p} is not a preflight report.json ({first})") from e
+
+
+def _fault_report(fault: SmokeResult, path: Path) -> Report:
+    """A watch ``fault.json`` (a smoke section on its own) as a report with only that
+    section, so every renderer shows it as it shows the smoke test."""
+    where = f" at step {fault.step}" if fault.step is not None else ""
+    return Report(verdict="fail" if fault.failed else "pass",
+                  reasons=[f"training {fault.verdict}{where}: {fault.reason}"],
+                  source=SourceInfo(path=str(path), format="watch", files=0, records=0,
+                                    malformed=0, total=0),
+                  rules_file=RulesInfo(), rules=[], smoke=fault)

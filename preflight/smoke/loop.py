@@ -17,7 +17,7 @@ import copy
 import math
 import random
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,21 +30,13 @@ from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
 from preflight.smoke.encode import IGNORE
 from preflight.smoke.optim import build_optimizer, build_scheduler, run_warmup
+from preflight.smoke.spy import IndexFault, Spy, named, rows_of, to_device
 from preflight.text import first_line
 
 Batch = tuple[Any, Any]
 FP16_MAX = 65504.0
-FP16_TINY = 2.0**-24  # the smallest fp16 subnormal; smaller magnitudes flush to zero
 DEFAULT_LR = SmokeConfig.model_fields["lr"].default  # what min_loss_drop was tuned with
 LEARN_FLOOR = 0.02
-
-
-class IndexFault(Exception):
-    """An index tensor holds a value its embedding or loss cannot take."""
-
-    def __init__(self, rows: list[int], detail: str) -> None:
-        super().__init__(detail)
-        self.rows, self.detail = rows, detail
 
 
 @dataclass
@@ -62,6 +54,9 @@ class Setup:
     # Builds a new model when the template cannot be deep-copied (it holds an OS handle).
     rebuild: Callable[[], nn.Module] | None = None
     warmup: int = 0  # warm-up optimizer steps for a run of cfg.steps
+    # The in-flight watch's form: ``step_fn(model, batch) -> loss`` replaces
+    # ``loss_fn(model(inputs), targets)``; a batch is then ``(batch, None)``.
+    step_fn: Callable[[nn.Module, Any], Any] | None = None
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
@@ -116,7 +111,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     scaler = torch.amp.GradScaler(device.type, enabled=setup.precision == "fp16")
     run = SmokeRun()
     out = Outcome(run=run)
-    spy = _Spy(model, out)
+    spy = Spy(model, out)
     params = [p for p in model.parameters() if p.requires_grad]
     rates: list[float] = []  # the learning rate of each step, as the schedule set it
     before = 0.0
@@ -191,7 +186,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
 
 
 def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
-              scaler: torch.amp.GradScaler, spy: _Spy, inputs: Any, targets: Any, *,
+              scaler: torch.amp.GradScaler, spy: Spy, inputs: Any, targets: Any, *,
               step: int, accum: int, anomaly: bool, amp: bool, dtype: torch.dtype) -> float | None:
     """One micro-batch: check its inputs, forward, check the loss, scale and backpropagate
     ``loss / accum``. Its loss, or None with the run's failure set."""
@@ -202,15 +197,13 @@ def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
         out.bad_rows, run.failure = problem
         run.first_bad_step = step
         return None
-    inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
+    inputs, targets = to_device(inputs, setup.device), to_device(targets, setup.device)
     try:
         with torch.autograd.set_detect_anomaly(anomaly):
             # Autocast covers the forward and the loss only; backward runs outside.
             with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
-                outputs = model(inputs)
-                _check_targets(outputs, targets)
-                loss = setup.loss_fn(outputs, targets)
-            _check_loss(loss, setup.user)
+                loss = forward_loss(setup, model, inputs, targets)
+            _check_loss(loss, setup.user, step=setup.step_fn is not None)
             loss_value = float(loss.detach().float())
             if not math.isfinite(loss_value):
                 run.loss.append(None)
@@ -232,7 +225,7 @@ def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
     return loss_value
 
 
-def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: _Spy,
+def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: Spy,
               inputs: Any, targets: Any, *, amp: bool, dtype: torch.dtype) -> None:
     """Redo a micro-batch's forward and backward with the hooks on: the first module whose
     output and the first parameter whose gradient went non-finite (the hooks cost as much
@@ -241,7 +234,8 @@ def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: _
     try:
         opt.zero_grad(set_to_none=True)
         with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
-            redo = setup.loss_fn(model(_to(inputs, setup.device)), _to(targets, setup.device))
+            redo = forward_loss(setup, model, to_device(inputs, setup.device),
+                                to_device(targets, setup.device))
         if spy.out.first_bad_module is None and not torch.isfinite(redo.detach()).all():
             spy.out.first_bad_module = "loss_fn"  # every module's output was finite
         redo.float().backward()  # outside autocast, as AMP wants
@@ -297,91 +291,36 @@ def _losses(setup: Setup, model: nn.Module, batches: list[Batch]) -> list[float]
             try:
                 if _nonfinite_inputs(inputs, targets, setup.exempt) is not None:
                     raise IndexFault([0], "non-finite input")
-                inputs, targets = _to(inputs, setup.device), _to(targets, setup.device)
-                outputs = model(inputs)
-                _check_targets(outputs, targets)
-                value = float(setup.loss_fn(outputs, targets).detach().float())
+                inputs, targets = to_device(inputs, setup.device), to_device(targets, setup.device)
+                value = float(forward_loss(setup, model, inputs, targets).detach().float())
             except IndexFault:
                 value = math.nan
             losses.append(value if math.isfinite(value) else math.nan)
     return losses
 
 
-class _Spy:
-    """Forward hooks (first module whose output is non-finite, in call order; activation
-    ranges) and gradient hooks (first parameter whose gradient is non-finite)."""
-
-    def __init__(self, model: nn.Module, out: Outcome) -> None:
-        self.out = out
-        self.record = False  # activation ranges (the first steps)
-        self.diagnosing = False  # first non-finite module and gradient (after a failure)
-        self.handles = []
-        for name, module in model.named_modules():
-            label = name or type(module).__name__
-            self.handles.append(module.register_forward_hook(self._forward(label)))
-            if isinstance(module, nn.Embedding | nn.EmbeddingBag):
-                self.handles.append(module.register_forward_pre_hook(_guard(label, module)))
-        for name, p in model.named_parameters():
-            if p.requires_grad:
-                self.handles.append(p.register_post_accumulate_grad_hook(self._grad(name)))
-
-    def _forward(self, name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if not (self.record or self.diagnosing):
-                return
-            for t in _tensors(output):
-                if not t.is_floating_point() or t.numel() == 0:
-                    continue
-                t = t.detach()
-                if (self.diagnosing and self.out.first_bad_module is None
-                        and not torch.isfinite(t).all()):
-                    self.out.first_bad_module = name
-                if self.record:
-                    self._ranges(name, t)
-        return hook
-
-    def _ranges(self, name: str, t: torch.Tensor) -> None:
-        """Fold a tensor's largest and smallest nonzero magnitude, and the share of its
-        nonzero values fp16 would flush to zero, into ``activations[name]``."""
-        a = t.float().abs()
-        top = a.amax()
-        if not torch.isfinite(top):
-            a = torch.where(torch.isfinite(a), a, 0.0)  # a fault, not a range
-            top = a.amax()
-        nonzero_mask = a > 0
-        nonzero = int(nonzero_mask.sum())
-        low = float(torch.where(nonzero_mask, a, math.inf).amin()) if nonzero else math.inf
-        # below fp16's smallest value, zeros excluded
-        tiny = int((a < FP16_TINY).sum()) - (a.numel() - nonzero)
-        seen = self.out.activations.setdefault(name, [0.0, math.inf, 0.0])
-        seen[0] = max(seen[0], float(top))
-        seen[1] = min(seen[1], low)
-        seen[2] = max(seen[2], tiny / nonzero if nonzero else 0.0)
-
-    def _grad(self, name: str) -> Callable[[torch.Tensor], None]:
-        def hook(p: torch.Tensor) -> None:
-            if (self.diagnosing and self.out.first_bad_param is None and p.grad is not None
-                    and not torch.isfinite(p.grad).all()):
-                self.out.first_bad_param = name
-        return hook
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
+def forward_loss(setup: Setup, model: nn.Module, inputs: Any, targets: Any) -> Any:
+    """The loss of one batch: ``loss_fn(model(inputs), targets)`` with the targets
+    range-checked, or the watch's ``step_fn(model, inputs)``."""
+    if setup.step_fn is not None:
+        return setup.step_fn(model, inputs)
+    outputs = model(inputs)
+    _check_targets(outputs, targets)
+    return setup.loss_fn(outputs, targets)
 
 
-def _guard(name: str, module: nn.Embedding | nn.EmbeddingBag) -> Callable[..., None]:
-    def hook(mod: nn.Module, args: Any) -> None:
-        if not args or not isinstance(args[0], torch.Tensor) or args[0].is_floating_point():
-            return
-        x = args[0]
-        bad = (x < 0) | (x >= module.num_embeddings)
-        if bool(bad.any()):
-            rows = _rows(bad)
-            value = int(x[bad].flatten()[0])
-            raise IndexFault(rows,
-                             f"index {value} outside [0, {module.num_embeddings}) in {name}")
-    return hook
+def anomaly(setup: Setup, batch: Batch) -> str | None:
+    """Replay a batch under ``detect_anomaly``: the backward op that made NaN, or the
+    exception the run raised. (torch's own warning with the forward traceback is silenced:
+    the op name is kept.)"""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = train(setup, [batch], steps=setup.cfg.steps, anomaly=True)
+    except Exception as e:
+        return f"{type(e).__name__}: {first_line(e)}"
+    failure = out.run.failure or ""
+    return failure.removeprefix("anomaly: ") if failure.startswith("anomaly: ") else None
 
 
 def _check_targets(outputs: Any, targets: Any) -> None:
@@ -399,24 +338,24 @@ def _check_targets(outputs: Any, targets: Any) -> None:
     bad = ((targets < 0) | (targets >= classes)) & (targets != IGNORE)
     if bool(bad.any()):
         value = int(targets[bad].flatten()[0])
-        rows = _rows(bad)
+        rows = rows_of(bad)
         raise IndexFault(rows, f"target {value} outside [0, {classes})")
 
 
-def _check_loss(loss: Any, user: bool) -> None:
+def _check_loss(loss: Any, user: bool, *, step: bool = False) -> None:
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         got = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        who = "your loss_fn" if user else "the loss"
+        who = "your step_fn" if step else "your loss_fn" if user else "the loss"
         raise ConfigError(f"{who} must return a scalar tensor, got {got}")
 
 
 def _nonfinite_inputs(inputs: Any, targets: Any, exempt: set[str]) -> tuple[list[int], str] | None:
-    for path, t in _named(("inputs", inputs), ("targets", targets)):
+    for path, t in named(("inputs", inputs), ("targets", targets)):
         if path in exempt or not t.is_floating_point():
             continue
         bad = ~torch.isfinite(t)
         if bool(bad.any()):
-            rows = _rows(bad)
+            rows = rows_of(bad)
             value = float(t[bad].flatten()[0])
             return rows, f"{path} holds {value}"
     return None
@@ -424,14 +363,8 @@ def _nonfinite_inputs(inputs: Any, targets: Any, exempt: set[str]) -> tuple[list
 
 def nonfinite_paths(batch: Batch) -> set[str]:
     """Float tensors of a batch that hold a non-finite value (e.g. -inf attention masks)."""
-    return {path for path, t in _named(("inputs", batch[0]), ("targets", batch[1]))
+    return {path for path, t in named(("inputs", batch[0]), ("targets", batch[1]))
             if t.is_floating_point() and not bool(torch.isfinite(t).all())}
-
-
-def _rows(bad: torch.Tensor) -> list[int]:
-    if bad.ndim == 0:
-        return [0]
-    return torch.nonzero(bad.reshape(bad.shape[0], -1).any(1)).flatten().tolist()
 
 
 def _autocast(precision: str) -> tuple[bool, torch.dtype]:
@@ -445,32 +378,3 @@ def _what_failed(out: Outcome, what: str) -> str:
     if out.first_bad_module:
         return f"{what} (first non-finite output: {out.first_bad_module})"
     return what
-
-
-def _to(obj: Any, device: torch.device) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=True)
-    if isinstance(obj, Mapping):  # dict, or e.g. transformers' BatchEncoding
-        moved = {k: _to(v, device) for k, v in obj.items()}
-        try:
-            return type(obj)(moved)
-        except Exception:
-            return moved
-    if isinstance(obj, list | tuple):
-        return type(obj)(_to(v, device) for v in obj)
-    return obj
-
-
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
-    for _, t in _named(("", obj)):
-        yield t
-
-
-def _named(*pairs: tuple[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
-    for path, obj in pairs:
-        if isinstance(obj, torch.Tensor):
-            yield path, obj
-        elif isinstance(obj, Mapping):
-            yield from _named(*((f"{path}.{k}" if path else str(k), v) for k, v in obj.items()))
-        elif isinstance(obj, list | tuple):
-            yield from _named(*((f"{path}[{i}]", v) for i, v in enumerate(obj)))

@@ -8,7 +8,6 @@ import copy
 import math
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,9 @@ from preflight.smoke.encode import Collate, Encoder, compact_vocab, infer_task
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import (
     FP16_MAX,
-    FP16_TINY,
     Outcome,
     Setup,
+    anomaly,
     nonfinite_paths,
     per_row_losses,
     seed_everything,
@@ -40,6 +39,7 @@ from preflight.smoke.loop import (
 )
 from preflight.smoke.models import build_builtin
 from preflight.smoke.optim import check_optimizer
+from preflight.smoke.spy import FP16_TINY
 from preflight.smoke.training_args import resolve as resolve_settings
 from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec, user_code
 from preflight.smoke.verdict import Blocked, attribute
@@ -48,6 +48,7 @@ from preflight.tokenizer import TokenCounter
 
 Progress = Callable[[int, int, str], None]
 REPLAY_NAME = "smoke-replay.pt"
+WATCH_TASK = "watch"  # a replay written by preflight.watch: its batch goes to step_fn
 _WATCH_STEPS = 3
 _SHOWN_ACTIVATIONS = 50
 _UNDERFLOW_SHARE = 0.01  # of a module's nonzero outputs, at least, to be worth a word
@@ -249,6 +250,11 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
     recorded = data["model"]
     if model is None and is_hf_spec(recorded):
         model = recorded  # a model folder is data: loading it runs no code
+    if model is None and data["task"] == WATCH_TASK and not recorded:
+        raise ConfigError(
+            f"{path} was written by preflight.watch without a model_spec: pass --model "
+            "package.module:build, where build() returns (model, step_fn, None) and step_fn "
+            "is the one given to watch")
     if model is None and not recorded.startswith("built-in:"):
         raise ConfigError(
             f"{path} was written with your model {recorded!r}; rerunning it imports and runs "
@@ -274,8 +280,9 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     elif is_hf_spec(spec):
         model, loss_fn = hf.rebuild(spec, task=task, saved=data["spec"], shrink=cfg.shrink,
                                     device=dev)
-    else:
+    else:  # a watch replay's build returns (model, step_fn, None)
         model, loss_fn, _ = call_build(load_build(spec), spec)
+    step_fn = loss_fn if task == WATCH_TASK else None
     try:
         model.load_state_dict(data["initial"])
     except RuntimeError as e:
@@ -284,7 +291,8 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     # The saved config is the one the runs used: its warm-up is already in smoke steps.
     setup = Setup(template=model, initial=data["initial"], loss_fn=loss_fn, cfg=cfg,
                   device=dev, precision=precision, user=spec is not None,
-                  exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0)
+                  exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
+                  step_fn=step_fn)
     batch = (data["inputs"], data["targets"])
     out = train(setup, [batch], steps=cfg.steps)
     result = SmokeResult(
@@ -302,7 +310,7 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
             code="replay_model_differs", severity="warn",
             detail=f"the replay was written with {recorded!r}; this rerun uses {name!r}"))
     if out.failed:
-        result.anomaly = _anomaly(setup, batch)
+        result.anomaly = anomaly(setup, batch)
     result.timings = {"total": _since(started)}
     return result
 
@@ -464,7 +472,7 @@ def _replay_and_anomaly(result: SmokeResult, runs: _Runs, setup: Setup,
         raise
     except Exception:  # the rows cannot even be collated: nothing to replay
         return
-    result.anomaly = _anomaly(setup, batch)
+    result.anomaly = anomaly(setup, batch)
     replayed = runs.train([rows[i] for i in keep], "probe")
     if out_dir is not None and replayed.failed:
         result.replay = _save_replay(out_dir, result, setup, setup.cfg, spec, base, batch,
@@ -528,20 +536,7 @@ def _control_anomaly(runs: _Runs, setup: Setup, control: list[dict[str, Any]]) -
         batch = runs.batch(control)
     except Exception:  # collate itself is the fault: nothing to run backward on
         return None
-    return _anomaly(setup, batch)
-
-
-def _anomaly(setup: Setup, batch: Any) -> str | None:
-    """Replay the minimal batch under ``detect_anomaly``: the backward op that made NaN.
-    (torch's own warning with the forward traceback is silenced: the op name is kept.)"""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = train(setup, [batch], steps=setup.cfg.steps, anomaly=True)
-    except Exception as e:
-        return f"{type(e).__name__}: {first_line(e)}"
-    failure = out.run.failure or ""
-    return failure.removeprefix("anomaly: ") if failure.startswith("anomaly: ") else None
+    return anomaly(setup, batch)
 
 
 def _minimal(result: SmokeResult, sample: list[SampleRow], keep: list[int]) -> None:

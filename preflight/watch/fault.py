@@ -1,0 +1,283 @@
+"""Investigate the first fault of a watched run with the smoke test's own machinery, and
+write ``fault.json`` (the smoke section's shape) and a replay file.
+
+From the state before the step (the model's weights, which the optimizer has not touched
+yet, copied for every re-run so the user's model, gradients and random streams stay as
+they were): scan the weights and optimizer moments (non-finite: a state fault); re-run the
+batch with the smoke test's hooks armed (first non-finite module and parameter), once under
+``detect_anomaly``; re-run a control batch of rows that already trained (the last good
+batch; at the first step, the batch's own rows whose loss is finite alone). The batch fails
+and the control does not -> ``data_fault``, narrowed to the fewest rows with the smoke
+test's per-row loss and ddmin; both fail -> ``code_fault``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from preflight.config import SmokeConfig
+from preflight.errors import ConfigError
+from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
+from preflight.smoke.checkpoint import scan
+from preflight.smoke.localize import minimal_rows
+from preflight.smoke.loop import Setup, anomaly, nonfinite_paths, per_row_losses, train
+from preflight.smoke.replay import save as save_replay
+from preflight.smoke.spy import named, rows_of
+from preflight.smoke.stage import WATCH_TASK
+from preflight.smoke.user import resolve_spec
+from preflight.tempfiles import atomic_write
+from preflight.text import first_line
+from preflight.watch import amp
+from preflight.watch.rows import batch_rows, batch_size, take
+
+if TYPE_CHECKING:
+    from preflight.watch.core import Step, WatchCore
+
+REPLAY_NAME = "replay.pt"
+NEEDS_STEP_FN = ("attribution needs step_fn: watch(model, optimizer, step_fn=...) re-runs "
+                 "the batch and its rows")
+
+
+def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult:
+    """The fault record; the watch's own trouble is noted in it, never raised."""
+    started = time.perf_counter()
+    model = core.model
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    steps = [h for h in core.history if h is not s] + [s]
+    result = SmokeResult(
+        verdict="code_fault", reason=detail, task=WATCH_TASK, model=core.cfg.model_spec,
+        device=str(device), step=s.step, rank=core.rank, steps=len(steps),
+        history_start=steps[0].step, findings=list(core.findings),
+        real=SmokeRun(loss=[_num(h.loss) for h in steps], grad_norm=[_num(h.norm) for h in steps],
+                      scale=[h.scale for h in steps if h.scale is not None],
+                      skipped_steps=sum(h.skipped for h in steps), steps=len(steps),
+                      first_bad_step=len(steps) - 1, failure=detail))
+    result.batch_rows, result.batch_ids = batch_rows(s.batch)
+    try:
+        with _own_rng(device), amp.paused():
+            _investigate(core, s, result, kind, device)
+    except Exception as e:  # a step_fn that raises, a batch that will not move: say so
+        result.findings.append(SmokeFinding(
+            code="watch_investigation_failed", severity="warn",
+            detail=f"the re-run could not finish: {type(e).__name__}: {first_line(e)}"))
+        result.reason += f"; not attributed: the re-run raised {type(e).__name__}: {first_line(e)}"
+    if core.cfg.gate_report is not None:
+        _link_gate(core, result)
+    result.timings = {"investigate": round(time.perf_counter() - started, 4)}
+    return result
+
+
+def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
+                 device: torch.device) -> None:
+    state = {k: v.detach().clone() for k, v in core.model.state_dict().items()}
+    if _state_fault(core, state, result):
+        return
+    if kind == "scale":  # a re-run in fp32 says nothing about fp16's range
+        result.reason += ": fp16 overflows even with loss scaling (try bf16 or a lower lr)"
+        return
+    if s.batch is None:
+        result.reason += "; the batch was not given to the watch, so it was not re-run"
+        return
+    bad_inputs = _nonfinite_input_rows(s.batch)
+    if core.rerun is None:
+        _grads_only(core, result, bad_inputs)
+        return
+    lr = float(core.optimizer.param_groups[0].get("lr", 1e-3))
+    cfg = SmokeConfig(steps=4, lr=lr if math.isfinite(lr) and lr > 0 else 1e-3, clip=None,
+                      precision="fp32")
+    setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg, device=device,
+                  precision="fp32", user=True, step_fn=core.rerun,
+                  exempt=nonfinite_paths((s.batch, None)))
+    batch = (s.batch, None)
+    again = train(setup, [batch], steps=1)
+    result.first_bad_module = again.first_bad_module
+    result.first_bad_param = again.first_bad_param
+    if not again.failed:
+        result.reason += ("; it did not reproduce when the batch was re-run from the same "
+                          "weights (the failing step's context differs: autocast or a "
+                          "scaler outside step_fn, a non-deterministic op, or state the "
+                          "re-run does not see)")
+        return
+    result.anomaly = anomaly(setup, batch)
+    control = core.control
+    control_failed = control is not None and train(setup, [(control, None)], steps=1).failed
+    if control_failed:
+        result.reason = (f"{result.reason}: a control batch of rows that already trained "
+                         f"fails too from the same weights{_where(again)}")
+        _save_replay(core, result, setup, batch, state, again.run.failure)
+        return
+    keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
+    if control is None and not (keep and healthy):
+        # The first step has no control: only some of its own rows failing alone tells.
+        result.reason += ("; not attributed: no control batch yet (the first step) and the "
+                          f"batch's rows do not single out a few{f' ({why})' if why else ''}")
+        _save_replay(core, result, setup, batch, state, again.run.failure)
+        return
+    result.verdict = "data_fault"
+    result.reason = (f"{result.reason}: the batch fails again from the pre-step "
+                     f"weights{_where(again)} and a control batch of rows that already "
+                     "trained does not")
+    if why:
+        result.findings.append(SmokeFinding(code="rows_not_narrowed", detail=why))
+    _minimal(result, keep)
+    minimal = take(s.batch, keep) if keep else s.batch
+    _save_replay(core, result, setup, (minimal, None), state, again.run.failure)
+
+
+def _narrow(setup: Setup, batch: Any,
+            known: list[int]) -> tuple[list[int], str | None, bool]:
+    """The fewest rows that still fail, as the smoke test narrows its sample; why not, when
+    the batch cannot be sliced; whether some row's loss alone is finite (rows that are
+    fine are the control at the first step)."""
+    try:
+        n = batch_size(batch)
+    except ConfigError as e:
+        return [], str(e), False
+    losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
+
+    def fails(idx: list[int]) -> bool:
+        return train(setup, [(take(batch, idx), None)], steps=1).failed
+
+    healthy = any(not math.isnan(x) for x in losses)
+    return minimal_rows(n, losses, fails, known=known), None, healthy
+
+
+def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeResult) -> bool:
+    """Weights or optimizer moments already non-finite: a state fault, named."""
+    weights = scan(state)["nonfinite"]
+    moments = []
+    for p, st in core.optimizer.state.items():
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(
+                    torch.isfinite(value).all()):
+                moments.append(f"{key} of {core.names.get(id(p), '?')}")
+    if not weights and not moments:
+        return False
+    parts = []
+    if weights:
+        parts.append(f"weights already non-finite: {_few(weights)}")
+        result.first_bad_param = weights[0]
+    if moments:
+        parts.append(f"optimizer state non-finite: {_few(moments)}")
+    result.verdict = "code_fault"
+    result.reason = f"{result.reason}: state fault, {'; '.join(parts)} (an earlier step " \
+                    "diverged: check the learning rate, warm-up and optimizer settings)"
+    result.findings.append(SmokeFinding(code="state_nonfinite", severity="error",
+                                        detail="; ".join(parts)))
+    return True
+
+
+def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int]) -> None:
+    """Without step_fn: the failing step's own tensors (inputs, gradients) only."""
+    bad = [n for n, p in core.model.named_parameters()
+           if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+    if bad:
+        result.first_bad_param = bad[-1]  # backward reaches the last layers first
+    if bad_inputs:
+        result.verdict = "data_fault"
+        result.reason += f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s)"
+        _minimal(result, bad_inputs)
+    else:
+        result.verdict = "skipped"
+        result.reason += f"; not attributed: {NEEDS_STEP_FN}"
+    result.findings.append(SmokeFinding(code="no_step_fn", severity="info",
+                                        detail=NEEDS_STEP_FN))
+
+
+def _minimal(result: SmokeResult, keep: list[int]) -> None:
+    """The minimal rows by their position in the batch, row number and id."""
+    rows, ids = result.batch_rows, result.batch_ids
+    result.batch_positions = list(keep)
+    if rows:
+        result.minimal_rows = [rows[i] for i in keep if i < len(rows)]
+        result.minimal_ids = [str(ids[i]) for i in keep if i < len(ids) and ids[i] is not None]
+
+
+def _nonfinite_input_rows(batch: Any) -> list[int]:
+    """Positions in the batch of rows with a non-finite float input."""
+    bad: set[int] = set()
+    for _, t in named(("", batch)):
+        if t.is_floating_point() and t.ndim > 0:
+            mask = ~torch.isfinite(t)
+            if bool(mask.any()):
+                bad.update(rows_of(mask))
+    return sorted(bad)
+
+
+def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
+                 state: dict[str, torch.Tensor], failure: str | None) -> None:
+    spec = core.cfg.model_spec
+    model = resolve_spec(spec) if spec else ""
+    path = save_replay(
+        core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
+        config=setup.cfg.model_dump(), batch=batch, initial=state, rows=result.minimal_rows,
+        ids=result.minimal_ids, files=[], failure=failure, exempt=sorted(setup.exempt))
+    result.replay = str(path)
+    if not spec:
+        result.findings.append(SmokeFinding(
+            code="replay_needs_model", severity="info",
+            detail="the replay needs --model package.module:build (build() returns "
+                   "(model, step_fn, None)); pass model_spec= to watch to record it"))
+
+
+def _link_gate(core: WatchCore, result: SmokeResult) -> None:
+    from preflight.watch.gate import load_gate
+
+    try:
+        gate = load_gate(core.cfg.gate_report)
+    except Exception as e:
+        result.findings.append(SmokeFinding(code="gate_report_unreadable", detail=str(e)))
+        return
+    positions = result.batch_positions or list(range(len(result.batch_rows)))
+    for i in positions:
+        row = result.batch_rows[i] if i < len(result.batch_rows) else None
+        id_ = result.batch_ids[i] if i < len(result.batch_ids) else None
+        result.gate.append(gate.link(row, id_))
+
+
+def write(core: WatchCore, result: SmokeResult) -> Path | None:
+    """Write ``fault.json`` (or ``fault-rank{N}.json``); None when it cannot be written."""
+    from preflight.watch.core import claim
+
+    path = claim(core.cfg.out, core.rank)
+    try:
+        with atomic_write(path) as tmp:
+            tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    except Exception:
+        return None
+    return path
+
+
+@contextlib.contextmanager
+def _own_rng(device: torch.device) -> Iterator[None]:
+    """Re-runs reseed every generator: give the user's run its streams back afterwards."""
+    py, npy = random.getstate(), np.random.get_state()
+    devices = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+
+
+def _where(out: Any) -> str:
+    """`` (first non-finite output: M)`` from a re-run's outcome, when it named one."""
+    return f" (first non-finite output: {out.first_bad_module})" if out.first_bad_module else ""
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (" …" if len(names) > 5 else "")
+
+
+def _num(x: Any) -> float | None:
+    return x if isinstance(x, float) and math.isfinite(x) else None

@@ -1,0 +1,79 @@
+"""Link a failing batch's rows back to the gate: for each row, whether the gate flagged it,
+by which rules and codes, and whether the rule let it through (``max_count`` /
+``max_fraction``). Reads the gate's ``report.json`` and the ``findings.parquet`` beside it
+(every finding); without the parquet file, the report's example rows only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from preflight.errors import ConfigError
+from preflight.report.model import GateLink, Report, load_report
+
+
+class Gate:
+    """The gate's findings, by row number and by id."""
+
+    def __init__(self, report: Report, findings: list[dict[str, Any]], *, complete: bool) -> None:
+        self.report, self.complete = report, complete
+        self.by_row: dict[int, list[dict[str, Any]]] = {}
+        self.by_id: dict[str, list[dict[str, Any]]] = {}
+        for f in findings:
+            if f.get("row") is not None:
+                self.by_row.setdefault(int(f["row"]), []).append(f)
+            if f.get("id") is not None:
+                self.by_id.setdefault(str(f["id"]), []).append(f)
+        self.rules = {r.id: r for r in report.rules}
+
+    def link(self, row: int | None, id_: str | None) -> GateLink:
+        """What the gate said about one row (matched by id when the row has one)."""
+        hits = self.by_id.get(id_, []) if id_ is not None else []
+        if not hits and row is not None:
+            hits = self.by_row.get(row, [])
+        rules = sorted({str(f["rule"]) for f in hits})
+        codes = sorted({str(f["code"]) for f in hits})
+        allowed = [r for r in rules if r in self.rules and self.rules[r].status == "pass"]
+        who = f"row {row:,}" if row is not None else f"id {id_}"
+        if not hits:
+            detail = f"{who} was not flagged by the gate" + (
+                "" if self.complete else " (among the report's example rows; "
+                "findings.parquet was not found beside it)")
+        else:
+            by = ", ".join(f"`{r}` ({', '.join(_codes(hits, r))})" for r in rules)
+            detail = f"{who} was flagged by {by}"
+            if allowed:
+                how = ", ".join(f"{r} by {_threshold(self.rules[r].threshold)}" for r in allowed)
+                detail += f" and allowed ({how})"
+        return GateLink(row=row, id=id_, flagged=bool(hits), rules=rules, codes=codes,
+                        allowed=allowed, detail=detail)
+
+
+def load_gate(path: str | Path) -> Gate:
+    """The gate's report (``report.json``, or the folder holding it) and its findings."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    report = load_report(p)
+    parquet = p.with_name("findings.parquet")
+    if not parquet.is_file():
+        findings = [{"row": e.row, "id": e.id, "rule": r.id, "code": e.code}
+                    for r in report.rules for e in r.examples]
+        return Gate(report, findings, complete=False)
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(parquet, columns=["row", "id", "rule", "code"])
+    except Exception as e:
+        raise ConfigError(f"gate_report: cannot read {parquet}: {e}") from e
+    return Gate(report, table.to_pylist(), complete=True)
+
+
+def _threshold(threshold: dict[str, Any]) -> str:
+    if threshold.get("max_fraction") is not None:
+        return f"max_fraction {threshold['max_fraction']:g}"
+    return f"max_count {threshold.get('max_count', 0)}"
+
+
+def _codes(hits: list[dict[str, Any]], rule: str) -> list[str]:
+    return sorted({str(f["code"]) for f in hits if f["rule"] == rule})

@@ -1,0 +1,69 @@
+"""The plain-PyTorch adapter: ``with preflight.watch(model, optimizer, step_fn=...) as w``
+and ``w.step(loss, batch)`` after the loss, before ``loss.backward()``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from preflight.watch.core import OnFault, WatchConfig, WatchCore
+
+
+class Watch:
+    """A watched training loop (see ``preflight.watch.watch``)."""
+
+    def __init__(self, core: WatchCore) -> None:
+        self.core = core
+
+    def step(self, loss: Any, batch: Any = None) -> bool:
+        """Check this step's loss (and, through the optimizer's pre-hook, its gradients).
+        True: go on; False: skip this step (``on_fault="skip"``); on a fault with
+        ``on_fault="stop"`` it writes ``fault.json`` and raises ``TrainingFault``."""
+        self.core.batch(batch)
+        return self.core.loss(loss)
+
+    @property
+    def fault(self) -> Any:
+        """The first fault's record (a ``SmokeResult``), or None."""
+        return self.core.fault
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.core.close()
+        else:  # the loop's own exception goes on unchanged
+            with contextlib.suppress(Exception):
+                self.core.close()
+
+
+def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
+          step_fn: Callable[[nn.Module, Any], Any] | None = None, scaler: Any = None,
+          out: str | Path = "watch", on_fault: OnFault = "stop",
+          grad_norm_alarm: float = 100.0, skipped_steps_alarm: int = 20,
+          min_scale: float = 1e-4, log_every: int = 100, sync_every: int | None = None,
+          history: int = 200, model_spec: str | None = None,
+          gate_report: str | Path | None = None) -> Watch:
+    """Watch a plain PyTorch training loop for its first non-finite loss or gradient.
+
+    ``step_fn(model, batch) -> loss``: your forward and loss, used only to re-run a failing
+    batch and its rows (sliced along dimension 0); without it the fault is localised from
+    the step's own tensors. ``scaler``: your ``GradScaler`` (a skipped step is its business
+    until ``skipped_steps_alarm`` in a row or a scale below ``min_scale``). ``out``: the
+    folder for ``fault.json``, ``replay.pt`` and ``stats.jsonl`` (every ``log_every``
+    steps). ``on_fault``: ``stop`` (raise ``TrainingFault``), ``skip`` or ``warn``.
+    ``sync_every``: steps per check (default 1 on CPU, 10 on CUDA: one host sync per
+    check). ``model_spec``: ``package.module:build`` returning ``(model, step_fn, None)``,
+    recorded for ``preflight smoke --replay``. ``gate_report``: the gate's ``report.json``,
+    to say which of the failing rows it flagged."""
+    config = WatchConfig(out=Path(out), on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
+                         skipped_steps_alarm=skipped_steps_alarm, min_scale=min_scale,
+                         log_every=log_every, sync_every=sync_every, history=history,
+                         model_spec=model_spec, gate_report=gate_report)
+    return Watch(WatchCore(model, optimizer, rerun=step_fn, scaler=scaler, config=config))

@@ -1,0 +1,109 @@
+"""Mistakes and hostile inputs: each a clear message, never the watch's own traceback in
+the user's training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+import preflight
+from preflight.errors import ConfigError
+from tests.watch import tiny
+
+
+def _nan_loader(rows=None) -> DataLoader:
+    ds = preflight.watch.with_ids(rows or tiny.make_rows(nan_row=12))
+    return DataLoader(ds, batch_size=8, collate_fn=ds.collate(tiny.collate))
+
+
+def test_a_step_fn_that_raises_on_the_rerun_still_gives_a_fault(tmp_path: Path) -> None:
+    calls = []
+
+    def step_fn(model, batch):
+        calls.append(1)
+        raise ValueError("my step_fn is broken")
+
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader())
+    fault = caught.value.fault
+    assert calls and fault.step == 1
+    assert "the re-run raised ValueError: my step_fn is broken" in fault.reason
+    assert (tmp_path / "fault.json").is_file()
+
+
+def test_a_batch_that_cannot_be_sliced_is_attributed_without_rows(tmp_path: Path) -> None:
+    def step_fn(model, batch):
+        return tiny.step_fn(model, batch["data"])
+
+    model, opt = tiny.fresh()
+    good = [{"data": b, "n": torch.zeros(3)} for b in tiny.batches(tiny.make_rows(16))]
+    bad = {"data": tiny.collate(tiny.make_rows(8, nan_row=2)), "n": torch.zeros(3)}
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        for batch in [*good, bad]:
+            loss = step_fn(model, batch)
+            w.step(loss, batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault" and fault.minimal_rows == []
+    [note] = [f for f in fault.findings if f.code == "rows_not_narrowed"]
+    assert "cannot be sliced into rows" in note.detail and "[3, 8]" in note.detail
+
+
+def test_an_out_that_is_a_file_is_refused_before_training(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(ConfigError, match="is a file; give a folder"):
+        preflight.watch(model, opt, out=tmp_path / "taken")
+
+
+@pytest.mark.parametrize(("loss", "got"), [(torch.ones(3), r"\(3,\)"), ("0.5", "str")])
+def test_a_loss_that_is_not_a_scalar_tensor_is_a_clear_error(tmp_path: Path, loss,
+                                                             got: str) -> None:
+    model, opt = tiny.fresh()
+    with preflight.watch(model, opt, out=tmp_path) as w, pytest.raises(
+            ConfigError, match=f"loss must be a scalar tensor.*got {got}"):
+        w.step(loss, None)
+
+
+def test_a_python_float_loss_is_checked_too(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with preflight.watch(model, opt, out=tmp_path, on_fault="skip") as w:
+        assert w.step(0.5)
+        with pytest.warns(RuntimeWarning, match="loss is nan"):
+            assert not w.step(float("nan"))
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("on_fault", "explode", "on_fault must be one of"),
+    ("log_every", 0, "log_every must be a positive integer"),
+    ("sync_every", -1, "sync_every must be a positive integer"),
+])
+def test_bad_settings_are_config_errors(tmp_path: Path, key: str, value, match: str) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(ConfigError, match=match):
+        preflight.watch(model, opt, out=tmp_path, **{key: value})
+
+
+def test_not_a_model_or_optimizer_is_a_clear_error(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(ConfigError, match=r"optimizer must be a torch\.optim\.Optimizer"):
+        preflight.watch(model, "adam", out=tmp_path)
+    with pytest.raises(ConfigError, match=r"model must be a torch\.nn\.Module"):
+        preflight.watch(lambda x: x, opt, out=tmp_path)
+
+
+def test_the_watch_removes_its_hook_when_the_block_ends(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with preflight.watch(model, opt, out=tmp_path) as w:
+        tiny.train(w, model, opt, tiny.batches(tiny.make_rows(16)))
+    model.head.weight.grad = torch.full_like(model.head.weight, float("nan"))
+    opt.step()  # no watch any more: nothing raises
+    assert not torch.isfinite(model.head.weight).all()

@@ -1,0 +1,50 @@
+"""stats.jsonl, fault.json rendered as the smoke section's HTML, and the lazy import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from torch.utils.data import DataLoader
+
+import preflight
+from preflight.cli import main
+from tests.watch import tiny
+
+
+def test_stats_are_written_every_log_every_steps(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with preflight.watch(model, opt, out=tmp_path, log_every=3) as w:
+        tiny.train(w, model, opt, tiny.batches(tiny.make_rows(80)))
+    lines = [json.loads(x) for x in (tmp_path / "stats.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [0, 3, 6, 9]
+    first = lines[0]
+    assert first["lr"] == 1e-2 and first["scale"] is None and first["loss"] > 0
+    assert set(first["grad_max"]) == {"body.0", "head"} and first["grad_norm"] > 0
+
+
+def test_fault_json_renders_as_the_smoke_html_section_with_curves(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    ds = preflight.watch.with_ids(tiny.make_rows(nan_row=37))
+    loader = DataLoader(ds, batch_size=8, collate_fn=ds.collate(tiny.collate))
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, loader)
+    html = tmp_path / "fault.html"
+    result = CliRunner().invoke(main, ["report", "render", str(tmp_path / "fault.json"),
+                                       "--html", str(html)])
+    assert result.exit_code == 0, result.output
+    text = html.read_text()
+    assert 'data-verdict="data_fault"' in text and "body.0" in text
+    assert "<svg" in text and "non-finite at step 4" in text
+
+
+def test_import_preflight_does_not_import_torch_and_watch_loads_on_use() -> None:
+    code = ("import sys, preflight; assert 'torch' not in sys.modules; "
+            "w = preflight.watch; assert callable(w) and 'torch' in sys.modules; "
+            "assert w.TrainingFault.exit_code == 1 and callable(w.with_ids)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
