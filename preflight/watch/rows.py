@@ -24,6 +24,13 @@ class _Carries:
     rows: list[int]
     ids: list[str | None]
 
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """The batch with its tensors moved (``Tensor.to``'s arguments), still carrying its
+        ids: accelerate's and Lightning's device transfer rebuild a plain dict/tuple/list
+        (dropping the attributes) unless the batch has its own ``to``, as ``BatchEncoding``
+        does."""
+        return carry(_to(self, args, kwargs), self.rows, self.ids)
+
 
 class IdDict(dict, _Carries):
     """A dict batch that carries ``rows`` and ``ids``."""
@@ -174,6 +181,16 @@ def _take(obj: Any, idx: list[int], size: int) -> Any:
     if isinstance(obj, list | tuple):
         return type(obj)(_take(v, idx, size) for v in obj) if type(obj) in (list, tuple) else [
             _take(v, idx, size) for v in obj]
+    return obj
+
+
+def _to(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(*args, **kwargs)
+    if isinstance(obj, Mapping):
+        return {k: _to(v, args, kwargs) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return (list if isinstance(obj, list) else tuple)(_to(v, args, kwargs) for v in obj)
     return obj
 
 
