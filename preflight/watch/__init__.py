@@ -19,7 +19,8 @@ import sys
 import types
 from typing import Any
 
-from preflight.watch.core import TrainingFault, WatchConfig, WatchCore
+from preflight.watch.core import TrainingFault, WatchCore
+from preflight.watch.options import WatchConfig
 from preflight.watch.plain import Watch, watch
 from preflight.watch.rows import with_ids
 

@@ -3,47 +3,54 @@ a real training run, checked cheaply every step and investigated once when it ha
 
 The seam (what an adapter calls; the plain-PyTorch ``Watch`` is one such adapter)::
 
-    core = WatchCore(model, optimizer, rerun=fn, scaler=None, config=WatchConfig(out=...))
+    core = WatchCore(model, optimizer, rerun=fn, scaler=None, config=WatchConfig(out=...),
+                     step_hook=True)
     core.batch(batch, step=None)   # batch start: the batch as the loop got it (its ids ride
                                    # on it, see with_ids); step: the framework's own number
                                    # (None: the count of batch() calls, from 0)
     ok = core.loss(loss)           # the loss, after forward and before backward; False:
                                    # skip this step (on_fault="skip"); raises TrainingFault
                                    # (on_fault="stop")
-    # gradients: an optimizer step pre-hook the core registers itself (nothing to call)
+    # gradients: with step_hook=True an optimizer step pre-hook checks them (nothing to
+    # call); a framework that runs backward *inside* optimizer.step() (Lightning's closure
+    # runs after the pre-hooks) passes step_hook=False and calls, after backward:
+    ok = core.check_gradients(optimizer)
     core.end_step(step=None)       # step end (optional: the next batch() implies it)
+    core.flush()                   # judge the steps not checked yet (sync_every > 1)
     core.set_rerun(fn)             # fn(model, batch) -> loss: re-runs a failing batch
-    core.close()                   # flush stats.jsonl, remove the hooks
+    core.close()                   # flush, write stats.jsonl, remove the hooks
 
 ``rerun`` is the framework's own forward + loss: plain PyTorch passes ``step_fn``; the
 Hugging Face ``Trainer`` adapter passes ``lambda m, b: trainer.compute_loss(m, b)`` and
-calls ``batch``/``loss`` from a ``compute_loss`` wrapper (the Trainer gives callbacks no
-batch), ``end_step(state.global_step)`` from ``on_step_end``, and flushes in ``on_log`` /
-``on_save``; Lightning's callback passes ``lambda m, b: pl_module.training_step(b, 0)``
-(a dict result: its ``"loss"``) and calls ``batch`` from ``on_train_batch_start``,
-``loss`` from ``on_before_backward`` and ``end_step(trainer.global_step)`` from
-``on_train_batch_end``; ``on_before_optimizer_step`` needs nothing (the pre-hook runs).
+calls ``batch(inputs, state.global_step)``/``loss`` from wrappers of ``training_step`` and
+``compute_loss`` (the Trainer gives callbacks no batch), ``end_step()`` from
+``on_step_end`` (no step: ``global_step`` has already moved on by then) and ``flush()``
+from ``on_log``/``on_save``; Lightning's callback passes ``lambda m, b:
+pl_module.training_step(b, 0)`` (a dict result: its ``"loss"``) and ``step_hook=False``,
+and calls ``batch`` from ``on_train_batch_start``, ``loss`` from ``on_before_backward``,
+``check_gradients`` from ``on_before_optimizer_step``, ``end_step()`` from
+``on_train_batch_end`` and ``flush()`` from ``on_save_checkpoint``.
 Under ``torch.distributed`` each rank watches its own batches; the first rank to see a
 fault writes ``fault.json`` (with its rank), the others ``fault-rank{N}.json``.
 
 Per step the core keeps the loss and the total gradient norm as tensors (the norm is the
 one ``clip_grad_norm_`` returned when the loop clips, else computed once with torch's
-foreach kernels) and checks their finiteness every ``sync_every`` steps: on CPU each step
-(free), on CUDA by default every 10 (one host sync per check, the batches since the last
-check kept). ``stats.jsonl`` gets a line every ``log_every`` steps.
+foreach kernels, every ``grad_every`` steps) and checks their finiteness every
+``sync_every`` steps: on CPU each step (free), on CUDA by default every 10 (one host sync
+per check, the batches since the last check kept). ``stats.jsonl`` gets a line every
+``log_every`` steps.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
@@ -52,38 +59,7 @@ from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.text import first_line
 from preflight.watch import amp
-
-OnFault = Literal["stop", "skip", "warn"]
-
-
-@dataclass
-class WatchConfig:
-    """What the watch does and where it writes (``preflight.watch``'s keyword arguments)."""
-
-    out: Path = Path("watch")
-    on_fault: OnFault = "stop"
-    grad_norm_alarm: float = 100.0
-    skipped_steps_alarm: int = 20
-    min_scale: float = 1e-4
-    log_every: int = 100
-    sync_every: int | None = None  # None: 1 on CPU, 10 on CUDA
-    history: int = 200
-    model_spec: str | None = None
-    gate_report: str | Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.on_fault not in ("stop", "skip", "warn"):
-            raise ConfigError(f"on_fault must be one of stop, skip, warn; got {self.on_fault!r}")
-        for name in ("skipped_steps_alarm", "log_every", "history"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.sync_every is not None and (not isinstance(self.sync_every, int)
-                                            or self.sync_every < 1):
-            raise ConfigError(f"sync_every must be a positive integer, got {self.sync_every!r}")
-        self.out = Path(self.out)
-        if self.out.exists() and not self.out.is_dir():
-            raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
-                              "(fault.json, stats.jsonl and the replay file go there)")
+from preflight.watch.options import WatchConfig
 
 
 class TrainingFault(PreflightError):
@@ -123,7 +99,8 @@ class WatchCore:
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, *,
                  rerun: Callable[[nn.Module, Any], Any] | None = None,
-                 scaler: Any = None, config: WatchConfig | None = None) -> None:
+                 scaler: Any = None, config: WatchConfig | None = None,
+                 step_hook: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise ConfigError(f"watch: model must be a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -159,7 +136,7 @@ class WatchCore:
         if self.rank in (None, 0):  # a claim left by an earlier run
             (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
         self.order = amp.OrderCheck(self, optimizer, scaler)
-        self.handle = optimizer.register_step_pre_hook(self._pre_step)
+        self.handle = optimizer.register_step_pre_hook(self._pre_step) if step_hook else None
 
     # -- the seam -------------------------------------------------------------------------
 
@@ -210,6 +187,26 @@ class WatchCore:
         except Exception as e:  # never kill the user's run with the watch's own error
             self._disable(e)
 
+    def check_gradients(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Check this step's gradients now, for a framework that runs backward inside
+        ``optimizer.step()`` (built with ``step_hook=False``): call it after backward,
+        before the optimizer applies them. The norm is computed here (a clip that runs
+        later is the framework's). False: skip this step (its gradients are dropped)."""
+        self.order.take_norm()  # a clip since the last check belongs to an earlier step
+        return self._gradients(optimizer, None)
+
+    def flush(self) -> None:
+        """Judge the steps not checked yet (``sync_every`` > 1): call it where the loop
+        makes something durable (a log line, a checkpoint)."""
+        if not self.pending or self.disabled:
+            return
+        try:
+            self._check()
+        except TrainingFault:
+            raise
+        except Exception as e:
+            self._disable(e)
+
     def set_rerun(self, fn: Callable[[nn.Module, Any], Any]) -> None:
         """The framework's forward + loss, ``fn(model, batch) -> loss``, for re-runs."""
         self.rerun = fn
@@ -219,25 +216,30 @@ class WatchCore:
         try:
             if self.current is not None and not self.disabled:
                 self.end_step()
-            if self.pending and not self.disabled:
-                self._check()
+            self.flush()
         finally:
-            self.handle.remove()
+            if self.handle is not None:
+                self.handle.remove()
             self.order.remove()
 
     # -- per step -------------------------------------------------------------------------
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        """Before ``optimizer.step()``: the gradient norm, checked (or kept for the check)."""
+        """The optimizer's step pre-hook: the loop's clip norm, if it clipped, is reused."""
+        self._gradients(optimizer, self.order.take_norm())
+
+    def _gradients(self, optimizer: torch.optim.Optimizer, norm: torch.Tensor | None) -> bool:
+        """Before the optimizer applies the gradients: their norm, checked (or kept for the
+        check). False: skip (the gradients are dropped)."""
         if self.disabled:
-            return
+            return True
         if self.current is None:
             self.batch(None)
         entry = self.current
+        assert entry is not None
         try:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"]
                      if p.grad is not None]
-            norm = self.order.take_norm()
             if norm is None and grads:
                 norm = torch.nn.utils.get_total_norm(grads, foreach=True)
             entry.norm = None if norm is None else norm.detach()
@@ -246,21 +248,23 @@ class WatchCore:
                 entry.grad_max = self._grad_max(optimizer)
         except Exception as e:
             self._disable(e)
-            return
+            return True
         if entry.norm is None:
-            return
+            return True
         if self.sync_every > 1:
             # Not checked yet: keep a non-finite step from reaching the weights without a
             # host sync (a 0-dim mask zeroes every gradient), so the check finds the batch.
             bad = ~torch.isfinite(entry.norm)
             for g in grads:
                 g.masked_fill_(bad, 0.0)
-            return
+            return True
         value = float(entry.norm)
         entry.norm = value
         if not math.isfinite(value) and not self._fault(
                 entry, f"gradient norm is {value} at step {entry.step}", kind="grad"):
             _drop_grads(optimizer)  # skip: the optimizer has nothing to apply
+            return False
+        return True
 
     def _check(self) -> None:
         """Judge the pending steps: one host sync for all of them."""
@@ -384,13 +388,3 @@ def _rank() -> int | None:
         return torch.distributed.get_rank()
     return None
 
-
-def claim(out: Path, rank: int | None) -> Path:
-    """Where this rank's fault goes: ``fault.json`` for the first rank to claim it."""
-    if rank is None:
-        return out / "fault.json"
-    try:
-        os.close(os.open(out / ".fault-claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        return out / "fault.json"
-    except FileExistsError:
-        return out / f"fault-rank{rank}.json"

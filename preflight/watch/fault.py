@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -246,8 +247,6 @@ def _link_gate(core: WatchCore, result: SmokeResult) -> None:
 
 def write(core: WatchCore, result: SmokeResult) -> Path | None:
     """Write ``fault.json`` (or ``fault-rank{N}.json``); None when it cannot be written."""
-    from preflight.watch.core import claim
-
     path = claim(core.cfg.out, core.rank)
     try:
         with atomic_write(path) as tmp:
@@ -255,6 +254,17 @@ def write(core: WatchCore, result: SmokeResult) -> Path | None:
     except Exception:
         return None
     return path
+
+
+def claim(out: Path, rank: int | None) -> Path:
+    """Where this rank's fault goes: ``fault.json`` for the first rank to claim it."""
+    if rank is None:
+        return out / "fault.json"
+    try:
+        os.close(os.open(out / ".fault-claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return out / "fault.json"
+    except FileExistsError:
+        return out / f"fault-rank{rank}.json"
 
 
 @contextlib.contextmanager

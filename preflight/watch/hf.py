@@ -158,9 +158,8 @@ class PreflightCallback(transformers.TrainerCallback):
             c.columns = names
 
     def _flush(self) -> None:
-        core = self.core
-        if self.watching and core is not None and core.pending and not core.disabled:
-            core._check()
+        if self.watching and self.core is not None:
+            self.core.flush()
 
     def _close(self) -> None:
         """Restore the Trainer's methods and remove the hooks (the record stays)."""

@@ -67,11 +67,10 @@ class PreflightCallback(pl.Callback):
             raise ConfigError("PreflightCallback: the LightningModule has no optimizer "
                               "(configure_optimizers) to watch")
         scaler = getattr(trainer.precision_plugin, "scaler", None)
-        self.core = WatchCore(pl_module, trainer.optimizers[0], rerun=_rerun,
-                              scaler=scaler, config=self.config)
         # Lightning runs forward and backward in a closure *inside* optimizer.step(), after
         # the step pre-hooks: the gradients are checked in on_before_optimizer_step instead.
-        self.core.handle.remove()
+        self.core = WatchCore(pl_module, trainer.optimizers[0], rerun=_rerun,
+                              scaler=scaler, config=self.config, step_hook=False)
         self.watching = True
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
@@ -88,8 +87,7 @@ class PreflightCallback(pl.Callback):
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         core = self.core
         if self.watching and core is not None and optimizer is core.optimizer:
-            core.order.take_norm()  # the last step's clip (Lightning clips after this hook)
-            self._guard(lambda: core._pre_step(optimizer, (), {}))
+            self._guard(lambda: core.check_gradients(optimizer))
 
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
         if self.skip:  # on_fault="skip": nothing of this step reaches the weights
@@ -106,8 +104,8 @@ class PreflightCallback(pl.Callback):
     def on_save_checkpoint(self, trainer: Any, pl_module: Any,
                            checkpoint: dict[str, Any]) -> None:
         core = self.core  # a checkpoint is saved after its steps are judged
-        if self.watching and core is not None and core.pending and not core.disabled:
-            self._guard(core._check)
+        if self.watching and core is not None:
+            self._guard(core.flush)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._close()

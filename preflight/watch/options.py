@@ -1,12 +1,45 @@
-"""The watch options a framework adapter takes as ``**options`` (``WatchConfig``'s fields)."""
+"""The watch's options: ``WatchConfig`` (``preflight.watch``'s keyword arguments, which a
+framework adapter takes as ``**options``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from preflight.errors import ConfigError
-from preflight.watch.core import WatchConfig
+
+OnFault = Literal["stop", "skip", "warn"]
+
+
+@dataclass
+class WatchConfig:
+    """What the watch does and where it writes (``preflight.watch``'s keyword arguments)."""
+
+    out: Path = Path("watch")
+    on_fault: OnFault = "stop"
+    grad_norm_alarm: float = 100.0
+    skipped_steps_alarm: int = 20
+    min_scale: float = 1e-4
+    log_every: int = 100
+    sync_every: int | None = None  # None: 1 on CPU, 10 on CUDA
+    history: int = 200
+    model_spec: str | None = None
+    gate_report: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_fault not in ("stop", "skip", "warn"):
+            raise ConfigError(f"on_fault must be one of stop, skip, warn; got {self.on_fault!r}")
+        for name in ("skipped_steps_alarm", "log_every", "history"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.sync_every is not None and (not isinstance(self.sync_every, int)
+                                            or self.sync_every < 1):
+            raise ConfigError(f"sync_every must be a positive integer, got {self.sync_every!r}")
+        self.out = Path(self.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
+                              "(fault.json, stats.jsonl and the replay file go there)")
 
 
 def config(out: str | Path, options: dict[str, Any]) -> WatchConfig:

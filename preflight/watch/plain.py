@@ -11,7 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from preflight.watch.core import OnFault, WatchConfig, WatchCore
+from preflight.watch.core import WatchCore
+from preflight.watch.options import OnFault, WatchConfig
 
 
 class Watch:
