@@ -120,6 +120,7 @@ class WatchCore:
         self.current: Step | None = None
         self.control: Any = None  # the last batch that trained without a fault
         self.count = 0
+        self.grad_calls = 0  # gradient checks so far (grad_every counts them)
         self.skipped_in_row = 0
         self.last_scale: float | None = (
             float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None)
@@ -240,7 +241,9 @@ class WatchCore:
         try:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"]
                      if p.grad is not None]
-            if norm is None and grads:
+            due = self.grad_calls % self.cfg.grad_every == 0
+            self.grad_calls += 1
+            if norm is None and grads and due:  # a clip's norm is free: used every step
                 norm = torch.nn.utils.get_total_norm(grads, foreach=True)
             entry.norm = None if norm is None else norm.detach()
             entry.lr = float(optimizer.param_groups[0].get("lr", math.nan))

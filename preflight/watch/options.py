@@ -23,6 +23,7 @@ class WatchConfig:
     min_scale: float = 1e-4
     log_every: int = 100
     sync_every: int | None = None  # None: 1 on CPU, 10 on CUDA
+    grad_every: int = 1  # compute the gradient norm every N steps when the loop does not clip
     history: int = 200
     model_spec: str | None = None
     gate_report: str | Path | None = None
@@ -30,7 +31,7 @@ class WatchConfig:
     def __post_init__(self) -> None:
         if self.on_fault not in ("stop", "skip", "warn"):
             raise ConfigError(f"on_fault must be one of stop, skip, warn; got {self.on_fault!r}")
-        for name in ("skipped_steps_alarm", "log_every", "history"):
+        for name in ("skipped_steps_alarm", "log_every", "history", "grad_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.sync_every is not None and (not isinstance(self.sync_every, int)

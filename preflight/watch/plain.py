@@ -49,7 +49,7 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
           out: str | Path = "watch", on_fault: OnFault = "stop",
           grad_norm_alarm: float = 100.0, skipped_steps_alarm: int = 20,
           min_scale: float = 1e-4, log_every: int = 100, sync_every: int | None = None,
-          history: int = 200, model_spec: str | None = None,
+          grad_every: int = 1, history: int = 200, model_spec: str | None = None,
           gate_report: str | Path | None = None) -> Watch:
     """Watch a plain PyTorch training loop for its first non-finite loss or gradient.
 
@@ -60,11 +60,13 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
     folder for ``fault.json``, ``replay.pt`` and ``stats.jsonl`` (every ``log_every``
     steps). ``on_fault``: ``stop`` (raise ``TrainingFault``), ``skip`` or ``warn``.
     ``sync_every``: steps per check (default 1 on CPU, 10 on CUDA: one host sync per
-    check). ``model_spec``: ``package.module:build`` returning ``(model, step_fn, None)``,
+    check). ``grad_every``: when the loop does not clip, compute the gradient norm every N
+    steps only (the loss is checked every step; a clip's norm is reused every step).
+    ``model_spec``: ``package.module:build`` returning ``(model, step_fn, None)``,
     recorded for ``preflight smoke --replay``. ``gate_report``: the gate's ``report.json``,
     to say which of the failing rows it flagged."""
     config = WatchConfig(out=Path(out), on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
                          skipped_steps_alarm=skipped_steps_alarm, min_scale=min_scale,
-                         log_every=log_every, sync_every=sync_every, history=history,
-                         model_spec=model_spec, gate_report=gate_report)
+                         log_every=log_every, sync_every=sync_every, grad_every=grad_every,
+                         history=history, model_spec=model_spec, gate_report=gate_report)
     return Watch(WatchCore(model, optimizer, rerun=step_fn, scaler=scaler, config=config))

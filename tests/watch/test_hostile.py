@@ -85,6 +85,8 @@ def test_a_python_float_loss_is_checked_too(tmp_path: Path) -> None:
     ("on_fault", "explode", "on_fault must be one of"),
     ("log_every", 0, "log_every must be a positive integer"),
     ("sync_every", -1, "sync_every must be a positive integer"),
+    ("grad_every", 0, "grad_every must be a positive integer"),
+    ("grad_every", 2.5, "grad_every must be a positive integer"),
 ])
 def test_bad_settings_are_config_errors(tmp_path: Path, key: str, value, match: str) -> None:
     model, opt = tiny.fresh()
