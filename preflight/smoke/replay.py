@@ -21,16 +21,18 @@ VERSION = 1
 def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dict[str, Any],
          batch: tuple[Any, Any], initial: dict[str, torch.Tensor], rows: list[int],
          ids: list[str], files: list[str | None], failure: str | None,
-         exempt: list[str]) -> Path:
+         exempt: list[str], checkpoint: str | None = None) -> Path:
     """Write the replay file (to a temporary name carrying the pid, renamed when complete;
     deleted on an error or Ctrl-C). ``exempt``: the input paths that are non-finite by
-    design (masks), which the rerun must not call faults."""
+    design (masks), which the rerun must not call faults. ``checkpoint``: for a model too
+    large to keep (``initial`` empty), the checkpoint the rerun loads instead."""
     with atomic_write(path) as tmp:
         torch.save({
             "format": FORMAT, "version": VERSION, "task": task, "model": model, "spec": spec,
             "config": config, "inputs": _plain(batch[0]), "targets": _plain(batch[1]),
             "initial": {k: v.detach().cpu() for k, v in initial.items()},
             "rows": rows, "ids": ids, "files": files, "failure": failure, "exempt": exempt,
+            "checkpoint": checkpoint,
         }, tmp)
     return path
 
@@ -49,6 +51,21 @@ def load(path: str | Path) -> dict[str, Any]:
     if data.get("version") != VERSION:
         raise ConfigError(f"{p}: replay format version {data.get('version')} is not supported")
     return data
+
+
+def weights(data: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
+    """The weights a replay starts from: its own, else its checkpoint's (empty when it
+    has neither: the model runs as built). A ``ConfigError`` when the checkpoint is gone."""
+    if data["initial"] or not data.get("checkpoint"):
+        return data["initial"]
+    from preflight.smoke.checkpoint import load_checkpoint
+
+    checkpoint = Path(data["checkpoint"])
+    if not checkpoint.is_file():
+        raise ConfigError(f"{path} keeps no weights, only the checkpoint it was taken from "
+                          f"({checkpoint}), which no longer exists: restore that checkpoint "
+                          "to rerun it")
+    return load_checkpoint(checkpoint)
 
 
 def _plain(obj: Any) -> Any:

@@ -283,13 +283,16 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     else:  # a watch replay's build returns (model, step_fn, None)
         model, loss_fn, _ = call_build(load_build(spec), spec)
     step_fn = loss_fn if task == WATCH_TASK else None
+    initial = replay_file.weights(data, path)
     try:
-        model.load_state_dict(data["initial"])
+        if initial:  # else a large model's replay taken without a checkpoint: as built
+            model.load_state_dict(initial)
     except RuntimeError as e:
         raise ConfigError(f"--model {name!r} does not fit the weights saved in {path} (written "
                           f"with {recorded!r}): {str(e).splitlines()[0]}") from e
+    initial = initial or {k: v.detach().clone() for k, v in model.state_dict().items()}
     # The saved config is the one the runs used: its warm-up is already in smoke steps.
-    setup = Setup(template=model, initial=data["initial"], loss_fn=loss_fn, cfg=cfg,
+    setup = Setup(template=model, initial=initial, loss_fn=loss_fn, cfg=cfg,
                   device=dev, precision=precision, user=spec is not None,
                   exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
                   step_fn=step_fn)

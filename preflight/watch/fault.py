@@ -37,7 +37,7 @@ from preflight.smoke.stage import WATCH_TASK
 from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write
 from preflight.text import first_line
-from preflight.watch import amp
+from preflight.watch import amp, snapshot
 from preflight.watch.rows import batch_rows, batch_size, take
 
 if TYPE_CHECKING:
@@ -79,7 +79,9 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
 
 def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
                  device: torch.device) -> None:
-    state = {k: v.detach().clone() for k, v in core.model.state_dict().items()}
+    live = core.cfg.snapshot == "none"  # a large model: never copied
+    state = core.model.state_dict() if live else {
+        k: v.detach().clone() for k, v in core.model.state_dict().items()}
     if _state_fault(core, state, result):
         return
     if kind == "scale":  # a re-run in fp32 says nothing about fp16's range
@@ -89,15 +91,21 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
         result.reason += "; the batch was not given to the watch, so it was not re-run"
         return
     bad_inputs = _nonfinite_input_rows(s.batch)
-    if core.rerun is None:
+    if core.rerun is None or (live and core.cfg.on_fault != "stop"):
         _grads_only(core, result, bad_inputs)
+        if core.rerun is not None:
+            result.reason += "; " + snapshot.NOT_STOPPING.format(core.cfg.on_fault)
         return
-    lr = float(core.optimizer.param_groups[0].get("lr", 1e-3))
-    cfg = SmokeConfig(steps=4, lr=lr if math.isfinite(lr) and lr > 0 else 1e-3, clip=None,
-                      precision="fp32")
-    setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg, device=device,
-                  precision="fp32", user=True, step_fn=core.rerun,
-                  exempt=nonfinite_paths((s.batch, None)))
+    exempt = nonfinite_paths((s.batch, None))
+    if live:
+        setup: Setup = _live_setup(core, result, device, exempt)
+    else:
+        lr = float(core.optimizer.param_groups[0].get("lr", 1e-3))
+        cfg = SmokeConfig(steps=4, lr=lr if math.isfinite(lr) and lr > 0 else 1e-3,
+                          clip=None, precision="fp32")
+        setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg,
+                      device=device, precision="fp32", user=True, step_fn=core.rerun,
+                      exempt=exempt)
     batch = (s.batch, None)
     again = train(setup, [batch], steps=1)
     result.first_bad_module = again.first_bad_module
@@ -132,6 +140,29 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     _minimal(result, keep)
     minimal = take(s.batch, keep) if keep else s.batch
     _save_replay(core, result, setup, (minimal, None), state, again.run.failure)
+
+
+def _live_setup(core: WatchCore, result: SmokeResult, device: torch.device,
+                exempt: set[str]) -> Setup:
+    """Re-runs on the user's model itself (``snapshot="none"``), from the checkpoint when
+    there is one, and what that means for the record."""
+    path = snapshot.checkpoint_path(core)
+    if path is not None and not path.is_file():
+        result.findings.append(SmokeFinding(
+            code="watch_checkpoint_missing", severity="warn",
+            detail=f"checkpoint {path} does not exist; the re-runs used the current weights"))
+        path = None
+    result.checkpoint = {"path": str(path)} if path is not None else None
+    if path is None:
+        result.findings.append(SmokeFinding(
+            code="attribution_current_weights", severity="info",
+            detail="snapshot='none' and no checkpoint: the re-runs used the model's current "
+                   "weights (gradients zeroed), not a copy from before the step"))
+    cfg = SmokeConfig(steps=4, lr=snapshot.LIVE_LR, optimizer="sgd", clip=None,
+                      precision="fp32")
+    return snapshot.LiveSetup(template=core.model, initial={}, loss_fn=None, cfg=cfg,
+                              device=device, precision="fp32", user=True,
+                              step_fn=core.rerun, exempt=exempt, checkpoint=path)
 
 
 def _narrow(setup: Setup, batch: Any,
@@ -216,12 +247,17 @@ def _nonfinite_input_rows(batch: Any) -> list[int]:
 
 def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
                  state: dict[str, torch.Tensor], failure: str | None) -> None:
+    """The replay file: the batch and the weights, or for a large model
+    (``snapshot="none"``) the batch and the checkpoint's path (absolute)."""
     spec = core.cfg.model_spec
     model = resolve_spec(spec) if spec else ""
+    live = isinstance(setup, snapshot.LiveSetup)
+    checkpoint = str(setup.checkpoint.resolve()) if live and setup.checkpoint else None
     path = save_replay(
         core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
-        config=setup.cfg.model_dump(), batch=batch, initial=state, rows=result.minimal_rows,
-        ids=result.minimal_ids, files=[], failure=failure, exempt=sorted(setup.exempt))
+        config=setup.cfg.model_dump(), batch=batch, initial={} if live else state,
+        rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
+        exempt=sorted(setup.exempt), checkpoint=checkpoint)
     result.replay = str(path)
     if not spec:
         result.findings.append(SmokeFinding(

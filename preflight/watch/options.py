@@ -3,6 +3,7 @@ framework adapter takes as ``**options``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +11,8 @@ from typing import Any, Literal
 from preflight.errors import ConfigError
 
 OnFault = Literal["stop", "skip", "warn"]
+Snapshot = Literal["memory", "none"]
+CheckpointSource = str | Path | Callable[[], str | Path | None]
 
 
 @dataclass
@@ -25,12 +28,22 @@ class WatchConfig:
     sync_every: int | None = None  # None: 1 on CPU, 10 on CUDA
     grad_every: int = 1  # compute the gradient norm every N steps when the loop does not clip
     history: int = 200
+    # "none" (large models): re-runs never copy the model; they load ``checkpoint`` (a path,
+    # or a callable returning the latest one) into it, else use its current weights.
+    snapshot: Snapshot = "memory"
+    checkpoint: CheckpointSource | None = None
     model_spec: str | None = None
     gate_report: str | Path | None = None
 
     def __post_init__(self) -> None:
         if self.on_fault not in ("stop", "skip", "warn"):
             raise ConfigError(f"on_fault must be one of stop, skip, warn; got {self.on_fault!r}")
+        if self.snapshot not in ("memory", "none"):
+            raise ConfigError(f"snapshot must be 'memory' or 'none', got {self.snapshot!r}")
+        if self.checkpoint is not None and not (isinstance(self.checkpoint, str | Path)
+                                                or callable(self.checkpoint)):
+            raise ConfigError("checkpoint must be a path or a callable returning the latest "
+                              f"checkpoint's path, got {type(self.checkpoint).__name__}")
         for name in ("skipped_steps_alarm", "log_every", "history", "grad_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from preflight.watch.core import WatchCore
-from preflight.watch.options import OnFault, WatchConfig
+from preflight.watch.options import CheckpointSource, OnFault, Snapshot, WatchConfig
 
 
 class Watch:
@@ -49,7 +49,8 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
           out: str | Path = "watch", on_fault: OnFault = "stop",
           grad_norm_alarm: float = 100.0, skipped_steps_alarm: int = 20,
           min_scale: float = 1e-4, log_every: int = 100, sync_every: int | None = None,
-          grad_every: int = 1, history: int = 200, model_spec: str | None = None,
+          grad_every: int = 1, history: int = 200, snapshot: Snapshot = "memory",
+          checkpoint: CheckpointSource | None = None, model_spec: str | None = None,
           gate_report: str | Path | None = None) -> Watch:
     """Watch a plain PyTorch training loop for its first non-finite loss or gradient.
 
@@ -62,11 +63,15 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
     ``sync_every``: steps per check (default 1 on CPU, 10 on CUDA: one host sync per
     check). ``grad_every``: when the loop does not clip, compute the gradient norm every N
     steps only (the loss is checked every step; a clip's norm is reused every step).
-    ``model_spec``: ``package.module:build`` returning ``(model, step_fn, None)``,
-    recorded for ``preflight smoke --replay``. ``gate_report``: the gate's ``report.json``,
-    to say which of the failing rows it flagged."""
+    ``snapshot="none"`` (large models): never copy the model; re-runs load ``checkpoint``
+    (a path, or a callable returning the latest) into it, else use its current weights, and
+    the replay keeps the batch and the checkpoint's path. ``model_spec``:
+    ``package.module:build`` returning ``(model, step_fn, None)``, recorded for
+    ``preflight smoke --replay``. ``gate_report``: the gate's ``report.json``, to say which
+    of the failing rows it flagged."""
     config = WatchConfig(out=Path(out), on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
                          skipped_steps_alarm=skipped_steps_alarm, min_scale=min_scale,
                          log_every=log_every, sync_every=sync_every, grad_every=grad_every,
-                         history=history, model_spec=model_spec, gate_report=gate_report)
+                         history=history, snapshot=snapshot, checkpoint=checkpoint,
+                         model_spec=model_spec, gate_report=gate_report)
     return Watch(WatchCore(model, optimizer, rerun=step_fn, scaler=scaler, config=config))
