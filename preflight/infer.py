@@ -59,10 +59,12 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                     and _share(batch, name, ("array",)) >= _MAJORITY):
                 found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
                 break
-    # An id or a label is never the text, however long its values are.
+    # An id or a label is never the text, however long its values are. Records that lack
+    # the field do not make it less of a text field (their absence is the schema rule's
+    # finding): what counts is that the values present are mostly strings.
     strings = [n for n, t in schema.items()
                if t == pl.String and n not in _ID_NAMES and n not in LABEL_NAMES
-               and n not in taken and _share(batch, n, ("string",)) >= _MAJORITY]
+               and n not in taken and _share(batch, n, ("string",), present=True) >= _MAJORITY]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
     if "text" in found:
         pass
@@ -108,12 +110,14 @@ def _present(batch: Batch, name: str) -> float:
     return float((batch.json_types(name) != "null").mean() or 0.0) if len(batch) else 0.0
 
 
-def _share(batch: Batch, name: str, kinds: tuple[str, ...]) -> float:
+def _share(batch: Batch, name: str, kinds: tuple[str, ...], *,
+           present: bool = False) -> float:
     """The share of records holding a value of one of ``kinds`` (JSON types; in CSV, text
-    that reads as such a number counts) in ``name``."""
+    that reads as such a number counts) in ``name``; with ``present``, of the records that
+    hold a value there at all (not null, not missing)."""
     if not len(batch):
         return 0.0
-    types = batch.json_types(name)
+    types = given = batch.json_types(name)
     if batch.textual and name in batch.frame.columns and batch.frame.schema[name] == pl.String:
         text = batch.frame.get_column(name).str.strip_chars()
         number = text.cast(pl.Float64, strict=False)
@@ -123,7 +127,9 @@ def _share(batch: Batch, name: str, kinds: tuple[str, ...]) -> float:
             .when(number.is_not_null()).then(pl.lit("number"))
             .otherwise(types)
         ).to_series()
-    return float(types.is_in(list(kinds)).mean() or 0.0)
+    if present:
+        types = types.filter(given != "null")
+    return float(types.is_in(list(kinds)).mean() or 0.0) if len(types) else 0.0
 
 
 def _as_list(value: Any) -> list[str]:

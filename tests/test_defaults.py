@@ -319,3 +319,28 @@ def test_shards_of_different_shapes_are_one_corpus_finding(tmp_path: Path) -> No
     # shards of one shape are not a finding
     (folder / "b-chat.jsonl").unlink()
     assert check(folder, "--out", tmp_path / "same").exit_code == 0
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_text_field_most_records_lack_is_still_inferred_and_their_absence_fails(
+        tmp_path: Path, suffix: str) -> None:
+    # Two of three records have no text: the field is still the text (by name), and the
+    # records without it are findings, not a corpus whose text nobody checks.
+    records = [{"id": "r0", "text": "A river\u200b runs by.", "score": 1.5},
+               {"id": "r1", "text": None, "score": 2.5},
+               {"id": "r2", "score": 3.5}]
+    data = tmp_path / f"data{suffix}"
+    if suffix == ".csv":
+        data.write_text("id,text,score\nr0,A river\u200b runs by.,1.5\nr1,,2.5\nr2,,3.5\n",
+                        encoding="utf-8")
+    else:
+        write_jsonl(data, records)
+    out = tmp_path / "out"
+    result = check(data, "--out", out)
+    assert result.exit_code == 1, result.output
+    report = report_of(out)
+    assert report["rules_file"]["fields"]["text"] == "text"
+    codes = {(row, code) for row, _, code in found(out)}
+    assert (0, "zero_width_space") in codes
+    assert {row for row, code in codes if code in ("missing_field", "null_value", "empty_text",
+                                                    "wrong_type")} >= {1, 2}
