@@ -52,6 +52,7 @@ from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.text import first_line
 from preflight.watch import amp
+from preflight.watch.buffers import BufferSnapshot
 
 OnFault = Literal["stop", "skip", "warn"]
 
@@ -158,6 +159,7 @@ class WatchCore:
         self.stats_path = self.cfg.out / "stats.jsonl"
         if self.rank in (None, 0):  # a claim left by an earlier run
             (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
+        self.buffers = BufferSnapshot(self.model)  # before each forward (fault re-runs)
         self.order = amp.OrderCheck(self, optimizer, scaler)
         self.handle = optimizer.register_step_pre_hook(self._pre_step)
 
@@ -248,6 +250,7 @@ class WatchCore:
             self._disable(e)
             return
         if entry.norm is None:
+            self.buffers.keep(entry.loss)
             return
         if self.sync_every > 1:
             # Not checked yet: keep a non-finite step from reaching the weights without a
@@ -255,11 +258,14 @@ class WatchCore:
             bad = ~torch.isfinite(entry.norm)
             for g in grads:
                 g.masked_fill_(bad, 0.0)
+            self.buffers.keep(entry.loss, entry.norm)
             return
         value = float(entry.norm)
         entry.norm = value
-        if not math.isfinite(value) and not self._fault(
-                entry, f"gradient norm is {value} at step {entry.step}", kind="grad"):
+        if math.isfinite(value):
+            self.buffers.keep(entry.loss)
+        elif not self._fault(entry, f"gradient norm is {value} at step {entry.step}",
+                             kind="grad"):
             _drop_grads(optimizer)  # skip: the optimizer has nothing to apply
 
     def _check(self) -> None:

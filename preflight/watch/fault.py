@@ -79,6 +79,7 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
 def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
                  device: torch.device) -> None:
     state = {k: v.detach().clone() for k, v in core.model.state_dict().items()}
+    core.buffers.restore(state)  # the failing forward already wrote BatchNorm's statistics
     if _state_fault(core, state, result):
         return
     if kind == "scale":  # a re-run in fp32 says nothing about fp16's range
@@ -136,8 +137,8 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
 def _narrow(setup: Setup, batch: Any,
             known: list[int]) -> tuple[list[int], str | None, bool]:
     """The fewest rows that still fail, as the smoke test narrows its sample; why not, when
-    the batch cannot be sliced; whether some row's loss alone is finite (rows that are
-    fine are the control at the first step)."""
+    the batch cannot be sliced; whether the batch's other rows train without a fault (the
+    control at the first step)."""
     try:
         n = batch_size(batch)
     except ConfigError as e:
@@ -145,10 +146,15 @@ def _narrow(setup: Setup, batch: Any,
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
 
     def fails(idx: list[int]) -> bool:
-        return train(setup, [(take(batch, idx), None)], steps=1).failed
+        rows = [(take(batch, idx), None)]
+        try:
+            return train(setup, rows, steps=1).failed
+        except Exception:  # BatchNorm cannot train on one row: the rows' loss, untrained
+            return math.isnan(per_row_losses(setup, rows)[0])
 
-    healthy = any(not math.isnan(x) for x in losses)
-    return minimal_rows(n, losses, fails, known=known), None, healthy
+    keep = minimal_rows(n, losses, fails, known=known)
+    others = [i for i in range(n) if i not in keep]
+    return keep, None, bool(others) and not fails(others)
 
 
 def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeResult) -> bool:
