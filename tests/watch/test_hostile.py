@@ -107,3 +107,14 @@ def test_the_watch_removes_its_hook_when_the_block_ends(tmp_path: Path) -> None:
     model.head.weight.grad = torch.full_like(model.head.weight, float("nan"))
     opt.step()  # no watch any more: nothing raises
     assert not torch.isfinite(model.head.weight).all()
+
+
+def test_a_closed_watch_refuses_to_be_entered_or_stepped_again(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    w = preflight.watch(model, opt, out=tmp_path)
+    with w:
+        tiny.train(w, model, opt, tiny.batches(tiny.make_rows(8)))
+    with pytest.raises(ConfigError, match=r"create a new preflight\.watch"), w:
+        pass
+    with pytest.raises(ConfigError, match="was closed"):
+        w.step(model(torch.ones(2, tiny.WIDTH)).sum())
