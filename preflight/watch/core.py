@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -340,8 +341,12 @@ class WatchCore:
         try:
             with self.stats_path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line, allow_nan=False) + "\n")
-        except OSError as e:
-            self._disable(e)
+        except OSError as e:  # the log is lost, never the checks: say so once
+            if not getattr(self, "stats_failed", False):
+                self.stats_failed = True
+                warnings.warn(f"preflight.watch cannot write {self.stats_path} ({e}); the "
+                              "statistics are not logged, the checks go on",
+                              RuntimeWarning, stacklevel=_user_level())
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -383,6 +388,15 @@ def _drop_grads(optimizer: torch.optim.Optimizer) -> None:
 
 def _num(x: Any) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else None
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside preflight (the user's own line)."""
+    root = str(Path(__file__).resolve().parents[1]) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _rank() -> int | None:

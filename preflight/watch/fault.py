@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from preflight.config import SmokeConfig
-from preflight.errors import ConfigError
+from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
@@ -223,10 +223,16 @@ def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
                  state: dict[str, torch.Tensor], failure: str | None) -> None:
     spec = core.cfg.model_spec
     model = resolve_spec(spec) if spec else ""
-    path = save_replay(
-        core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
-        config=setup.cfg.model_dump(), batch=batch, initial=state, rows=result.minimal_rows,
-        ids=result.minimal_ids, files=[], failure=failure, exempt=sorted(setup.exempt))
+    try:
+        path = save_replay(
+            core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
+            config=setup.cfg.model_dump(), batch=batch, initial=state,
+            rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
+            exempt=sorted(setup.exempt))
+    except (OSError, PreflightError) as e:  # out= gone or full: the verdict stands
+        result.findings.append(SmokeFinding(code="replay_not_written", severity="warn",
+                                            detail=first_line(e)))
+        return
     result.replay = str(path)
     if not spec:
         result.findings.append(SmokeFinding(

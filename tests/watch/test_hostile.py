@@ -118,3 +118,25 @@ def test_a_closed_watch_refuses_to_be_entered_or_stepped_again(tmp_path: Path) -
         pass
     with pytest.raises(ConfigError, match="was closed"):
         w.step(model(torch.ones(2, tiny.WIDTH)).sum())
+
+
+def test_a_stats_file_that_cannot_be_written_warns_once_and_the_checks_go_on(
+        tmp_path: Path) -> None:
+    out = tmp_path / "w"
+    model, opt = tiny.fresh()
+    loader = list(_nan_loader(tiny.make_rows(48, nan_row=40)))
+    with pytest.warns(RuntimeWarning, match="cannot write") as caught, pytest.raises(
+            preflight.watch.TrainingFault) as fault, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=out, log_every=1) as w:
+        for i, batch in enumerate(loader):
+            if i == 2:  # the folder goes away mid-run
+                for f in out.iterdir():
+                    f.unlink()
+                out.rmdir()
+                out.write_text("now a file")
+            tiny.train(w, model, opt, [batch])
+    mine = [x for x in caught if "cannot write" in str(x.message)]
+    assert len(mine) == 1 and mine[0].filename == str(Path(tiny.__file__).resolve())
+    assert fault.value.fault.verdict == "data_fault" and fault.value.fault.step == 5
+    assert fault.value.fault.minimal_ids == ["r40"]
+    assert any(f.code == "replay_not_written" for f in fault.value.fault.findings)
