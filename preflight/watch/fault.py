@@ -66,10 +66,11 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
         with _own_rng(device), amp.paused():
             _investigate(core, s, result, kind, device)
     except Exception as e:  # a step_fn that raises, a batch that will not move: say so
-        result.findings.append(SmokeFinding(
-            code="watch_investigation_failed", severity="warn",
-            detail=f"the re-run could not finish: {type(e).__name__}: {first_line(e)}"))
-        result.reason += f"; not attributed: the re-run raised {type(e).__name__}: {first_line(e)}"
+        why = f"the step_fn re-run raised {type(e).__name__}: {first_line(e)}"
+        result.findings.append(SmokeFinding(code="watch_investigation_failed",
+                                            severity="warn", detail=why))
+        result.reason = detail
+        _grads_only(core, result, _nonfinite_input_rows(s.batch), why)
     if core.cfg.gate_report is not None:
         _link_gate(core, result)
     result.timings = {"investigate": round(time.perf_counter() - started, 4)}
@@ -182,21 +183,25 @@ def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeR
     return True
 
 
-def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int]) -> None:
-    """Without step_fn: the failing step's own tensors (inputs, gradients) only."""
+def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int],
+                why: str = NEEDS_STEP_FN) -> None:
+    """Without a re-run (no step_fn, or one that failed: ``why``): the failing step's own
+    tensors (inputs, gradients) only."""
     bad = [n for n, p in core.model.named_parameters()
            if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-    if bad:
+    if bad and not result.first_bad_param:
         result.first_bad_param = bad[-1]  # backward reaches the last layers first
     if bad_inputs:
         result.verdict = "data_fault"
-        result.reason += f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s)"
+        result.reason += (f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s) "
+                          f"(not re-run: {why})")
         _minimal(result, bad_inputs)
     else:
         result.verdict = "skipped"
-        result.reason += f"; not attributed: {NEEDS_STEP_FN}"
-    result.findings.append(SmokeFinding(code="no_step_fn", severity="info",
-                                        detail=NEEDS_STEP_FN))
+        result.reason += f"; not attributed: {why}"
+    if why == NEEDS_STEP_FN:
+        result.findings.append(SmokeFinding(code="no_step_fn", severity="info",
+                                            detail=NEEDS_STEP_FN))
 
 
 def _minimal(result: SmokeResult, keep: list[int]) -> None:
@@ -211,6 +216,8 @@ def _minimal(result: SmokeResult, keep: list[int]) -> None:
 def _nonfinite_input_rows(batch: Any) -> list[int]:
     """Positions in the batch of rows with a non-finite float input."""
     bad: set[int] = set()
+    if batch is None:
+        return []
     for _, t in named(("", batch)):
         if t.is_floating_point() and t.ndim > 0:
             mask = ~torch.isfinite(t)

@@ -32,8 +32,41 @@ def test_a_step_fn_that_raises_on_the_rerun_still_gives_a_fault(tmp_path: Path) 
         tiny.train(w, model, opt, _nan_loader())
     fault = caught.value.fault
     assert calls and fault.step == 1
-    assert "the re-run raised ValueError: my step_fn is broken" in fault.reason
+    assert "the step_fn re-run raised ValueError: my step_fn is broken" in fault.reason
     assert (tmp_path / "fault.json").is_file()
+    # not re-run: the step's own tensors still name the NaN row, as without step_fn
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
+
+
+def test_a_step_fn_returning_no_tensor_falls_back_to_the_steps_own_tensors(
+        tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=lambda m, b: {"loss": 1}, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader())
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
+    assert "the step_fn re-run raised ConfigError" in fault.reason
+
+
+def test_a_failed_rerun_without_bad_inputs_is_unattributed_not_a_code_fault(
+        tmp_path: Path) -> None:
+    def step_fn(model, batch):
+        raise RuntimeError("boom")
+
+    def loss_of(model, batch):  # the second step's loss is NaN: no input says why
+        scale = float("nan") if batch["y"][0] == 2.0 else 1.0
+        return tiny.step_fn(model, batch) * scale
+
+    rows = tiny.make_rows(16)
+    rows[8]["y"] = 2.0
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader(rows), loss_of=loss_of)
+    fault = caught.value.fault
+    assert fault.step == 1 and fault.verdict == "skipped"
+    assert "not attributed: the step_fn re-run raised RuntimeError: boom" in fault.reason
 
 
 def test_a_batch_that_cannot_be_sliced_is_attributed_without_rows(tmp_path: Path) -> None:
