@@ -86,6 +86,10 @@ class WatchConfig:
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
                               "(fault.json, stats.jsonl and the replay file go there)")
+        if self.gate_report is not None:
+            from preflight.watch.gate import check_gate
+
+            check_gate(self.gate_report)
 
 
 class TrainingFault(PreflightError):

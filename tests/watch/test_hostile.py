@@ -173,3 +173,16 @@ def test_a_stats_file_that_cannot_be_written_warns_once_and_the_checks_go_on(
     assert fault.value.fault.verdict == "data_fault" and fault.value.fault.step == 5
     assert fault.value.fault.minimal_ids == ["r40"]
     assert any(f.code == "replay_not_written" for f in fault.value.fault.findings)
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    (None, "report not found"), ("{not json", "is not a preflight report.json")])
+def test_a_gate_report_missing_or_corrupt_is_refused_when_the_watch_starts(
+        tmp_path: Path, content: str | None, match: str) -> None:
+    report = tmp_path / "gate" / "report.json"
+    if content is not None:
+        report.parent.mkdir()
+        report.write_text(content)
+    model, opt = tiny.fresh()
+    with pytest.raises(ConfigError, match=f"watch gate_report: .*{match}"):
+        preflight.watch(model, opt, out=tmp_path / "w", gate_report=report)
