@@ -9,7 +9,7 @@ from importlib import resources
 import jinja2
 
 from preflight.report import plots
-from preflight.report.console import allowed, share
+from preflight.report.console import allowed, replay_command, share
 from preflight.report.model import Report
 
 
@@ -27,7 +27,7 @@ def render_html(report: Report) -> str:
     """The HTML page for ``report``."""
     template = _environment().get_template("report.html.j2")
     return template.render(report=report, plots=report_plots(report), share=share,
-                           allowed=allowed)
+                           allowed=allowed, replay_command=replay_command)
 
 
 def report_plots(report: Report) -> list[Plot]:

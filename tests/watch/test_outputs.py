@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -9,10 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 from torch.utils.data import DataLoader
 
 import preflight
 from preflight.cli import main
+from preflight.report.console import render_smoke
+from preflight.report.model import SmokeResult
 from tests.watch import tiny
 
 
@@ -41,6 +45,26 @@ def test_fault_json_renders_as_the_smoke_html_section_with_curves(tmp_path: Path
     text = html.read_text()
     assert 'data-verdict="data_fault"' in text and "body.0" in text
     assert "<svg" in text and "non-finite at step 4" in text
+
+
+def test_the_replay_command_shown_carries_the_recorded_model_spec(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    spec = f"{Path(tiny.__file__).resolve()}:build"
+    ds = preflight.watch.with_ids(tiny.make_rows(nan_row=37))
+    loader = DataLoader(ds, batch_size=8, collate_fn=ds.collate(tiny.collate))
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, model_spec=spec) as w:
+        tiny.train(w, model, opt, loader)
+    html = tmp_path / "fault.html"
+    result = CliRunner().invoke(main, ["report", "render", str(tmp_path / "fault.json"),
+                                       "--html", str(html)])
+    assert result.exit_code == 0, result.output
+    command = f"preflight smoke --replay {tmp_path / 'replay.pt'} --model {spec}"
+    assert command in html.read_text()
+    console = Console(file=io.StringIO(), width=400)
+    render_smoke(SmokeResult.model_validate_json((tmp_path / "fault.json").read_text()),
+                 console)
+    assert f"replay: {command}" in console.file.getvalue()
 
 
 def test_import_preflight_does_not_import_torch_and_watch_loads_on_use() -> None:
