@@ -47,7 +47,9 @@ def report_plots(report: Report) -> list[Plot]:
                 if svg := plots.value_distribution(field, stats):
                     out.append(Plot("values", f"{r.id}: {field}", svg))
     if report.smoke is not None and (svg := plots.smoke_curves(report.smoke)):
-        out.append(Plot("smoke_curves", "smoke test curves", svg))
+        title = ("smoke test curves" if report.smoke.history_start is None
+                 else "loss, gradient norm and scale of the last steps")
+        out.append(Plot("smoke_curves", title, svg))
     return out
 
 

@@ -44,7 +44,28 @@ def test_fault_json_renders_as_the_smoke_html_section_with_curves(tmp_path: Path
     assert result.exit_code == 0, result.output
     text = html.read_text()
     assert 'data-verdict="data_fault"' in text and "body.0" in text
-    assert "<svg" in text and "non-finite at step 4" in text
+    assert "<svg" in text and "training: non-finite at step 4" in text
+    # the in-flight section only: no gate banner, rules table or record counts
+    assert "<title>preflight watch: fault at step 4</title>" in text
+    assert "<h1>preflight watch: fault at step 4</h1>" in text
+    assert "the gate failed" not in text and 'id="rules"' not in text
+    assert "records" not in text and "Distributions" not in text
+    assert "rows 32, 33, 34, 35, 36, 37, 38, 39 (ids r32" in text
+    assert "gradient norm" in text and "loss" in text
+
+
+def test_fault_curves_are_numbered_by_the_runs_own_steps(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    ds = preflight.watch.with_ids(tiny.make_rows(nan_row=57))
+    loader = DataLoader(ds, batch_size=8, collate_fn=ds.collate(tiny.collate))
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, history=3) as w:
+        tiny.train(w, model, opt, loader)
+    html = tmp_path / "fault.html"
+    result = CliRunner().invoke(main, ["report", "render", str(tmp_path / "fault.json"),
+                                       "--html", str(html)])
+    assert result.exit_code == 0, result.output
+    assert "training: non-finite at step 7" in html.read_text()  # not the 3rd of 3 kept
 
 
 def test_the_replay_command_shown_carries_the_recorded_model_spec(tmp_path: Path) -> None:
