@@ -57,7 +57,8 @@ def check_gate(path: str | Path) -> Path:
     if p.is_dir():
         p = p / "report.json"
     try:
-        load_report(p)
+        if load_report(p).source.format == "watch":
+            raise ConfigError(f"{p} is a watch fault.json, not the gate's report.json")
         parquet = p.with_name("findings.parquet")
         if parquet.is_file():
             import pyarrow.parquet as pq

@@ -93,3 +93,14 @@ def test_import_preflight_does_not_import_torch_and_watch_loads_on_use() -> None
             "w = preflight.watch; assert callable(w) and 'torch' in sys.modules; "
             "assert w.TrainingFault.exit_code == 1 and callable(w.with_ids)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+@pytest.mark.parametrize("content", ['{"verdict": "data_fault"}', '{"verdict": "maybe", "r'])
+def test_a_corrupt_fault_json_is_a_clear_render_error(tmp_path: Path, content: str) -> None:
+    fault = tmp_path / "fault.json"
+    fault.write_text(content)
+    result = CliRunner().invoke(main, ["report", "render", str(fault), "--html",
+                                       str(tmp_path / "f.html")])
+    assert result.exit_code == 2, result.output
+    assert "not a preflight report.json or watch fault.json" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "f.html").exists()
