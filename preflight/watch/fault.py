@@ -31,7 +31,7 @@ from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import Setup, anomaly, nonfinite_paths, per_row_losses, train
 from preflight.smoke.replay import save as save_replay
-from preflight.smoke.spy import named, rows_of
+from preflight.smoke.spy import bad_param, named, rows_of
 from preflight.smoke.stage import WATCH_TASK
 from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write
@@ -187,10 +187,8 @@ def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int],
                 why: str = NEEDS_STEP_FN) -> None:
     """Without a re-run (no step_fn, or one that failed: ``why``): the failing step's own
     tensors (inputs, gradients) only."""
-    bad = [n for n, p in core.model.named_parameters()
-           if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-    if bad and not result.first_bad_param:
-        result.first_bad_param = bad[-1]  # backward reaches the last layers first
+    if not result.first_bad_param:
+        result.first_bad_param = bad_param(core.model, result.first_bad_module)
     if bad_inputs:
         result.verdict = "data_fault"
         result.reason += (f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s) "
