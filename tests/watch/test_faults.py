@@ -65,6 +65,38 @@ def test_replay_without_a_model_says_which_spec_to_pass(tmp_path: Path) -> None:
     assert "(model, step_fn, None)" in result.output
 
 
+WRONG = """
+from torch import nn
+from tests.watch.tiny import step_fn
+
+def build():
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1)), step_fn, None
+
+def build_bad():
+    return 42
+"""
+
+
+def test_replay_with_the_wrong_model_says_which_weights_do_not_fit(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, model_spec=f"{TINY}:build") as w:
+        tiny.train(w, model, opt, _loader(tiny.make_rows(nan_row=3)))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(WRONG)
+    replay = ["smoke", "--replay", str(tmp_path / "replay.pt"), "--model"]
+    result = CliRunner().invoke(main, [*replay, f"{wrong}:build"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "missing: 0.weight, 0.bias, 2.weight, 2.bias" in flat
+    assert "unexpected: body.0.weight, body.0.bias, head.weight, head.bias" in flat
+    result = CliRunner().invoke(main, [*replay, f"{wrong}:build_bad"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "build() returned int" in flat and "(model, step_fn, None)" in flat
+    assert "loss_fn" not in flat and "Traceback" not in flat
+
+
 class ZeroNorm(nn.Module):
     """A code fault: after ``k`` training forwards a bug zeroes the buffer the output is
     divided by the norm of."""
