@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.table import Table
 
@@ -107,6 +109,15 @@ def allowed(r: RuleResult) -> str:
     return " & ".join(parts)
 
 
+def replay_command(smoke: SmokeResult) -> str:
+    """The command that reruns the smoke section's replay file (with the model spec it
+    recorded, when that is the user's model: a built-in one is inside the file)."""
+    command = f"preflight smoke --replay {shlex.quote(smoke.replay or '')}"
+    if smoke.model and not smoke.model.startswith("built-in:"):
+        command += f" --model {shlex.quote(smoke.model)}"
+    return command
+
+
 def render_smoke(smoke: SmokeResult, console: Console) -> None:
     """Print the smoke test's verdict, its one-line reason and what it found."""
     style = _SMOKE_STYLE[smoke.verdict]
@@ -127,7 +138,8 @@ def render_smoke(smoke: SmokeResult, console: Console) -> None:
                       markup=False, highlight=False)
     for label, value in (("first non-finite module", smoke.first_bad_module),
                          ("first non-finite gradient", smoke.first_bad_param),
-                         ("detect_anomaly", smoke.anomaly), ("replay", smoke.replay)):
+                         ("detect_anomaly", smoke.anomaly),
+                         ("replay", smoke.replay and replay_command(smoke))):
         if value:
             console.print(f"  {label}: {value}", markup=False, highlight=False)
     for f in smoke.findings:

@@ -9,7 +9,7 @@ from importlib import resources
 import jinja2
 
 from preflight.report import plots
-from preflight.report.console import allowed, share
+from preflight.report.console import allowed, replay_command, share
 from preflight.report.model import Report
 
 
@@ -27,7 +27,7 @@ def render_html(report: Report) -> str:
     """The HTML page for ``report``."""
     template = _environment().get_template("report.html.j2")
     return template.render(report=report, plots=report_plots(report), share=share,
-                           allowed=allowed)
+                           allowed=allowed, replay_command=replay_command)
 
 
 def report_plots(report: Report) -> list[Plot]:
@@ -47,7 +47,9 @@ def report_plots(report: Report) -> list[Plot]:
                 if svg := plots.value_distribution(field, stats):
                     out.append(Plot("values", f"{r.id}: {field}", svg))
     if report.smoke is not None and (svg := plots.smoke_curves(report.smoke)):
-        out.append(Plot("smoke_curves", "smoke test curves", svg))
+        title = ("smoke test curves" if report.smoke.history_start is None
+                 else "loss, gradient norm and scale of the last steps")
+        out.append(Plot("smoke_curves", title, svg))
     return out
 
 

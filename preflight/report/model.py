@@ -298,7 +298,8 @@ def load_report(path: str | Path) -> Report:
         return Report.model_validate(data)
     except ValueError as e:
         first = str(e).splitlines()[0]
-        raise ConfigError(f"{p} is not a preflight report.json ({first})") from e
+        raise ConfigError(f"{p} is not a preflight report.json or watch fault.json "
+                          f"({first})") from e
 
 
 def _fault_report(fault: SmokeResult, path: Path) -> Report:

@@ -137,18 +137,20 @@ def smoke_curves(smoke: SmokeResult) -> str | None:
         fig = Figure(figsize=(3.2 * len(panels), 2.6), layout="constrained")
         axes = fig.subplots(1, len(panels), squeeze=False)[0]
     styles = {"control": (_CONTROL, "-"), "real": (_REAL, "-"), "repeat": ("#9d9d9d", ":")}
+    start = smoke.history_start or 0  # a watch's fault: the run's last steps, numbered
     for ax, (key, title) in zip(axes, panels, strict=True):
         for name, run in runs:
             values = [math.nan if v is None else v for v in getattr(run, key)]
             if not values:
                 continue
             color, line = styles[name]
-            ax.plot(range(len(values)), values, color=color, linestyle=line, label=name,
-                    marker="." if len(values) < 3 else None)
+            label = "training" if smoke.history_start is not None else name
+            ax.plot(range(start, start + len(values)), values, color=color, linestyle=line,
+                    label=label, marker="." if len(values) < 3 else None)
             if run.first_bad_step is not None:
-                ax.axvline(run.first_bad_step, color=_MARK if name != "control" else "#b26a00",
-                           linestyle="--",
-                           label=f"{name}: non-finite at step {run.first_bad_step}")
+                bad = start + run.first_bad_step
+                ax.axvline(bad, color=_MARK if name != "control" else "#b26a00",
+                           linestyle="--", label=f"{label}: non-finite at step {bad}")
         if key in ("loss", "grad_norm") and _positive(runs, key):
             ax.set_yscale("log")
         ax.set(xlabel="step", title=title)

@@ -30,7 +30,7 @@ from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
 from preflight.smoke.encode import IGNORE
 from preflight.smoke.optim import build_optimizer, build_scheduler, run_warmup
-from preflight.smoke.spy import IndexFault, Spy, named, rows_of, to_device
+from preflight.smoke.spy import IndexFault, Spy, bad_param, named, rows_of, to_device
 from preflight.text import first_line
 
 Batch = tuple[Any, Any]
@@ -239,6 +239,8 @@ def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: S
         if spy.out.first_bad_module is None and not torch.isfinite(redo.detach()).all():
             spy.out.first_bad_module = "loss_fn"  # every module's output was finite
         redo.float().backward()  # outside autocast, as AMP wants
+        spy.out.first_bad_param = bad_param(model, spy.out.first_bad_module,
+                                            spy.out.first_bad_param)
     except Exception:  # the diagnosis is best effort; the failure stands
         pass
     finally:

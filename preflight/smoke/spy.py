@@ -99,6 +99,17 @@ class Spy:
             h.remove()
 
 
+def bad_param(model: nn.Module, module: str | None, seen: str | None = None) -> str | None:
+    """The parameter to name for a non-finite gradient: the first bad module's own (a NaN
+    that entered there poisons every gradient), else the first in forward (registration)
+    order; ``seen`` (the first the backward reached, i.e. the last layer) only when no
+    gradient is non-finite any more."""
+    bad = [n for n, p in model.named_parameters()
+           if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+    own = [n for n in bad if module and n.startswith(f"{module}.")]
+    return (own or bad or [seen])[0]
+
+
 def _guard(name: str, module: nn.Embedding | nn.EmbeddingBag) -> Callable[..., None]:
     def hook(mod: nn.Module, args: Any) -> None:
         if not args or not isinstance(args[0], torch.Tensor) or args[0].is_floating_point():

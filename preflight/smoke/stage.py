@@ -268,6 +268,20 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
         return _replay(path, data, spec, device)
 
 
+def _misfit(model: torch.nn.Module, saved: dict[str, Any]) -> str:
+    """How a model's weights differ from a replay's: missing, unexpected, other shapes."""
+    mine = model.state_dict()
+    parts = [(what, names) for what, names in (
+        ("missing", [k for k in mine if k not in saved]),
+        ("unexpected", [k for k in saved if k not in mine]),
+        ("other shape", [f"{k} (saved {tuple(saved[k].shape)}, model {tuple(v.shape)})"
+                         for k, v in mine.items()
+                         if k in saved and tuple(saved[k].shape) != tuple(v.shape)])) if names]
+    return "; ".join(f"{what}: {', '.join(names[:4])}"
+                     + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
+                     for what, names in parts) or "the weights do not load"
+
+
 def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
             device: str) -> SmokeResult:
     started = time.perf_counter()
@@ -281,7 +295,7 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
         model, loss_fn = hf.rebuild(spec, task=task, saved=data["spec"], shrink=cfg.shrink,
                                     device=dev)
     else:  # a watch replay's build returns (model, step_fn, None)
-        model, loss_fn, _ = call_build(load_build(spec), spec)
+        model, loss_fn, _ = call_build(load_build(spec), spec, watch=task == WATCH_TASK)
     step_fn = loss_fn if task == WATCH_TASK else None
     initial = replay_file.weights(data, path)
     try:
@@ -289,7 +303,7 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
             model.load_state_dict(initial)
     except RuntimeError as e:
         raise ConfigError(f"--model {name!r} does not fit the weights saved in {path} (written "
-                          f"with {recorded!r}): {str(e).splitlines()[0]}") from e
+                          f"with {recorded!r}): {_misfit(model, initial)}") from e
     initial = initial or {k: v.detach().clone() for k, v in model.state_dict().items()}
     # The saved config is the one the runs used: its warm-up is already in smoke steps.
     setup = Setup(template=model, initial=initial, loss_fn=loss_fn, cfg=cfg,

@@ -85,8 +85,16 @@ def _import(spec: str, target: str) -> Any:
     return module
 
 
-def call_build(build: Callable[[], Any], spec: str) -> tuple[nn.Module, Any, Any]:
-    """Call ``build()`` and check what it returned against the contract."""
+WATCH_CONTRACT = ("for a preflight.watch replay, build() must take no arguments and return "
+                  "(model, step_fn, None): model a torch.nn.Module, step_fn(model, batch) -> "
+                  "scalar loss (the step_fn given to preflight.watch)")
+
+
+def call_build(build: Callable[[], Any], spec: str, *,
+               watch: bool = False) -> tuple[nn.Module, Any, Any]:
+    """Call ``build()`` and check what it returned against the contract (``watch``: a
+    watch replay's, ``(model, step_fn, None)``)."""
+    contract, fn = (WATCH_CONTRACT, "step_fn") if watch else (CONTRACT, "loss_fn")
     try:
         with user_code(spec):
             made = build()
@@ -95,15 +103,15 @@ def call_build(build: Callable[[], Any], spec: str) -> tuple[nn.Module, Any, Any
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: build() raised {type(e).__name__}: {e}") from e
     if not isinstance(made, tuple) or len(made) != 3:
-        raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {CONTRACT}")
+        raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {contract}")
     model, loss_fn, collate = made
     if not isinstance(model, nn.Module):
         raise ConfigError(f"--model {spec!r}: the model is a {type(model).__name__}, "
-                          f"not a torch.nn.Module; {CONTRACT}")
+                          f"not a torch.nn.Module; {contract}")
     if not callable(loss_fn):
-        raise ConfigError(f"--model {spec!r}: loss_fn is not callable; {CONTRACT}")
+        raise ConfigError(f"--model {spec!r}: {fn} is not callable; {contract}")
     if collate is not None and not callable(collate):
-        raise ConfigError(f"--model {spec!r}: collate is not callable; {CONTRACT}")
+        raise ConfigError(f"--model {spec!r}: collate is not callable; {contract}")
     return model, loss_fn, collate
 
 

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -59,6 +61,7 @@ from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.text import first_line
 from preflight.watch import amp
+from preflight.watch.buffers import BufferSnapshot
 from preflight.watch.options import WatchConfig
 
 
@@ -136,6 +139,7 @@ class WatchCore:
         self.stats_path = self.cfg.out / "stats.jsonl"
         if self.rank in (None, 0):  # a claim left by an earlier run
             (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
+        self.buffers = BufferSnapshot(self.model)  # before each forward (fault re-runs)
         self.order = amp.OrderCheck(self, optimizer, scaler)
         self.handle = optimizer.register_step_pre_hook(self._pre_step) if step_hook else None
 
@@ -253,6 +257,7 @@ class WatchCore:
             self._disable(e)
             return True
         if entry.norm is None:
+            self.buffers.keep(entry.loss)
             return True
         if self.sync_every > 1:
             # Not checked yet: keep a non-finite step from reaching the weights without a
@@ -260,11 +265,14 @@ class WatchCore:
             bad = ~torch.isfinite(entry.norm)
             for g in grads:
                 g.masked_fill_(bad, 0.0)
+            self.buffers.keep(entry.loss, entry.norm)
             return True
         value = float(entry.norm)
         entry.norm = value
-        if not math.isfinite(value) and not self._fault(
-                entry, f"gradient norm is {value} at step {entry.step}", kind="grad"):
+        if math.isfinite(value):
+            self.buffers.keep(entry.loss)
+        elif not self._fault(entry, f"gradient norm is {value} at step {entry.step}",
+                             kind="grad"):
             _drop_grads(optimizer)  # skip: the optimizer has nothing to apply
             return False
         return True
@@ -341,8 +349,12 @@ class WatchCore:
         try:
             with self.stats_path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line, allow_nan=False) + "\n")
-        except OSError as e:
-            self._disable(e)
+        except OSError as e:  # the log is lost, never the checks: say so once
+            if not getattr(self, "stats_failed", False):
+                self.stats_failed = True
+                warnings.warn(f"preflight.watch cannot write {self.stats_path} ({e}); the "
+                              "statistics are not logged, the checks go on",
+                              RuntimeWarning, stacklevel=_user_level())
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -384,6 +396,15 @@ def _drop_grads(optimizer: torch.optim.Optimizer) -> None:
 
 def _num(x: Any) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else None
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` of the first frame outside preflight (the user's own line)."""
+    root = str(Path(__file__).resolve().parents[1]) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _rank() -> int | None:

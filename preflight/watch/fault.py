@@ -26,13 +26,13 @@ import numpy as np
 import torch
 
 from preflight.config import SmokeConfig
-from preflight.errors import ConfigError
+from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import Setup, anomaly, nonfinite_paths, per_row_losses, train
 from preflight.smoke.replay import save as save_replay
-from preflight.smoke.spy import named, rows_of
+from preflight.smoke.spy import bad_param, named, rows_of
 from preflight.smoke.stage import WATCH_TASK
 from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write
@@ -67,10 +67,11 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
         with _own_rng(device), amp.paused():
             _investigate(core, s, result, kind, device)
     except Exception as e:  # a step_fn that raises, a batch that will not move: say so
-        result.findings.append(SmokeFinding(
-            code="watch_investigation_failed", severity="warn",
-            detail=f"the re-run could not finish: {type(e).__name__}: {first_line(e)}"))
-        result.reason += f"; not attributed: the re-run raised {type(e).__name__}: {first_line(e)}"
+        why = f"the step_fn re-run raised {type(e).__name__}: {first_line(e)}"
+        result.findings.append(SmokeFinding(code="watch_investigation_failed",
+                                            severity="warn", detail=why))
+        result.reason = detail
+        _grads_only(core, result, _nonfinite_input_rows(s.batch), why)
     if core.cfg.gate_report is not None:
         _link_gate(core, result)
     result.timings = {"investigate": round(time.perf_counter() - started, 4)}
@@ -82,6 +83,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     live = core.cfg.snapshot == "none"  # a large model: never copied
     state = core.model.state_dict() if live else {
         k: v.detach().clone() for k, v in core.model.state_dict().items()}
+    core.buffers.restore(state)  # the failing forward already wrote BatchNorm's statistics
     if _state_fault(core, state, result):
         return
     if kind == "scale":  # a re-run in fp32 says nothing about fp16's range
@@ -168,8 +170,8 @@ def _live_setup(core: WatchCore, result: SmokeResult, device: torch.device,
 def _narrow(setup: Setup, batch: Any,
             known: list[int]) -> tuple[list[int], str | None, bool]:
     """The fewest rows that still fail, as the smoke test narrows its sample; why not, when
-    the batch cannot be sliced; whether some row's loss alone is finite (rows that are
-    fine are the control at the first step)."""
+    the batch cannot be sliced; whether the batch's other rows train without a fault (the
+    control at the first step)."""
     try:
         n = batch_size(batch)
     except ConfigError as e:
@@ -177,10 +179,15 @@ def _narrow(setup: Setup, batch: Any,
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
 
     def fails(idx: list[int]) -> bool:
-        return train(setup, [(take(batch, idx), None)], steps=1).failed
+        rows = [(take(batch, idx), None)]
+        try:
+            return train(setup, rows, steps=1).failed
+        except Exception:  # BatchNorm cannot train on one row: the rows' loss, untrained
+            return math.isnan(per_row_losses(setup, rows)[0])
 
-    healthy = any(not math.isnan(x) for x in losses)
-    return minimal_rows(n, losses, fails, known=known), None, healthy
+    keep = minimal_rows(n, losses, fails, known=known)
+    others = [i for i in range(n) if i not in keep]
+    return keep, None, bool(others) and not fails(others)
 
 
 def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeResult) -> bool:
@@ -208,21 +215,23 @@ def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeR
     return True
 
 
-def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int]) -> None:
-    """Without step_fn: the failing step's own tensors (inputs, gradients) only."""
-    bad = [n for n, p in core.model.named_parameters()
-           if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-    if bad:
-        result.first_bad_param = bad[-1]  # backward reaches the last layers first
+def _grads_only(core: WatchCore, result: SmokeResult, bad_inputs: list[int],
+                why: str = NEEDS_STEP_FN) -> None:
+    """Without a re-run (no step_fn, or one that failed: ``why``): the failing step's own
+    tensors (inputs, gradients) only."""
+    if not result.first_bad_param:
+        result.first_bad_param = bad_param(core.model, result.first_bad_module)
     if bad_inputs:
         result.verdict = "data_fault"
-        result.reason += f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s)"
+        result.reason += (f"; the batch holds non-finite inputs in {len(bad_inputs)} row(s) "
+                          f"(not re-run: {why})")
         _minimal(result, bad_inputs)
     else:
         result.verdict = "skipped"
-        result.reason += f"; not attributed: {NEEDS_STEP_FN}"
-    result.findings.append(SmokeFinding(code="no_step_fn", severity="info",
-                                        detail=NEEDS_STEP_FN))
+        result.reason += f"; not attributed: {why}"
+    if why == NEEDS_STEP_FN:
+        result.findings.append(SmokeFinding(code="no_step_fn", severity="info",
+                                            detail=NEEDS_STEP_FN))
 
 
 def _minimal(result: SmokeResult, keep: list[int]) -> None:
@@ -237,6 +246,8 @@ def _minimal(result: SmokeResult, keep: list[int]) -> None:
 def _nonfinite_input_rows(batch: Any) -> list[int]:
     """Positions in the batch of rows with a non-finite float input."""
     bad: set[int] = set()
+    if batch is None:
+        return []
     for _, t in named(("", batch)):
         if t.is_floating_point() and t.ndim > 0:
             mask = ~torch.isfinite(t)
@@ -253,11 +264,16 @@ def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
     model = resolve_spec(spec) if spec else ""
     live = isinstance(setup, snapshot.LiveSetup)
     checkpoint = str(setup.checkpoint.resolve()) if live and setup.checkpoint else None
-    path = save_replay(
-        core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
-        config=setup.cfg.model_dump(), batch=batch, initial={} if live else state,
-        rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
-        exempt=sorted(setup.exempt), checkpoint=checkpoint)
+    try:
+        path = save_replay(
+            core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
+            config=setup.cfg.model_dump(), batch=batch, initial={} if live else state,
+            rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
+            exempt=sorted(setup.exempt), checkpoint=checkpoint)
+    except (OSError, PreflightError) as e:  # out= gone or full: the verdict stands
+        result.findings.append(SmokeFinding(code="replay_not_written", severity="warn",
+                                            detail=first_line(e)))
+        return
     result.replay = str(path)
     if not spec:
         result.findings.append(SmokeFinding(

@@ -10,6 +10,7 @@ from typing import Any
 
 from preflight.errors import ConfigError
 from preflight.report.model import GateLink, Report, load_report
+from preflight.text import first_line
 
 
 class Gate:
@@ -47,6 +48,30 @@ class Gate:
                 detail += f" and allowed ({how})"
         return GateLink(row=row, id=id_, flagged=bool(hits), rules=rules, codes=codes,
                         allowed=allowed, detail=detail)
+
+
+def check_gate(path: str | Path) -> Path:
+    """The gate's ``report.json`` (or the folder holding it), checked when the watch
+    starts: a ``ConfigError`` now rather than a note in a fault record much later."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "report.json"
+    try:
+        if load_report(p).source.format == "watch":
+            raise ConfigError(f"{p} is a watch fault.json, not the gate's report.json")
+        parquet = p.with_name("findings.parquet")
+        if parquet.is_file():
+            import pyarrow.parquet as pq
+
+            try:
+                pq.read_schema(parquet)
+            except Exception as e:
+                raise ConfigError(f"cannot read {parquet}: {first_line(e)}") from e
+    except ConfigError as e:
+        raise ConfigError(f"watch gate_report: {e}; give the report.json the gate wrote "
+                          "(preflight check ... --out DIR writes DIR/report.json), or leave "
+                          "gate_report out") from e
+    return p
 
 
 def load_gate(path: str | Path) -> Gate:

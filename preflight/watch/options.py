@@ -54,6 +54,10 @@ class WatchConfig:
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
                               "(fault.json, stats.jsonl and the replay file go there)")
+        if self.gate_report is not None:  # refused now, not at a fault 30,000 steps on
+            from preflight.watch.gate import check_gate
+
+            check_gate(self.gate_report)
 
 
 def config(out: str | Path, options: dict[str, Any]) -> WatchConfig:

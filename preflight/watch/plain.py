@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from preflight.errors import ConfigError
 from preflight.watch.core import WatchCore
 from preflight.watch.options import CheckpointSource, OnFault, Snapshot, WatchConfig
 
@@ -20,11 +21,13 @@ class Watch:
 
     def __init__(self, core: WatchCore) -> None:
         self.core = core
+        self.closed = False
 
     def step(self, loss: Any, batch: Any = None) -> bool:
         """Check this step's loss (and, through the optimizer's pre-hook, its gradients).
         True: go on; False: skip this step (``on_fault="skip"``); on a fault with
         ``on_fault="stop"`` it writes ``fault.json`` and raises ``TrainingFault``."""
+        self._open()
         self.core.batch(batch)
         return self.core.loss(loss)
 
@@ -34,9 +37,18 @@ class Watch:
         return self.core.fault
 
     def __enter__(self) -> Watch:
+        self._open()
         return self
 
+    def _open(self) -> None:
+        if self.closed:  # its optimizer hook is gone: gradients would go unchecked
+            raise ConfigError(
+                "this preflight.watch was closed when its `with` block ended (its gradient "
+                "check is removed); create a new preflight.watch(...) for another block, or "
+                "put one `with` block around the whole training loop")
+
     def __exit__(self, *exc: object) -> None:
+        self.closed = True
         if exc[0] is None:
             self.core.close()
         else:  # the loop's own exception goes on unchanged

@@ -37,7 +37,7 @@ def test_nan_row_at_step_k_stops_there_names_module_param_and_row(tmp_path: Path
     assert fault.verdict == "data_fault"
     assert fault.step == 4  # rows 32..39: the fifth batch
     assert fault.first_bad_module == "body.0"
-    assert fault.first_bad_param is not None and fault.first_bad_param.startswith(("body", "head"))
+    assert fault.first_bad_param == "body.0.weight"  # the first bad module's, not head.bias
     assert fault.minimal_rows == [37] and fault.minimal_ids == ["r37"]
     assert fault.batch_rows == list(range(32, 40)) and fault.batch_positions == [5]
     saved = SmokeResult.model_validate_json((out / "fault.json").read_text())
@@ -63,6 +63,38 @@ def test_replay_without_a_model_says_which_spec_to_pass(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "replay.pt")])
     assert result.exit_code == 2
     assert "(model, step_fn, None)" in result.output
+
+
+WRONG = """
+from torch import nn
+from tests.watch.tiny import step_fn
+
+def build():
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1)), step_fn, None
+
+def build_bad():
+    return 42
+"""
+
+
+def test_replay_with_the_wrong_model_says_which_weights_do_not_fit(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, model_spec=f"{TINY}:build") as w:
+        tiny.train(w, model, opt, _loader(tiny.make_rows(nan_row=3)))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(WRONG)
+    replay = ["smoke", "--replay", str(tmp_path / "replay.pt"), "--model"]
+    result = CliRunner().invoke(main, [*replay, f"{wrong}:build"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "missing: 0.weight, 0.bias, 2.weight, 2.bias" in flat
+    assert "unexpected: body.0.weight, body.0.bias, head.weight, head.bias" in flat
+    result = CliRunner().invoke(main, [*replay, f"{wrong}:build_bad"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert "build() returned int" in flat and "(model, step_fn, None)" in flat
+    assert "loss_fn" not in flat and "Traceback" not in flat
 
 
 class ZeroNorm(nn.Module):
@@ -202,3 +234,19 @@ def test_a_code_fault_keeps_a_replay_of_the_whole_batch(tmp_path: Path) -> None:
     assert fault.step == 0 and fault.verdict == "code_fault"
     assert "not attributed: no control batch yet" in fault.reason
     assert fault.replay is not None and Path(fault.replay).is_file()
+
+
+def test_without_step_fn_the_parameter_named_is_the_first_in_forward_order(
+        tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, out=tmp_path) as w:
+        for i, batch in enumerate(tiny.batches(tiny.make_rows(32))):
+            loss = tiny.step_fn(model, batch)
+            w.step(loss, batch)
+            if i == 2:  # a NaN that enters at the first layer: every gradient is NaN
+                loss = tiny.step_fn(model, {"x": batch["x"] * math.nan, "y": batch["y"]})
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    assert caught.value.fault.first_bad_param == "body.0.weight"  # not head.bias

@@ -32,8 +32,41 @@ def test_a_step_fn_that_raises_on_the_rerun_still_gives_a_fault(tmp_path: Path) 
         tiny.train(w, model, opt, _nan_loader())
     fault = caught.value.fault
     assert calls and fault.step == 1
-    assert "the re-run raised ValueError: my step_fn is broken" in fault.reason
+    assert "the step_fn re-run raised ValueError: my step_fn is broken" in fault.reason
     assert (tmp_path / "fault.json").is_file()
+    # not re-run: the step's own tensors still name the NaN row, as without step_fn
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
+
+
+def test_a_step_fn_returning_no_tensor_falls_back_to_the_steps_own_tensors(
+        tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=lambda m, b: {"loss": 1}, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader())
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
+    assert "the step_fn re-run raised ConfigError" in fault.reason
+
+
+def test_a_failed_rerun_without_bad_inputs_is_unattributed_not_a_code_fault(
+        tmp_path: Path) -> None:
+    def step_fn(model, batch):
+        raise RuntimeError("boom")
+
+    def loss_of(model, batch):  # the second step's loss is NaN: no input says why
+        scale = float("nan") if batch["y"][0] == 2.0 else 1.0
+        return tiny.step_fn(model, batch) * scale
+
+    rows = tiny.make_rows(16)
+    rows[8]["y"] = 2.0
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader(rows), loss_of=loss_of)
+    fault = caught.value.fault
+    assert fault.step == 1 and fault.verdict == "skipped"
+    assert "not attributed: the step_fn re-run raised RuntimeError: boom" in fault.reason
 
 
 def test_a_batch_that_cannot_be_sliced_is_attributed_without_rows(tmp_path: Path) -> None:
@@ -109,3 +142,49 @@ def test_the_watch_removes_its_hook_when_the_block_ends(tmp_path: Path) -> None:
     model.head.weight.grad = torch.full_like(model.head.weight, float("nan"))
     opt.step()  # no watch any more: nothing raises
     assert not torch.isfinite(model.head.weight).all()
+
+
+def test_a_closed_watch_refuses_to_be_entered_or_stepped_again(tmp_path: Path) -> None:
+    model, opt = tiny.fresh()
+    w = preflight.watch(model, opt, out=tmp_path)
+    with w:
+        tiny.train(w, model, opt, tiny.batches(tiny.make_rows(8)))
+    with pytest.raises(ConfigError, match=r"create a new preflight\.watch"), w:
+        pass
+    with pytest.raises(ConfigError, match="was closed"):
+        w.step(model(torch.ones(2, tiny.WIDTH)).sum())
+
+
+def test_a_stats_file_that_cannot_be_written_warns_once_and_the_checks_go_on(
+        tmp_path: Path) -> None:
+    out = tmp_path / "w"
+    model, opt = tiny.fresh()
+    loader = list(_nan_loader(tiny.make_rows(48, nan_row=40)))
+    with pytest.warns(RuntimeWarning, match="cannot write") as caught, pytest.raises(
+            preflight.watch.TrainingFault) as fault, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=out, log_every=1) as w:
+        for i, batch in enumerate(loader):
+            if i == 2:  # the folder goes away mid-run
+                for f in out.iterdir():
+                    f.unlink()
+                out.rmdir()
+                out.write_text("now a file")
+            tiny.train(w, model, opt, [batch])
+    mine = [x for x in caught if "cannot write" in str(x.message)]
+    assert len(mine) == 1 and mine[0].filename == str(Path(tiny.__file__).resolve())
+    assert fault.value.fault.verdict == "data_fault" and fault.value.fault.step == 5
+    assert fault.value.fault.minimal_ids == ["r40"]
+    assert any(f.code == "replay_not_written" for f in fault.value.fault.findings)
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    (None, "report not found"), ("{not json", "is not a preflight report.json")])
+def test_a_gate_report_missing_or_corrupt_is_refused_when_the_watch_starts(
+        tmp_path: Path, content: str | None, match: str) -> None:
+    report = tmp_path / "gate" / "report.json"
+    if content is not None:
+        report.parent.mkdir()
+        report.write_text(content)
+    model, opt = tiny.fresh()
+    with pytest.raises(ConfigError, match=f"watch gate_report: .*{match}"):
+        preflight.watch(model, opt, out=tmp_path / "w", gate_report=report)
