@@ -36,6 +36,7 @@ PARQUET_SCHEMA = pa.schema(
         ("detail", pa.string()),
         ("id", pa.string()),
         ("cluster", pa.int64()),
+        ("partner", pa.int64()),
     ]
 )
 
@@ -165,6 +166,7 @@ class FindingsSink:
             "detail",
             pl.col("id").cast(pl.String),
             pl.col("cluster").cast(pl.Int64),
+            pl.col("partner").cast(pl.Int64),
         )
         self._pending.append(rows)
         self._pending_rows += rows.height

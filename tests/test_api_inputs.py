@@ -55,7 +55,8 @@ def test_findings_returns_every_finding_not_only_the_examples(tmp_path: Path) ->
     report = run_preflight([{"text": f"row {i}{ZW}"} for i in range(n)], smoke=False)
     assert len(report.rule("hidden-chars").examples) == MAX_EXAMPLES
     found = report.findings()
-    assert found.columns == ["row", "file", "rule", "check", "code", "detail", "id", "cluster"]
+    assert found.columns == ["row", "file", "rule", "check", "code", "detail", "id", "cluster",
+                             "partner"]
     assert found.filter(pl.col("code") == "zero_width_space")["row"].sort().to_list() == list(
         range(n))
     # with out=, the same from the findings.parquet written there

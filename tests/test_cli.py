@@ -336,10 +336,10 @@ def test_findings_parquet_columns(tmp_path: Path) -> None:
     invoke("check", "--no-smoke", faulty(tmp_path), "--out", out)
     table = pq.read_table(out / "findings.parquet")
     assert table.schema.names == ["row", "file", "rule", "check", "code", "detail", "id",
-                                  "cluster"]
+                                  "cluster", "partner"]
     types = {f.name: f.type for f in table.schema}
     assert types["row"] == pa.int64()
-    assert types["cluster"] == pa.int64()
+    assert types["cluster"] == pa.int64() and types["partner"] == pa.int64()
     for name in ("file", "rule", "check", "code", "detail", "id"):
         assert types[name] == pa.string(), name
     rows = table.to_pylist()
@@ -356,7 +356,7 @@ def test_findings_parquet_written_even_when_empty(tmp_path: Path) -> None:
     table = pq.read_table(out / "findings.parquet")
     assert table.num_rows == 0
     assert table.schema.names == ["row", "file", "rule", "check", "code", "detail", "id",
-                                  "cluster"]
+                                  "cluster", "partner"]
 
 
 def test_snippets_are_redacted_by_default(tmp_path: Path) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
 from datasketch import MinHash, MinHashLSH
 
-from preflight.checks.near_duplicates import NearDuplicate, NearDuplicateParams
+from preflight.checks.near_pairs import bucket_members, link
 from preflight.minhash import (
     band_keys,
     catch_probability,
@@ -165,15 +164,13 @@ def test_lsh_candidates_include_every_pair_datasketch_finds():
                for y in members[i + 1:]}
     assert sharing == theirs
 
-    # The check's own candidate pairs connect every datasketch pair.
-    check = NearDuplicate(NearDuplicateParams(bands=bands, rows=rows), SimpleNamespace())
-    check._keys = [keys]
-    u, v = check._candidates()
-    ours = set(zip(u.tolist(), v.tolist(), strict=True))
+    # The check's own compared pairs (every one accepted: no confirmation) connect every
+    # datasketch pair.
+    linked = link(*bucket_members(keys), len(texts), lambda u, v: None, 0.8)
+    ours = set(zip(linked.u.tolist(), linked.v.tolist(), strict=True))
     assert all(x < y for x, y in ours)
     assert ours <= sharing
-    labels = components(u, v, len(texts))
-    missing = [(x, y) for x, y in theirs if (x, y) not in ours and labels[x] != labels[y]]
+    missing = [(x, y) for x, y in theirs if linked.labels[x] != linked.labels[y]]
     assert missing == []
 
 

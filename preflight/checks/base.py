@@ -10,8 +10,9 @@ parameters, with defaults and descriptions). The pipeline calls ``scan`` once pe
   counts as one violation.
 
 Each finding has a stable snake_case ``code`` that tests and counters key on, a ``detail``
-for people, and optionally ``cluster`` (the row of a kept duplicate) and ``snippet`` (raw
-text around the problem, redacted by the pipeline unless ``--show-text``).
+for people, and optionally ``cluster`` (the row of a kept duplicate), ``partner`` (the row a
+near-duplicate was confirmed similar to) and ``snippet`` (raw text around the problem,
+redacted by the pipeline unless ``--show-text``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ FINDING_SCHEMA: dict[str, pl.DataType] = {
     "code": pl.String(),
     "detail": pl.String(),
     "cluster": pl.Int64(),
+    "partner": pl.Int64(),
     "snippet": pl.String(),
 }
 
@@ -176,14 +178,15 @@ class Check:
 
 
 def findings(
-    index: dict[str, Any], code: Any, detail: Any, *, cluster: Any = None, snippet: Any = None
+    index: dict[str, Any], code: Any, detail: Any, *, cluster: Any = None, partner: Any = None,
+    snippet: Any = None,
 ) -> pl.DataFrame:
     """Build a findings frame. ``index`` is ``{"i": ...}`` or ``{"file_index": ..., "row": ...}``;
     the other arguments are columns or scalars broadcast to the index's length."""
     cols: dict[str, Any] = dict(index)
     n = len(next(iter(index.values())))
     for name, value in (("code", code), ("detail", detail), ("cluster", cluster),
-                        ("snippet", snippet)):
+                        ("partner", partner), ("snippet", snippet)):
         if isinstance(value, pl.Series | list):
             cols[name] = pl.Series(name, value, dtype=FINDING_SCHEMA[name])
         else:

@@ -3,16 +3,21 @@
 Per batch: fold the text (as ``exact_duplicate`` does: case, whitespace, invisible
 characters), shingle it, sign it (``preflight.minhash``, datasketch-compatible) and keep only
 the LSH band keys (8 bytes per band per document). At the end, documents sharing a band key
-are candidate pairs. By default each pair is confirmed by its exact Jaccard on the shingles,
-so a hash collision can never fail a gate: the pipeline reads the corpus a second time
-(``revisit``) and rebuilds the shingle sets of candidate documents only, on disk
-(``preflight.spill``), to read back a chunk of pairs at a time. Confirmed pairs are
-joined into clusters (connected components); the first document of a cluster is kept and is
-not a finding, every other member is, with ``cluster`` = the kept row.
+form buckets, and each member is compared with a few earlier members of its bucket
+(``preflight.checks.near_pairs``: bounded work, pairs already linked skipped). By default each
+pair is confirmed by its exact Jaccard on the shingles, so a hash collision can never fail a
+gate: the pipeline reads the corpus a second time (``revisit``) and rebuilds the shingle sets
+of bucketed documents only, on disk (``preflight.spill``), to read back a chunk of pairs at a
+time. Confirmed pairs are joined into clusters (connected components); the first document of
+a cluster is kept and is not a finding, every other member is, with ``cluster`` = the kept
+row and ``partner`` = the row it was confirmed similar to (its most similar confirmed
+neighbour, whose Jaccard the detail quotes): through a chain, a member can be far from the
+kept row, never from its partner.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -21,9 +26,10 @@ from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
+from preflight.checks.near_pairs import WINDOW, bucket_members, link, partners
 from preflight.checks.registry import register
 from preflight.limits import MAX_SHINGLE, SEED32_MAX
-from preflight.minhash import LSH, components, jaccard_pairs, sorted_sets
+from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
 from preflight.text import fold
 
@@ -82,7 +88,7 @@ class NearDuplicate(Check):
         self._keys: list[np.ndarray] = []
         self._file: list[np.ndarray] = []
         self._row: list[np.ndarray] = []
-        self._pairs: tuple[np.ndarray, np.ndarray] | None = None
+        self._buckets: tuple[np.ndarray, np.ndarray] | None = None  # members, ranks
         self._wanted: np.ndarray | None = None  # record keys of candidate documents, sorted
         # Shingle sets of candidate documents from the second read, as CSR chunks in read
         # order: record keys, set values, set lengths.
@@ -127,12 +133,10 @@ class NearDuplicate(Check):
     # -- after the first read -----------------------------------------------------------
 
     def wants_revisit(self) -> bool:
-        u, v = self._candidates()
-        self._pairs = (u, v)
-        if not self.params.confirm or not len(u):
+        self._buckets = bucket_members(self._all_keys())
+        if not self.params.confirm or not len(self._buckets[0]):
             return False
-        docs = np.unique(np.concatenate([u, v]))
-        self._wanted = np.sort(self._record_keys()[docs])
+        self._wanted = np.sort(self._record_keys()[np.unique(self._buckets[0])])
         return True
 
     def revisit_plan(self) -> dict[str, Any]:
@@ -154,101 +158,76 @@ class NearDuplicate(Check):
             self._set_sizes.append(np.diff(offsets))
 
     def finish(self) -> pl.DataFrame | None:
-        if self._pairs is None:
-            self._pairs = self._candidates()
-        u, v = self._pairs
+        if self._buckets is None:
+            self._buckets = bucket_members(self._all_keys())
+        members, ranks = self._buckets
         files, rows = self._concat(self._file), self._concat(self._row)
-        similarity = self._confirm(u, v, files, rows)
-        keep = similarity >= self.params.threshold if similarity is not None else slice(None)
-        cu, cv = u[keep], v[keep]
-        self._stats = {"candidate_pairs": len(u), "confirmed_pairs": len(cu)}
-        if not len(cu):
-            self._cluster_stats(np.zeros(0, np.int64), files, rows)
-            return None
-        nodes, inverse = np.unique(np.concatenate([cu, cv]), return_inverse=True)
-        labels = nodes[components(inverse[: len(cu)], inverse[len(cu):], len(nodes))]
+        compare = self._jaccard(files, rows) if self.params.confirm else _unconfirmed
+        linked = link(members, ranks, len(files), compare, self.params.threshold)
+        self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+        self._stats = {"candidate_pairs": linked.compared, "confirmed_pairs": len(linked.u),
+                       "window": WINDOW}
+        nodes = np.unique(np.concatenate([linked.u, linked.v]))
+        labels = linked.labels[nodes]
         self._cluster_stats(labels, files, rows)
-        members = nodes[labels != nodes]
-        kept = labels[labels != nodes]
-        neighbour, best = _closest(nodes, cu, cv,
-                                   similarity[keep] if similarity is not None else None)
+        if not len(nodes):
+            return None
         is_member = labels != nodes
-        detail = [
-            self._detail(k, nb, s, files, rows)
-            for k, nb, s in zip(kept, neighbour[is_member], best[is_member], strict=True)
-        ]
+        members, kept = nodes[is_member], labels[is_member]
+        partner, best = partners(nodes, linked)
+        partner, best = partner[is_member], best[is_member]
+        detail = [self._detail(k, p, s, files, rows)
+                  for k, p, s in zip(kept, partner, best, strict=True)]
         return findings(
             {"file_index": pl.Series(files[members]), "row": pl.Series(rows[members])},
             "near_duplicate_of",
             detail,
             cluster=pl.Series(rows[kept]),
+            partner=pl.Series(rows[partner]),
         )
 
-    def _candidates(self) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs of documents sharing a band key: each member of a bucket with the bucket's
-        first member and with its predecessor (enough to connect the bucket)."""
+    def _all_keys(self) -> np.ndarray:
         if not self._keys:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        keys = np.concatenate(self._keys)
-        self._keys = [keys]
-        us, vs = [], []
-        for band in range(keys.shape[1]):
-            # Stable (by key, then read order), so a bucket's pairs are the same whichever
-            # other records are present: a distributed run merges only the shared ones.
-            # polars sorts on all cores.
-            order = pl.DataFrame({"k": keys[:, band]}).with_row_index("i").sort(
-                ["k", "i"]).get_column("i").to_numpy()
-            sorted_keys = keys[order, band]
-            same = np.zeros(len(order), dtype=bool)
-            same[1:] = sorted_keys[1:] == sorted_keys[:-1]
-            if not same.any():
-                continue
-            starts = np.flatnonzero(~same)
-            first = order[starts[np.cumsum(~same) - 1]]
-            at = np.flatnonzero(same)
-            us += [first[at], order[at - 1]]
-            vs += [order[at], order[at]]
-        if not us:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        u, v = np.concatenate(us), np.concatenate(vs)
-        lo, hi = np.minimum(u, v), np.maximum(u, v)
-        pairs = np.unique((lo.astype(np.int64) << 32) | hi.astype(np.int64))
-        return pairs >> 32, pairs & 0xFFFFFFFF
+            return np.zeros((0, self.lsh.bands), np.uint64)
+        self._keys = [np.concatenate(self._keys)]
+        return self._keys[0]
 
-    def _confirm(self, u: np.ndarray, v: np.ndarray, files: np.ndarray, rows: np.ndarray
-                 ) -> np.ndarray | None:
-        if not self.params.confirm or not len(u):
-            return None
-        docs = np.unique(np.concatenate([u, v]))
-        record = record_key(files[docs], rows[docs])
+    def _jaccard(self, files: np.ndarray, rows: np.ndarray
+                 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """Exact Jaccard of pairs of candidate documents, from the sets of the second read."""
         keys = self._concat(self._set_keys)  # ascending: the second read is in read order
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(self._concat(self._set_sizes), out=offsets[1:])
-        at = np.searchsorted(keys, record)  # every candidate was revisited
-        su, sv = at[np.searchsorted(docs, u)], at[np.searchsorted(docs, v)]
-        # A chunk of pairs at a time (in order of their first document), with only the sets
-        # it needs read back from disk: memory follows the chunk, not the corpus.
-        similarity = np.empty(len(u), dtype=np.float64)
-        order = np.argsort(su, kind="stable")
-        for start in range(0, len(order), _PAIRS_PER_CHUNK):
-            pick = order[start:start + _PAIRS_PER_CHUNK]
-            need = np.unique(np.concatenate([su[pick], sv[pick]]))
-            values, local = self._set_values.gather(offsets[need], offsets[need + 1])
-            similarity[pick] = jaccard_pairs(values, local, np.searchsorted(need, su[pick]),
-                                             np.searchsorted(need, sv[pick]))
-        self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+        values = self._set_values
+
+        def similarity(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+            # every candidate was revisited
+            su = np.searchsorted(keys, record_key(files[u], rows[u]))
+            sv = np.searchsorted(keys, record_key(files[v], rows[v]))
+            # A chunk of pairs at a time (in order of their first document), with only the
+            # sets it needs read back from disk: memory follows the chunk, not the corpus.
+            out = np.empty(len(u), dtype=np.float64)
+            order = np.argsort(su, kind="stable")
+            for start in range(0, len(order), _PAIRS_PER_CHUNK):
+                pick = order[start:start + _PAIRS_PER_CHUNK]
+                need = np.unique(np.concatenate([su[pick], sv[pick]]))
+                sets, local = values.gather(offsets[need], offsets[need + 1])
+                out[pick] = jaccard_pairs(sets, local, np.searchsorted(need, su[pick]),
+                                          np.searchsorted(need, sv[pick]))
+            return out
+
         return similarity
 
-    def _detail(self, kept: int, neighbour: int, similarity: float, files: np.ndarray,
+    def _detail(self, kept: int, partner: int, similarity: float, files: np.ndarray,
                 rows: np.ndarray) -> str:
-        """"near-duplicate of row 4 (Jaccard 0.87)"; for a member linked to the kept row
-        through another, the closest member and the cluster's kept row."""
+        """"near-duplicate of row 4 (Jaccard 0.87)"; for a member whose partner is not the
+        kept row (a chain), the partner with its Jaccard, then the cluster's kept row."""
         where = self._where(files[kept], rows[kept])
         if similarity != similarity:  # NaN: not confirmed, no Jaccard to quote
             return f"near-duplicate of {where}"
-        if neighbour == kept:
+        if partner == kept:
             return f"near-duplicate of {where} (Jaccard {similarity:.2f})"
-        via = self._where(files[neighbour], rows[neighbour])
+        via = self._where(files[partner], rows[partner])
         return f"near-duplicate of {via} (Jaccard {similarity:.2f}), in the cluster of {where}"
 
     def _where(self, file_index: int, row: int) -> str:
@@ -284,21 +263,7 @@ class NearDuplicate(Check):
         }
 
 
-def _closest(nodes: np.ndarray, u: np.ndarray, v: np.ndarray, similarity: np.ndarray | None
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """For each node, its most similar confirmed neighbour and that Jaccard (NaN without
-    confirmation; the neighbour is then any linked node)."""
-    ends = np.concatenate([u, v])
-    others = np.concatenate([v, u])
-    sims = np.concatenate([similarity, similarity]) if similarity is not None else np.full(
-        len(ends), np.nan)
-    # Most similar first; on a tie the smallest index, i.e. the kept row when it is one.
-    order = np.lexsort((others, -np.nan_to_num(sims, nan=0.0), ends))
-    ends, others, sims = ends[order], others[order], sims[order]
-    first = np.ones(len(ends), dtype=bool)
-    first[1:] = ends[1:] != ends[:-1]
-    at = np.searchsorted(nodes, ends[first])
-    neighbour = np.zeros(len(nodes), dtype=np.int64)
-    best = np.full(len(nodes), np.nan)
-    neighbour[at], best[at] = others[first], sims[first]
-    return neighbour, best
+
+def _unconfirmed(u: np.ndarray, v: np.ndarray) -> None:
+    """No confirmation: every LSH candidate counts."""
+    return None

@@ -256,7 +256,7 @@ class Report(BaseModel):
 
     def findings(self) -> Any:
         """Every finding of the run as a polars DataFrame (``findings.parquet``'s columns:
-        row, file, rule, check, code, detail, id, cluster), not only the examples."""
+        row, file, rule, check, code, detail, id, cluster, partner), not only the examples."""
         import polars as pl
 
         from preflight.errors import ConfigError

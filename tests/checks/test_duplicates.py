@@ -102,4 +102,5 @@ def test_findings_columns(gate):
     assert g.findings().schema == pl.Schema({
         "row": pl.Int64, "file": pl.String, "rule": pl.String, "check": pl.String,
         "code": pl.String, "detail": pl.String, "id": pl.String, "cluster": pl.Int64,
+        "partner": pl.Int64,
     })
