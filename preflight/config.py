@@ -421,13 +421,27 @@ def with_overrides(
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
-        if rule_id == "fields" and isinstance(section[key], str):
+        if rule_id == "fields":
+            _check_field_set(item, key, section[key], fields or {})
             given[key] = f"--set {target}"
     if not ruleset.fields.is_empty() and not ruleset.given_fields:
         given = {}  # the rules declared their fields: nothing else is inferred
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
     return rebuild(ruleset, data, where=f"{where} with command-line overrides",
                    given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
+
+
+def _check_field_set(item: str, role: str, value: Any, options: dict[str, str | None]) -> None:
+    """Refuse ``--set fields.ROLE=VALUE`` naming no column, or naming another column than
+    ``--ROLE-field`` does (two answers to one question: neither silently wins)."""
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"--set {item!r}: name a column (fields.{role}=COLUMN or "
+                          f"fields.{role}=[A, B]); leave fields.{role} out to infer it")
+    option = options.get(role)
+    if option is not None and [option] != names:
+        raise ConfigError(f"--set {item!r} conflicts with --{role.replace('_', '-')}-field "
+                          f"{option!r}; give the column once")
 
 
 def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str,
