@@ -251,6 +251,13 @@ class RuleSet(_Strict):
     # is exit 2 listing the columns found.
     given_fields: dict[str, str] = Field(default_factory=dict, exclude=True)
 
+    @field_validator("fields", "model", "smoke", mode="before")
+    @classmethod
+    def _empty_section_is_none(cls, value: Any) -> Any:
+        # `model:` with every line under it commented out (as `preflight init` writes it)
+        # reads as null: the same as writing no section.
+        return {} if value is None else value
+
     @field_validator("version", mode="before")
     @classmethod
     def _version_is_the_integer_1(cls, value: Any) -> Any:
