@@ -667,6 +667,10 @@ def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
     except ValidationError as e:
         errors.extend(_messages(e, prefix=at, model=Rule))
         return None
+    if check_name == "malformed" and rule.enabled is False:
+        errors.append(f"{at}.enabled: the malformed rule cannot be disabled: unreadable lines "
+                      "are always reported, never silently dropped (severity: warn lets them "
+                      "pass the gate, still reported)")
     return rule if len(errors) == before else None
 
 

@@ -224,7 +224,7 @@ def test_only_and_skip_choose_rules(tmp_path: Path) -> None:
     data = SAMPLES / "classification.jsonl"
     result = check(data, "--out", tmp_path / "only", "--only", "labels,schema")
     ids = [r["id"] for r in report_of(tmp_path / "only")["rules"]]
-    assert ids == ["schema", "labels"], result.output
+    assert ids == ["malformed", "schema", "labels"], result.output  # malformed always runs
     result = check(data, "--out", tmp_path / "skip", "--skip", "labels", "--skip", "empty")
     ids = [r["id"] for r in report_of(tmp_path / "skip")["rules"]]
     assert "labels" not in ids and "empty" not in ids and "schema" in ids
@@ -236,6 +236,43 @@ def test_unknown_rule_ids_are_exit_2_with_the_known_ones(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert ("--only: unknown rule id(s) 'nope'; the rules here are: malformed, schema, empty, "
             "hidden-chars, encoding, exact-dupes, chat-format, labels, values") in result.output
+
+
+MALFORMED = [{"text": "fine"}, "{\"text\": \"broken", {"text": "also fine"}]
+
+
+def _mixed(tmp_path: Path) -> Path:
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in MALFORMED)
+                    + "\n", encoding="utf-8")
+    return path
+
+
+def test_skip_malformed_is_refused_saying_why(tmp_path: Path) -> None:
+    result = check(_mixed(tmp_path), "--out", tmp_path / "o", "--skip", "malformed")
+    assert result.exit_code == 2, result.output
+    assert ("--skip: rule 'malformed' cannot be skipped: unreadable lines are always "
+            "reported, never silently dropped (--set malformed.severity=warn lets them pass "
+            "the gate, still reported)") in " ".join(result.output.split())
+
+
+def test_only_keeps_malformed_running(tmp_path: Path) -> None:
+    result = check(_mixed(tmp_path), "--out", tmp_path / "o", "--only", "empty")
+    assert result.exit_code == 1, result.output
+    rules = {r["id"]: r for r in report_of(tmp_path / "o")["rules"]}
+    assert list(rules) == ["malformed", "empty"]
+    assert rules["malformed"]["codes"] == {"invalid_json": 1}
+
+
+def test_enabled_false_on_malformed_is_refused(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
+                     "  - {id: empty, check: empty}\n"
+                     "  - {id: bad-lines, check: malformed, enabled: false}\n")
+    result = check(_mixed(tmp_path), "--rules", rules, "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.output
+    assert ("rules[1].enabled: the malformed rule cannot be disabled: unreadable lines are "
+            "always reported, never silently dropped") in " ".join(result.output.split())
 
 
 def test_enabled_false_in_a_rules_file(tmp_path: Path) -> None:
