@@ -19,9 +19,11 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     src = report.source
     limited = f" (first {src.limit})" if src.limit is not None else ""
     console.print(
-        f"[bold]{src.path}[/] · {src.format} · {src.records:,} records{limited}"
-        f" · {src.malformed:,} malformed"
+        f"[bold]{src.path}[/] · {src.format}{src.dialect()} · {src.records:,} "
+        f"records{limited} · {src.malformed:,} malformed"
     )
+    for warning in src.warnings:
+        console.print(f"  warning: {warning}", style="yellow", markup=False, highlight=False)
     for s in src.skipped[:_MAX_SKIPPED]:
         console.print(f"  skipped {s.path}: {s.reason}", style="yellow", markup=False,
                       highlight=False)
