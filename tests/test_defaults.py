@@ -133,15 +133,19 @@ def test_default_rules_check_labels_of_a_csv_with_classes_from_the_data(tmp_path
     assert result.exit_code == 1, result.output
     frame = pl.read_parquet(out / "findings.parquet").filter(pl.col("check") == "label_range")
     got = {r: (c, d) for r, c, d in frame.select("row", "code", "detail").iter_rows()}
-    assert set(got) == {5, 6, 7}  # 7 is a class as far as the data tells
+    assert set(got) == {4, 5, 6, 7}
+    # 7 occurs once, past the classes 0..2 holding 2+ labels, with 4..6 empty: a stray
+    assert got[4] == ("label_stray", "label: 7 occurs once, past the classes 0..2 that hold the "
+                      "labels (most classes between never occur): a stray label? set "
+                      "--num-classes")
     assert got[5] == ("label_wrong_type",
                       "label: expected a non-negative integer class id, got NaN (not a number)")
     assert got[6][0] == "label_null"
     assert got[7][0] == "label_out_of_range"
     assert got[7][1].endswith(" is negative; class ids start at 0")
     text = " ".join(result.output.split())
-    assert ("labels: classes inferred as 0..7 from the data; set --num-classes to check "
-            "against the model") in text
+    assert ("labels: classes inferred as 0..7 from the data; 4, 5, 6 never occur — a stray "
+            "label? set --num-classes to check against the model") in text
     assert f"not checked: {NEEDS_NUM_CLASSES}" in text
     # given the model's classes, 7 fails too
     strict = check(data, "--out", tmp_path / "four", "--num-classes", "4")
