@@ -613,13 +613,16 @@ def _validate(
         raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
     if not raw_rules:
         raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
-    placed = [(i, r) for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
-    rules = [r for _, r in placed]
+    rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    # Ids as written, so a duplicate is reported beside the other errors of its rule.
     seen: set[str] = set()
-    for i, rule in placed:
-        if rule.id in seen:
-            errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
-        seen.add(rule.id)
+    for i, spec in enumerate(raw_rules):
+        rule_id = spec.get("id", spec.get("check")) if isinstance(spec, dict) else None
+        if not isinstance(rule_id, str):
+            continue
+        if rule_id in seen:
+            errors.append(f"rules[{i}].id: duplicate rule id {rule_id!r}; ids must be unique")
+        seen.add(rule_id)
     try:
         ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset,
                           given_fields=given_fields or {})
