@@ -58,6 +58,11 @@ class _Console(Console):
     """A console whose closed output raises ``BrokenPipeError`` (rich's own handling exits
     with 1, which would read as a failed gate)."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        # User text (paths, ids, hub names such as org/name:config:split) is never read as
+        # emoji codes: `:fire:` stays `:fire:`.
+        super().__init__(emoji=False, **kwargs)
+
     def on_broken_pipe(self) -> None:
         self.quiet = True
         raise BrokenPipeError
@@ -543,7 +548,7 @@ def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool,
         if result["examples"] and not show_text:
             console.print("  (text redacted: --show-text shows it)", style="dim")
         for ex in result["examples"]:
-            console.print(f"  row {ex['row']} {ex['field']}:", highlight=False)
+            console.print(f"  row {ex['row']} {ex['field']}:", markup=False, highlight=False)
             console.print(f"    before: {ex['before']}", markup=False, highlight=False)
             console.print(f"    after:  {ex['after']}", markup=False, highlight=False)
         return
@@ -553,14 +558,14 @@ def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool,
         f"[yellow]{result['quarantine']['records']:,} quarantined[/]", highlight=False)
     _print_actions(console, result)
     for name in ("clean", "quarantine"):
-        console.print(f"  {name}: {result[name]['path']}", style="dim")
-    console.print(f"  manifest: {result['manifest_path']}", style="dim")
+        console.print(f"  {name}: {result[name]['path']}", style="dim", markup=False)
+    console.print(f"  manifest: {result['manifest_path']}", style="dim", markup=False)
 
 
 def _print_actions(console: Console, result: dict[str, Any]) -> None:
     for rule, actions in result["findings_per_rule_and_action"].items():
         listed = ", ".join(f"{a} {n:,}" for a, n in actions.items())
-        console.print(f"  {rule}: {listed}", highlight=False)
+        console.print(f"  {rule}: {listed}", markup=False, highlight=False)
 
 
 @main.group()
@@ -590,7 +595,7 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
         if path is not None:
             write_text(path, render(loaded, fmt, md_max_chars=md_max_chars))
             with _stdout_may_close():
-                console.print(f"{fmt}: {path}", style="dim", highlight=False)
+                console.print(f"{fmt}: {path}", style="dim", markup=False, highlight=False)
 
 
 @main.command()
@@ -697,15 +702,15 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
         console = _stdout()
         console.print(f"wrote {out}: fields "
                       f"{', '.join(f'{k}={v!r}' for k, v in declared.items()) or 'none found'}; "
-                      f"rules of the {found.preset} preset", highlight=False)
+                      f"rules of the {found.preset} preset", markup=False, highlight=False)
         where = "" if out == Path("preflight.yaml") else f" --rules {out}"
         console.print(f"next: fill in the model facts in {out}, then: preflight check "
-                      f"{data}{where}", style="dim", highlight=False)
+                      f"{data}{where}", style="dim", markup=False, highlight=False)
 
 
 def _print_valid(file: Path, ruleset: RuleSet) -> None:
     console = _Console()
-    console.print(f"[green]valid[/]: {file} ({len(ruleset.rules)} rules)")
+    console.print(f"[green]valid[/]: {escape(str(file))} ({len(ruleset.rules)} rules)")
     # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.
     model = ruleset.smoke.model
     if model and not model.startswith(("hf:", "hf-config:")):  # validating never runs it

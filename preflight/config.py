@@ -251,6 +251,13 @@ class RuleSet(_Strict):
     # is exit 2 listing the columns found.
     given_fields: dict[str, str] = Field(default_factory=dict, exclude=True)
 
+    @field_validator("fields", "model", "smoke", mode="before")
+    @classmethod
+    def _empty_section_is_none(cls, value: Any) -> Any:
+        # `model:` with every line under it commented out (as `preflight init` writes it)
+        # reads as null: the same as writing no section.
+        return {} if value is None else value
+
     @field_validator("version", mode="before")
     @classmethod
     def _version_is_the_integer_1(cls, value: Any) -> Any:
@@ -421,13 +428,27 @@ def with_overrides(
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
-        if rule_id == "fields" and isinstance(section[key], str):
+        if rule_id == "fields":
+            _check_field_set(item, key, section[key], fields or {})
             given[key] = f"--set {target}"
     if not ruleset.fields.is_empty() and not ruleset.given_fields:
         given = {}  # the rules declared their fields: nothing else is inferred
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
     return rebuild(ruleset, data, where=f"{where} with command-line overrides",
                    given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
+
+
+def _check_field_set(item: str, role: str, value: Any, options: dict[str, str | None]) -> None:
+    """Refuse ``--set fields.ROLE=VALUE`` naming no column, or naming another column than
+    ``--ROLE-field`` does (two answers to one question: neither silently wins)."""
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"--set {item!r}: name a column (fields.{role}=COLUMN or "
+                          f"fields.{role}=[A, B]); leave fields.{role} out to infer it")
+    option = options.get(role)
+    if option is not None and [option] != names:
+        raise ConfigError(f"--set {item!r} conflicts with --{role.replace('_', '-')}-field "
+                          f"{option!r}; give the column once")
 
 
 def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str,
@@ -592,13 +613,16 @@ def _validate(
         raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
     if not raw_rules:
         raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
-    placed = [(i, r) for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
-    rules = [r for _, r in placed]
+    rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    # Ids as written, so a duplicate is reported beside the other errors of its rule.
     seen: set[str] = set()
-    for i, rule in placed:
-        if rule.id in seen:
-            errors.append(f"rules[{i}].id: duplicate rule id {rule.id!r}; ids must be unique")
-        seen.add(rule.id)
+    for i, spec in enumerate(raw_rules):
+        rule_id = spec.get("id", spec.get("check")) if isinstance(spec, dict) else None
+        if not isinstance(rule_id, str):
+            continue
+        if rule_id in seen:
+            errors.append(f"rules[{i}].id: duplicate rule id {rule_id!r}; ids must be unique")
+        seen.add(rule_id)
     try:
         ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset,
                           given_fields=given_fields or {})
@@ -646,6 +670,10 @@ def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
     except ValidationError as e:
         errors.extend(_messages(e, prefix=at, model=Rule))
         return None
+    if check_name == "malformed" and rule.enabled is False:
+        errors.append(f"{at}.enabled: the malformed rule cannot be disabled: unreadable lines "
+                      "are always reported, never silently dropped (severity: warn lets them "
+                      "pass the gate, still reported)")
     return rule if len(errors) == before else None
 
 

@@ -39,6 +39,7 @@ from preflight.report.writer import DEFAULT_FORMATS, write_report
 from preflight.sampling import Sampler, SampleRow
 from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
+from preflight.source.csv import describe_dialects
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -170,6 +171,7 @@ def run(
                                   fetch=read.fetch)
             timings["smoke"] = round(time.perf_counter() - t0, 4)
         verdict, reasons = decide(results, records=records, smoke=smoke_result)
+        delimiter, delimiter_from = describe_dialects(src.dialects)
         timings["read"] = round(timings["read"], 4)
         report = Report(
             verdict=verdict,
@@ -185,6 +187,9 @@ def run(
                 limit=limit,
                 fingerprint=src.fingerprint(),
                 skipped=[Skipped(path=name, reason=why) for name, why in src.skipped],
+                delimiter=delimiter,
+                delimiter_from=delimiter_from,
+                warnings=list(src.warnings),
             ),
             rules_file=RulesInfo(
                 path=rules.path,

@@ -61,11 +61,13 @@ class Scaffold:
         if self.preset in _TASKS:
             lines.append(f"task: {_TASKS[self.preset]}")
         declared = self.fields.model_dump(exclude_none=True)
-        lines.append("fields:" if declared else "fields: {}  # none found: name them here")
+        # A section header alone with commented lines under it (never `model: {}`): any
+        # line uncommented as it stands keeps the file valid YAML.
+        lines.append("fields:" if declared else "fields:  # none found: name them (ROLE: COLUMN)")
         for role, column in declared.items():
             lines.append(f"  {role}: {_scalar(column)}  # {self.why.get(role, 'as given')}")
         facts = {**preset.get("model", {}), **self.facts}
-        lines.append("model:" if facts else "model: {}  # uncomment what you know:")
+        lines.append("model:  # uncomment what you know")
         for key, example, meaning in _FACTS:
             if key in facts:
                 note = self.notes.get(key) or f"the {self.preset} preset's; set your model's"

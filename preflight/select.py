@@ -1,6 +1,7 @@
 """Choosing rules from the command line: ``--only ID[,ID]`` and ``--skip ID[,ID]``.
 
-Both set ``enabled: false`` on the rules left out, as a rules file would; an id the rule set
+Both set ``enabled: false`` on the rules left out, as a rules file would, except the
+``malformed`` rule, which always runs (``--skip malformed`` is refused); an id the rule set
 does not know is a ``ConfigError`` (exit 2) listing the ids it knows. The ids known are the
 listed rules, the implicit ``malformed`` rule, and for the default rule set the rules that
 inference may add (``chat-format``, ``labels``, ``values``): leaving one of those out lists
@@ -38,7 +39,15 @@ def select_rules(rules: RuleSet, *, only: list[str] | None = None,
         if unknown:
             raise ConfigError(f"{option}: unknown rule id(s) {', '.join(map(repr, unknown))}; "
                               f"the rules here are: {', '.join(known)}")
-    left_out = {i for i in known if (only and i not in only) or i in skip}
+    # Unreadable lines are never silently dropped (DESIGN): `malformed` runs whatever the
+    # selection, and skipping it by name is refused rather than ignored.
+    always = {r.id for r in rules.rules if r.check == "malformed"} | (
+        {IMPLICIT_MALFORMED.id} if IMPLICIT_MALFORMED.id in extra else set())
+    if refused := [i for i in skip if i in always]:
+        raise ConfigError(f"--skip: rule {refused[0]!r} cannot be skipped: unreadable lines are "
+                          "always reported, never silently dropped (--set "
+                          f"{refused[0]}.severity=warn lets them pass the gate, still reported)")
+    left_out = {i for i in known if ((only and i not in only) or i in skip) and i not in always}
     data = to_dict(rules)
     for rule in data["rules"]:
         if rule["id"] in left_out:
@@ -47,7 +56,9 @@ def select_rules(rules: RuleSet, *, only: list[str] | None = None,
         if rule_id in left_out:  # listed, not enabled: neither implied nor inferred
             data["rules"].append({**rule.model_dump(exclude={"params"}, exclude_none=True),
                                   **rule.params, "enabled": False})
-    if all(r.get("enabled") is False for r in data["rules"]) and not extra.keys() - left_out:
+    running = {r["id"] for r in data["rules"] if r.get("enabled") is not False}
+    running |= extra.keys() - left_out
+    if not running - always and not always & set(only):  # malformed alone, not asked for
         raise ConfigError(f"--only/--skip leave no rule to run; the rules here are: "
                           f"{', '.join(known)}")
     where = rules.path or (f"preset {rules.preset}" if rules.preset else "<rules>")

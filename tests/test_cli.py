@@ -507,3 +507,28 @@ def test_preset_pretrain_text(tmp_path: Path) -> None:
     result = invoke("check", "--no-smoke", faulty(tmp_path), "--preset", "pretrain-text",
                     "--out", tmp_path / "out2")
     assert result.exit_code == 1
+
+
+def test_user_text_is_never_read_as_emoji_or_markup(tmp_path: Path) -> None:
+    folder = tmp_path / ":thumbs_up:[bold]"
+    folder.mkdir()
+    data = write_jsonl(folder / "d.jsonl", [{"id": ":fire:", "text": "hid\u200bden"},
+                                            {"id": "ok", "text": "fine"}])
+    rules = folder / "rules.yaml"
+    rules.write_text("version: 1\nfields: {id: id, text: text}\nrules:\n"
+                     "  - {id: ':fire:[red]', check: invisible_unicode}\n", encoding="utf-8")
+    out = tmp_path / "r"
+    error = invoke("check", data, "--rules", rules, "--no-smoke", "--out", out)
+    assert error.exit_code == 2  # a rule id may not hold ':', but the message shows it
+    assert squash(f"error: {rules}: invalid rules file:") in squash(error.output)
+    assert "(got ':fire:[red]')" in error.output
+    rules.write_text(rules.read_text().replace("':fire:[red]'", "hidden"), encoding="utf-8")
+    result = invoke("check", data, "--rules", rules, "--no-smoke", "--out", out)
+    assert result.exit_code == 1, result.output
+    text = squash(result.output)
+    for output in (error.output, result.output):
+        assert "\U0001f525" not in output and "\U0001f44d" not in output
+    assert squash(str(data)) in text  # the path as written, brackets and all
+    assert "id=:fire:zero_width_space" in text
+    valid = invoke("rules", "validate", rules)
+    assert squash(f"valid: {rules} (1 rules)") in squash(valid.output)

@@ -133,15 +133,19 @@ def test_default_rules_check_labels_of_a_csv_with_classes_from_the_data(tmp_path
     assert result.exit_code == 1, result.output
     frame = pl.read_parquet(out / "findings.parquet").filter(pl.col("check") == "label_range")
     got = {r: (c, d) for r, c, d in frame.select("row", "code", "detail").iter_rows()}
-    assert set(got) == {5, 6, 7}  # 7 is a class as far as the data tells
+    assert set(got) == {4, 5, 6, 7}
+    # 7 occurs once, past the classes 0..2 holding 2+ labels, with 4..6 empty: a stray
+    assert got[4] == ("label_stray", "label: 7 occurs once, past the classes 0..2 that hold the "
+                      "labels (most classes between never occur): a stray label? set "
+                      "--num-classes")
     assert got[5] == ("label_wrong_type",
                       "label: expected a non-negative integer class id, got NaN (not a number)")
     assert got[6][0] == "label_null"
     assert got[7][0] == "label_out_of_range"
     assert got[7][1].endswith(" is negative; class ids start at 0")
     text = " ".join(result.output.split())
-    assert ("labels: classes inferred as 0..7 from the data; set --num-classes to check "
-            "against the model") in text
+    assert ("labels: classes inferred as 0..7 from the data; 4, 5, 6 never occur — a stray "
+            "label? set --num-classes to check against the model") in text
     assert f"not checked: {NEEDS_NUM_CLASSES}" in text
     # given the model's classes, 7 fails too
     strict = check(data, "--out", tmp_path / "four", "--num-classes", "4")
@@ -224,7 +228,7 @@ def test_only_and_skip_choose_rules(tmp_path: Path) -> None:
     data = SAMPLES / "classification.jsonl"
     result = check(data, "--out", tmp_path / "only", "--only", "labels,schema")
     ids = [r["id"] for r in report_of(tmp_path / "only")["rules"]]
-    assert ids == ["schema", "labels"], result.output
+    assert ids == ["malformed", "schema", "labels"], result.output  # malformed always runs
     result = check(data, "--out", tmp_path / "skip", "--skip", "labels", "--skip", "empty")
     ids = [r["id"] for r in report_of(tmp_path / "skip")["rules"]]
     assert "labels" not in ids and "empty" not in ids and "schema" in ids
@@ -236,6 +240,43 @@ def test_unknown_rule_ids_are_exit_2_with_the_known_ones(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert ("--only: unknown rule id(s) 'nope'; the rules here are: malformed, schema, empty, "
             "hidden-chars, encoding, exact-dupes, chat-format, labels, values") in result.output
+
+
+MALFORMED = [{"text": "fine"}, "{\"text\": \"broken", {"text": "also fine"}]
+
+
+def _mixed(tmp_path: Path) -> Path:
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in MALFORMED)
+                    + "\n", encoding="utf-8")
+    return path
+
+
+def test_skip_malformed_is_refused_saying_why(tmp_path: Path) -> None:
+    result = check(_mixed(tmp_path), "--out", tmp_path / "o", "--skip", "malformed")
+    assert result.exit_code == 2, result.output
+    assert ("--skip: rule 'malformed' cannot be skipped: unreadable lines are always "
+            "reported, never silently dropped (--set malformed.severity=warn lets them pass "
+            "the gate, still reported)") in " ".join(result.output.split())
+
+
+def test_only_keeps_malformed_running(tmp_path: Path) -> None:
+    result = check(_mixed(tmp_path), "--out", tmp_path / "o", "--only", "empty")
+    assert result.exit_code == 1, result.output
+    rules = {r["id"]: r for r in report_of(tmp_path / "o")["rules"]}
+    assert list(rules) == ["malformed", "empty"]
+    assert rules["malformed"]["codes"] == {"invalid_json": 1}
+
+
+def test_enabled_false_on_malformed_is_refused(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
+                     "  - {id: empty, check: empty}\n"
+                     "  - {id: bad-lines, check: malformed, enabled: false}\n")
+    result = check(_mixed(tmp_path), "--rules", rules, "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.output
+    assert ("rules[1].enabled: the malformed rule cannot be disabled: unreadable lines are "
+            "always reported, never silently dropped") in " ".join(result.output.split())
 
 
 def test_enabled_false_in_a_rules_file(tmp_path: Path) -> None:

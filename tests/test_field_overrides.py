@@ -105,3 +105,45 @@ def test_set_unknown_field_role_is_a_config_error() -> None:
 def test_set_model_fact() -> None:
     over = with_overrides(load_rules(), sets=["model.context_window=128"])
     assert over.model.context_window == 128
+
+
+def test_set_fields_list_form_keeps_inferring_the_other_roles(tmp_path: Path) -> None:
+    # An assistant-first conversation: only chat_format (added from the inferred
+    # `messages`) catches it, so the list form must not stop inference.
+    records = [{"id": i, "title": f"title {i}",
+                "messages": [{"role": "user", "content": f"hi {i}"},
+                             {"role": "assistant", "content": f"hello {i}"}]} for i in range(3)]
+    records[1]["messages"].reverse()
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--set", "fields.text=[title]")
+    assert result.exit_code == 1, result.output
+    report = _report(tmp_path / "r")
+    assert report["rules_file"]["fields"]["messages"] == "messages"
+    rule = next(r for r in report["rules"] if r["id"] == "chat-format")
+    assert rule["codes"] == {"not_alternating": 1}
+
+
+def test_set_fields_list_form_names_a_missing_column(data: Path, tmp_path: Path) -> None:
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--set", "fields.text=[payload, a]")
+    assert result.exit_code == 2, result.output
+    assert ("error: --set fields.text: no column 'a' in the data; columns found: "
+            "id, summary, payload, label") in flat(result.output)
+
+
+@pytest.mark.parametrize("value", ["", "null", "[]"])
+def test_set_fields_naming_no_column_is_exit_2(data: Path, tmp_path: Path, value: str) -> None:
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--set", f"fields.text={value}")
+    assert result.exit_code == 2, result.output
+    assert (f"error: --set 'fields.text={value}': name a column (fields.text=COLUMN or "
+            "fields.text=[A, B]); leave fields.text out to infer it") in flat(result.output)
+
+
+def test_set_fields_conflicting_with_a_field_option_is_exit_2(data: Path, tmp_path: Path) -> None:
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--set", "fields.text=summary", "--text-field", "payload")
+    assert result.exit_code == 2, result.output
+    assert ("error: --set 'fields.text=summary' conflicts with --text-field 'payload'; "
+            "give the column once") in flat(result.output)

@@ -24,6 +24,23 @@ def test_validate_reports_every_error_in_one_pass(tmp_path: Path) -> None:
         "  rules[1].id: duplicate rule id 'a'; ids must be unique\n")
 
 
+def test_validate_reports_a_duplicate_id_beside_its_rules_own_error(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nrules:\n  - {id: a, check: empty}\n"
+                     "  - {id: a, check: exact_duplicate, max_fracton: 2}\n"
+                     "  - {check: encoding}\n  - {id: encoding, check: empty}\n",
+                     encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: {rules}: invalid rules file:\n"
+        "  rules[1].max_fracton: unknown key for check 'exact_duplicate' — did you mean "
+        "'max_fraction'?; allowed: id, check, severity, max_count, max_fraction, fix, enabled, "
+        "min_chars\n"
+        "  rules[1].id: duplicate rule id 'a'; ids must be unique\n"
+        "  rules[3].id: duplicate rule id 'encoding'; ids must be unique\n")
+
+
 def test_yaml_syntax_error_shows_the_line_a_caret_and_a_hint(tmp_path: Path) -> None:
     rules = tmp_path / "r.yaml"
     rules.write_text("version: 1\nrules:\n  - id: a\n    check: empty\n   - id: b\n",

@@ -84,7 +84,8 @@ def test_init_text_and_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert _codes(_check(tmp_path))["zero_width_space"] == 1
     (tmp_path / "preflight.yaml").unlink()
     text, _ = _init(tmp_path, REGRESSION, monkeypatch)
-    assert "# Suggested preset: regression" in text and "model: {}" in text
+    assert "# Suggested preset: regression" in text
+    assert "\nmodel:  # uncomment what you know\n" in text
     assert _codes(_check(tmp_path))["null"] == 1
 
 
@@ -143,3 +144,22 @@ def test_init_named_labels_become_the_label_set(tmp_path: Path,
            "model's" in text
     labels = next(r for r in _check(tmp_path)["rules"] if r["check"] == "label_range")
     assert labels["status"] == "fail" and labels["violations"] == 1  # the planted 7
+
+
+@pytest.mark.parametrize("records", [TEXT, REGRESSION, LABELS, [{"x": 1}]])
+def test_init_file_stays_valid_with_any_fact_uncommented(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: list[dict]) -> None:
+    # The file says "uncomment what you know": each commented line under `model:` (and
+    # `fields:` when none was found), uncommented alone as it stands, must still load.
+    text, _ = _init(tmp_path, records, monkeypatch)
+    lines = text.splitlines()
+    facts = [i for i, line in enumerate(lines) if line.startswith("  # ")]
+    assert len(facts) >= 3, text
+    load_rules(tmp_path / "preflight.yaml")  # as written
+    for i in facts:
+        changed = [*lines[:i], "  " + lines[i][4:], *lines[i + 1:]]
+        path = tmp_path / f"uncommented{i}.yaml"
+        path.write_text("\n".join(changed) + "\n", encoding="utf-8")
+        key = lines[i][4:].split(":")[0]
+        ruleset = load_rules(path)
+        assert key in ruleset.model.model_dump(exclude_none=True), lines[i]

@@ -46,6 +46,9 @@ from preflight.checks.token_lists import (
 _SHOWN_CLASSES = 10
 _NON_FINITE = {"nan", "inf", "infinity"}
 _LISTED_ABSENT = 100
+# A class holding at least this share of the valid labels (and 2 of them) is part of the
+# dense block a stray label sits past (``_strays``).
+_DENSE = 0.01
 
 
 class LabelRangeParams(Params):
@@ -89,7 +92,7 @@ class LabelRange(Check):
     )
     Params = LabelRangeParams
     fixes = ("quarantine", "none", "drop")
-    merged = ("_counts",)
+    merged = ("_counts", "_first")
 
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -101,6 +104,9 @@ class LabelRange(Check):
         if self._inferred:
             self._classes = _Classes(CLIP, None, inferred=True)
         self._counts: Counter[str] = Counter()
+        # where each valid class was first seen, (file_index, row): a stray label's record
+        self._first: dict[str, tuple[int, int]] = {}
+        self._strays: list[str] = []
         self._absent: list[str] = []
         self._dominant: list[str] = []
 
@@ -192,6 +198,10 @@ class LabelRange(Check):
         judged = values.with_columns(code=code, key=key)
         valid = judged.filter(pl.col("code").is_null())
         self._counts.update(dict(valid.get_column("key").value_counts().iter_rows()))
+        if self._inferred:
+            first = valid.group_by("key").agg(pl.col("i").min())
+            for key, i in first.iter_rows():
+                self._first.setdefault(key, (batch.file_index, int(batch.rows[i])))
         bad = judged.filter(pl.col("code").is_not_null())
         if not bad.height:
             return []
@@ -220,11 +230,12 @@ class LabelRange(Check):
     def finish(self) -> pl.DataFrame | None:
         if self._classes is None:
             return None
-        if self._inferred:  # the classes are what the data holds: none can be absent
+        total = sum(self._counts.values())
+        if self._inferred:  # the classes are what the data holds
             top = max((int(k) for k in self._counts), default=-1)
             self._classes.keys = [str(k) for k in range(top + 1)]
+            self._strays = _strays({int(k): n for k, n in self._counts.items()}, total)
         keys = self._classes.keys
-        total = sum(self._counts.values())
         self._absent = [k for k in keys if not self._counts.get(k)]
         share = self.params.max_class_share
         self._dominant = [
@@ -241,7 +252,23 @@ class LabelRange(Check):
              f"labels ({self._counts[k] / total:.1%}), more than max_class_share {share}")
             for k in self._dominant
         ]
-        return corpus_findings(details)
+        stray = self._stray_findings(total)
+        corpus = corpus_findings(details)
+        parts = [f for f in (stray, corpus) if f is not None]
+        return pl.concat(parts) if parts else None
+
+    def _stray_findings(self, total: int) -> pl.DataFrame | None:
+        if not self._strays:
+            return None
+        dense = _dense_top({int(k): n for k, n in self._counts.items()}, total)
+        where = [self._first[str(k)] for k in self._strays]
+        name = self.ctx.fields.label
+        details = [f"{name}: {k} occurs once, past the classes 0..{dense} that hold the labels "
+                   f"(most classes between never occur): a stray label? set --num-classes"
+                   for k in self._strays]
+        return findings({"file_index": pl.Series([w[0] for w in where], dtype=pl.Int32),
+                         "row": pl.Series([w[1] for w in where], dtype=pl.Int64)},
+                        "label_stray", details)
 
     def summary(self) -> dict[str, Any]:
         if self._classes is None:
@@ -263,8 +290,34 @@ class LabelRange(Check):
         if not self._classes.keys:
             return ["no valid class label in the data; set --num-classes to check against "
                     "the model"]
-        return [f"classes inferred as 0..{len(self._classes.keys) - 1} from the data; set "
-                "--num-classes to check against the model"]
+        top = len(self._classes.keys) - 1
+        absent = [k for k in self._classes.keys if not self._counts.get(k)]
+        if absent:
+            listed = ", ".join(absent[:_SHOWN_CLASSES]) + (" …" if len(absent) > _SHOWN_CLASSES
+                                                            else "")
+            return [f"classes inferred as 0..{top} from the data; {listed} never occur — a "
+                    "stray label? set --num-classes to check against the model"]
+        return [f"classes inferred as 0..{top} from the data; set --num-classes to check "
+                "against the model"]
+
+
+def _dense_top(counts: dict[int, int], total: int) -> int:
+    """The largest class holding at least 2 labels and at least ``_DENSE`` of them (-1
+    when none does): the top of the block of classes the data is labelled with."""
+    return max((k for k, n in counts.items() if n >= 2 and n >= _DENSE * total), default=-1)
+
+
+def _strays(counts: dict[int, int], total: int) -> list[str]:
+    """Inferred classes that look like stray labels, not classes: a class ``k`` holding a
+    single label, more than 1 past the dense block's top ``m`` (``_dense_top``), with at most
+    half of the classes ``m+1..k-1`` occurring. When every class 0..K occurs (a healthy
+    set, however long its tail), the classes between always occur, so this never fires."""
+    m = _dense_top(counts, total)
+    if m < 0:
+        return []
+    above = sorted(c for c in counts if c > m)  # the classes past the block, in order
+    return [str(k) for occurring, k in enumerate(above)
+            if counts[k] == 1 and k > m + 1 and occurring * 2 <= k - m - 1]
 
 
 class _Classes:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import shlex
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from preflight.report.diff import ReportDiff
 from preflight.report.model import Report, RuleResult, SmokeResult
@@ -21,9 +23,11 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     src = report.source
     limited = f" (first {src.limit})" if src.limit is not None else ""
     console.print(
-        f"[bold]{src.path}[/] · {src.format} · {src.records:,} records{limited}"
-        f" · {src.malformed:,} malformed"
+        f"[bold]{escape(src.path)}[/] · {src.format}{escape(src.dialect())} · {src.records:,} "
+        f"records{limited} · {src.malformed:,} malformed"
     )
+    for warning in src.warnings:
+        console.print(f"  warning: {warning}", style="yellow", markup=False, highlight=False)
     for s in src.skipped[:_MAX_SKIPPED]:
         console.print(f"  skipped {s.path}: {s.reason}", style="yellow", markup=False,
                       highlight=False)
@@ -31,11 +35,12 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         console.print(f"  … and {len(src.skipped) - _MAX_SKIPPED:,} more skipped (see "
                       "report.json)", style="yellow", highlight=False)
     for role, why in report.rules_file.inferred.items():
-        console.print(f"  inferred {role}: {why}", style="dim")
+        console.print(f"  inferred {role}: {why}", style="dim", markup=False)
     for note in report.rules_file.notes:
-        console.print(f"  note: {note}", style="dim")
+        console.print(f"  note: {note}", style="dim", markup=False)
     for what in report.rules_file.not_checked:
-        console.print(f"  not checked: {what}", style="yellow", highlight=False)
+        console.print(f"  not checked: {what}", style="yellow", markup=False,
+                      highlight=False)
     if report.rules_file.suggested_preset:
         console.print(f"  suggested: --preset {report.rules_file.suggested_preset} (fits the "
                       "inferred fields)", style="dim")
@@ -48,7 +53,7 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
         style = _STATUS_STYLE[r.status] if r.blocking or r.status == "pass" else "yellow"
         table.add_row(
             f"[{style}]{r.status.upper()}[/]",
-            r.id,
+            Text(r.id),
             r.check,
             r.severity,
             f"{r.violations:,}",
@@ -58,12 +63,14 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     console.print(table)
     for r in report.rules:
         for note in r.notes:
-            console.print(f"[bold]{r.id}[/]: {note}", style="yellow", highlight=False)
+            console.print(f"[bold]{escape(r.id)}[/]: {escape(note)}", style="yellow",
+                          highlight=False)
         if r.status == "error":
-            console.print(f"[bold]{r.id}[/] could not run: {r.message}", highlight=False)
+            console.print(f"[bold]{escape(r.id)}[/] could not run: {escape(r.message or '')}",
+                          highlight=False)
         if r.status != "pass" and r.codes:
             codes = ", ".join(f"{c}={n:,}" for c, n in r.codes.items())
-            console.print(f"[bold]{r.id}[/]: {codes}", highlight=False)
+            console.print(f"[bold]{escape(r.id)}[/]: {codes}", highlight=False)
         if r.status != "pass" and r.examples and examples:
             for ex in r.examples[:examples]:
                 where = f"{ex.file}:" if ex.file else ""
@@ -81,9 +88,9 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     if report.passed:
         console.print("[bold green]PASS[/] the gate passed")
     else:
-        console.print("[bold red]FAIL[/] " + "; ".join(report.reasons), highlight=False)
+        console.print("[bold red]FAIL[/] " + escape("; ".join(report.reasons)), highlight=False)
     for name, path in report.outputs.items():
-        console.print(f"  {name}: {path}", style="dim")
+        console.print(f"  {name}: {path}", style="dim", markup=False)
 
 
 def share(fraction: float, limit: float | None = None) -> str:
@@ -151,7 +158,7 @@ def render_smoke(smoke: SmokeResult, console: Console) -> None:
 def render_diff(diff: ReportDiff, console: Console) -> None:
     """Print what changed between two gate runs."""
     console.print(f"old: {diff.old} ({diff.old_verdict}) → new: {diff.new} ({diff.new_verdict})",
-                  highlight=False)
+                  highlight=False, markup=False)
     moved = diff.changed()
     if moved:
         table = Table(show_edge=False, header_style="bold", padding=(0, 1))
@@ -162,13 +169,13 @@ def render_diff(diff: ReportDiff, console: Console) -> None:
             status = f"{c.old_status or '—'} → {c.new_status or '—'}"
             counts = f"{_n(c.old_violations)} → {_n(c.new_violations)}"
             delta = f"{c.delta:+,}" if c.delta else ""
-            table.add_row(f"[{styles.get(c.change, '')}]{c.change}[/]", c.id, c.check, status,
+            table.add_row(f"[{styles.get(c.change, '')}]{c.change}[/]", Text(c.id), c.check, status,
                           counts, delta)
         console.print(table)
     else:
         console.print("no rule changed")
     for warning in diff.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     old_smoke, new_smoke = diff.smoke
     if old_smoke != new_smoke:
         console.print(f"smoke test: {old_smoke or '—'} → {new_smoke or '—'}", highlight=False)

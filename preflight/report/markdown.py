@@ -19,8 +19,8 @@ def render_markdown(report: Report, *, max_chars: int = DEFAULT_MAX_CHARS) -> st
     icon = "✅" if report.passed else "❌"
     src = report.source
     head = [f"## {icon} preflight: **{report.verdict.upper()}**", "",
-            f"`{src.path}` · {src.format} · {src.records:,} records · {src.malformed:,} "
-            "malformed", ""]
+            f"`{src.path}` · {src.format}{src.dialect()} · {src.records:,} records · "
+            f"{src.malformed:,} malformed", ""]
     head += [f"- {_cell(reason)}" for reason in report.reasons]
     notes = [f"- {_code(r.id)}: {_cell(note)}" for r in report.rules for note in r.notes]
     notes += [f"- not checked: {_cell(what)}" for what in report.rules_file.not_checked]

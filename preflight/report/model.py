@@ -73,6 +73,22 @@ class SourceInfo(BaseModel):
         default_factory=list,
         description="Entries of a folder of shards that were not read (sub-folders, names "
                     "starting with '.' or '_', files of no known format), with the reason.")
+    delimiter: str | None = Field(
+        None, description="CSV: the delimiter used (per file when the files differ, "
+                          "'name: d; ...').")
+    delimiter_from: str | None = Field(
+        None, description="CSV: how the delimiter was chosen: '--delimiter', '.tsv' or "
+                          "'sniffed'.")
+    warnings: list[str] = Field(default_factory=list,
+                                description="About how the input was read (a delimiter that "
+                                            "leaves the header one column).")
+
+    def dialect(self) -> str:
+        """`` (delimiter ';', sniffed)`` for a CSV input, else nothing."""
+        if self.delimiter is None:
+            return ""
+        shown = "tab" if self.delimiter == "\t" else repr(self.delimiter)
+        return f" (delimiter {shown}, {self.delimiter_from})"
 
 
 class RulesInfo(BaseModel):

@@ -82,6 +82,9 @@ class Source:
     unit: str = "bytes"
     global_rows: bool = False
     delimiter: str | None = None  # CSV: forced by the caller (else sniffed per file)
+    # CSV, once read: (file name, delimiter used, how it was chosen) per file
+    dialects: list[tuple[str, str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # about how the input was read
     # entries of a folder of shards that were not read: (name, why)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     _batches: Callable[[], Iterator[Batch]] | None = None
@@ -231,7 +234,10 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
     source.total = sum(p.stat().st_size for p in files)
 
     def batches() -> Iterator[Batch]:
-        state: dict[str, Any] = {"hashes": [], "bytes": 0, "delimiter": source.delimiter}
+        state: dict[str, Any] = {"hashes": [], "bytes": 0, "delimiter": source.delimiter,
+                                 "dialects": [], "warnings": []}
+        # filled as the files are read (a --limit run may not read them all)
+        source.dialects, source.warnings = state["dialects"], state["warnings"]
         for index, p in enumerate(files):
             label = source.file_label(index)
             try:

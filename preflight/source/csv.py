@@ -72,15 +72,63 @@ def check_delimiter(value: str | None) -> str | None:
 def delimiter_of(path: Path, forced: str | None = None) -> str:
     """The delimiter of the CSV file ``path``: ``forced``, else tab for ``.tsv``, else
     sniffed from its first lines."""
-    if forced is not None:
-        return forced
-    suffixes = [s.lower() for s in path.suffixes]
-    if ".tsv" in suffixes[-2:]:
-        return "\t"
+    return dialect_of(path, forced)[0]
+
+
+def dialect_of(path: Path, forced: str | None = None) -> tuple[str, str, str | None]:
+    """The delimiter of the CSV file ``path``, how it was chosen (``--delimiter``,
+    ``.tsv``, ``sniffed``), and a warning when it leaves the header one column although
+    another candidate delimiter splits it into several (a wrong ``--delimiter``, or a
+    header the sniffer could not read)."""
     stream, _ = open_stream(path)
     with stream:
         sample = stream.read(_SNIFF_BYTES)
-    return sniff_delimiter(sample)
+    suffixes = [s.lower() for s in path.suffixes]
+    if forced is not None:
+        d, how = forced, "--delimiter"
+    elif ".tsv" in suffixes[-2:]:
+        d, how = "\t", ".tsv"
+    else:
+        d, how = sniff_delimiter(sample), "sniffed"
+    return d, how, _single_column_warning(path, sample, d)
+
+
+def describe_dialects(dialects: list[tuple[str, str, str]]) -> tuple[str | None, str | None]:
+    """The delimiter a CSV input was read with and how it was chosen, for the report
+    (``None, None`` for no CSV file; per file when the files differ)."""
+    used = {(d, how) for _, d, how in dialects}
+    if not used:
+        return None, None
+    if len(used) == 1:
+        ((d, how),) = used
+        return d, how
+    return ("; ".join(f"{name}: {d}" for name, d, _ in dialects),
+            ", ".join(sorted({how for _, how in used})))
+
+
+def delimiter_name(d: str) -> str:
+    """A delimiter as people write it (``tab`` for the tab)."""
+    return "tab" if d == "\t" else repr(d)
+
+
+def _header(sample: bytes, delimiter: str) -> list[str]:
+    text = sample.decode("utf-8-sig", "replace")
+    try:
+        return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+    except csv.Error:
+        return []
+
+
+def _single_column_warning(path: Path, sample: bytes, delimiter: str) -> str | None:
+    if len(_header(sample, delimiter)) != 1:
+        return None
+    for other in DELIMITERS:
+        if other != delimiter and len(cols := _header(sample, other)) > 1:
+            return (f"{path.name}: the delimiter {delimiter_name(delimiter)} leaves the header "
+                    f"one column, but {delimiter_name(other)} splits it into {len(cols)} "
+                    f"({', '.join(cols[:5])}{' …' if len(cols) > 5 else ''}): check "
+                    f"--delimiter")
+    return None
 
 
 def sniff_delimiter(sample: bytes) -> str:
@@ -168,7 +216,10 @@ def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, An
              ) -> Iterator[Batch]:
     """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
     delimiter (else see ``delimiter_of``)."""
-    delimiter = delimiter_of(path, state.get("delimiter"))
+    delimiter, how, warning = dialect_of(path, state.get("delimiter"))
+    state.setdefault("dialects", []).append((path.name, delimiter, how))
+    if warning:
+        state.setdefault("warnings", []).append(warning)
     stream, raw = open_stream(path)
     with stream:
         header, _, units = csv_rows(stream, delimiter)

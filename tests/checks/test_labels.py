@@ -359,3 +359,38 @@ def test_declared_field_absent_from_the_data_is_an_error(labels):
     g = labels(_records("label", [0]), fields={"label": "lbl"}, model={"num_classes": 2})
     assert g.result.status == "error"
     assert "lbl" in (g.result.message or "")
+
+
+# ---- inferred classes: a stray label past the classes the data is labelled with
+
+
+def _inferred(labels: LabelGate, values: Sequence[Any]) -> Gate:
+    return labels(_records("label", values), fields={"label": "label"}, infer_classes=True)
+
+
+def test_a_singleton_two_past_the_block_is_a_stray(labels: LabelGate) -> None:
+    g = _inferred(labels, [i % 4 for i in range(40)] + [5])
+    assert _record_codes(g) == {40: {"label_stray"}}
+
+
+def test_a_stray_label_past_empty_classes_fails(labels: LabelGate) -> None:
+    # 0..3 label 40 records; one 7, with 4, 5, 6 empty
+    g = _inferred(labels, [i % 4 for i in range(40)] + [7])
+    assert _record_codes(g) == {40: {"label_stray"}}
+    assert g.result.status == "fail"
+    assert g.result.notes == ["classes inferred as 0..7 from the data; 4, 5, 6 never occur — "
+                              "a stray label? set --num-classes to check against the model"]
+
+
+@pytest.mark.parametrize("values", [
+    [i % 4 for i in range(40)],  # dense 0..3
+    [*range(300), 0, 1],  # a long tail: every class once, none empty
+    [0] * 500 + [1] * 500 + list(range(2, 200)),  # two big classes and a singleton tail
+    [i % 4 for i in range(40)] + [4, 5, 6, 8],  # a thin tail with one gap: most occur
+    [i % 4 for i in range(40)] + [4],  # next to the block
+    [i % 4 for i in range(40)] + [7, 7],  # twice: a class, not one stray
+])
+def test_no_stray_in_a_set_without_a_stray(labels: LabelGate, values: list[int]) -> None:
+    g = _inferred(labels, values)
+    assert "label_stray" not in {c for cs in g.codes_by_row().values() for c in cs}
+    assert g.result.status == "pass", g.result

@@ -119,3 +119,45 @@ def test_fix_quotes_a_changed_field_holding_the_delimiter(tmp_path: Path) -> Non
                                        "--quarantine", str(tmp_path / "q.jsonl")])
     assert result.exit_code == 0, result.output
     assert out.read_bytes() == b'text|label\n"a|b"|1\nplain|2\n'
+
+
+def _check(path: Path, out: Path, *extra: str) -> tuple[str, dict]:
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out", str(out),
+                                       *extra])
+    assert result.exit_code in (0, 1), result.output
+    text = " ".join(result.output.split())
+    return text, json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.parametrize(("name", "extra", "shown", "how"), [
+    ("d.csv", [], "';'", "sniffed"),
+    ("d.csv", ["--delimiter", ";"], "';'", "--delimiter"),
+    ("d.tsv", [], "tab", ".tsv"),
+])
+def test_delimiter_used_is_shown_and_recorded(tmp_path: Path, name: str, extra: list[str],
+                                              shown: str, how: str) -> None:
+    d = "\t" if name.endswith(".tsv") else ";"
+    data = write(tmp_path, name, f"text{d}label\nfine{d}1\nalso fine{d}0\n".encode())
+    out = tmp_path / "r"
+    text, report = _check(data, out, *extra)
+    assert f"{name} · csv (delimiter {shown}, {how}) · 2 records" in text
+    assert (report["source"]["delimiter"], report["source"]["delimiter_from"]) == (d, how)
+    assert report["source"]["warnings"] == []
+    assert f"csv (delimiter {shown}, {how})".replace("'", "&#39;") in \
+        (out / "report.html").read_text()
+
+
+def test_a_delimiter_leaving_one_column_warns(tmp_path: Path) -> None:
+    data = write(tmp_path, "d.csv", b"text;label\nfine;1\nalso fine;x\n")
+    text, report = _check(data, tmp_path / "r", "--delimiter", "|")
+    warning = ("d.csv: the delimiter '|' leaves the header one column, but ';' splits it "
+               "into 2 (text, label): check --delimiter")
+    assert f"warning: {warning}" in text
+    assert report["source"]["warnings"] == [warning]
+
+
+def test_a_one_column_csv_does_not_warn(tmp_path: Path) -> None:
+    data = write(tmp_path, "d.csv", b"text\nfine\nalso fine\n")
+    text, report = _check(data, tmp_path / "r")
+    assert report["source"]["warnings"] == [] and "warning:" not in text
+    assert report["source"]["delimiter"] == ","
