@@ -110,3 +110,29 @@ def test_real_pipe_into_the_cli(tmp_path: Path) -> None:
                           timeout=300, check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "r" / "report.json").read_text())["source"]["records"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["fix", "-", "--out", "-", "--quarantine", "q.jsonl"],
+     "- means standard input for DATA; name a file for --out"),
+    (["fix", "-", "--out", "clean.jsonl", "--quarantine", "-"],
+     "- means standard input for DATA; name a file for --quarantine"),
+    (["fix", "-", "--out", "clean.jsonl", "--quarantine", "q.jsonl", "--manifest", "-"],
+     "- means standard input for DATA; name a file for --manifest"),
+    (["check", "-", "--no-smoke", "--out", "-"],
+     "- means standard input for DATA; name a folder for --out"),
+    (["smoke", "-", "--out", "-"], "- means standard input for DATA; name a folder for --out"),
+    (["init", "data.jsonl", "--out", "-"],
+     "- means standard input for DATA; name a file for --out"),
+])
+def test_dash_as_an_output_is_exit_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.jsonl").write_bytes(lines([{"text": "a"}]))
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(main, args, input=lines([{"text": "a"}, {"text": "b"}]))
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == f"error: {message}"
+    assert sorted(p.name for p in work.iterdir()) == ["data.jsonl"]  # no file named -
