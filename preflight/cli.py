@@ -320,7 +320,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
                    fields=fields, quiet=quiet)
-    rules = select_rules(rules, only=parse_ids(only), skip=parse_ids(skip))
+    rules = select_rules(rules, only=parse_ids(only, "--only"),
+                         skip=parse_ids(skip, "--skip"))
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
