@@ -709,6 +709,9 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
     from preflight.scaffold import scaffold
 
     _no_stdin_outputs(out=(out, "file"))
+    if str(data) == STDIN:
+        raise ConfigError("preflight init needs a file: - (standard input) is for check, "
+                          "smoke and fix; save the data to a file and pass its path")
     if (out.exists() or out.is_symlink()) and not force:
         raise ConfigError(f"{out} exists; preflight init does not overwrite it (--force "
                           "does, or --out another file)")
