@@ -114,6 +114,9 @@ def run_preflight(
         raise ConfigError(f"limit must be at least 1, got {limit}")
     delimiter = check_delimiter(delimiter)
     if is_stdin(source):
+        if delimiter is not None:  # refused before anything is read from the pipe
+            raise ConfigError("standard input (-) is read as JSON Lines; --delimiter applies "
+                              "to CSV files")
         with spooled_stdin() as spooled:
             report = _run_source(spooled, ruleset, out, stdin=True, limit=limit, strict=strict,
                                  show_text=show_text, progress=progress, fix=fix, smoke=smoke,

@@ -59,6 +59,9 @@ class Batch:
     # True when the format writes every value as text (CSV): "3.5" is then not a string
     # standing where a number belongs.
     textual: bool = False
+    # For a textual format, each column typed as a number: its cells as written ("7", not
+    # 7.0), for details that quote the value.
+    written: dict[str, pl.Series] = field(default_factory=dict)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -80,6 +83,7 @@ class Batch:
             lone_surrogates={i: c for i, c in self.lone_surrogates.items() if i < n},
             progress=self.progress,
             textual=self.textual,
+            written={k: v.head(n) for k, v in self.written.items()},
         )
 
     def has(self, name: str) -> bool:

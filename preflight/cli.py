@@ -52,6 +52,7 @@ from preflight.report.markdown import DEFAULT_MAX_CHARS
 from preflight.report.model import load_report
 from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
 from preflight.select import parse_ids, select_rules
+from preflight.source.stdin import STDIN
 
 
 class _Console(Console):
@@ -160,6 +161,15 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(2)
 
     return wrapper
+
+
+def _no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
+    """Refuse ``-`` as an output (option name -> (path, "file" or "folder")): it would
+    write a file or folder literally named ``-``; ``-`` is standard input, for DATA only."""
+    for option, (path, kind) in outputs.items():
+        if path is not None and str(path) == STDIN:
+            raise ConfigError(f"{STDIN} means standard input for DATA; name a {kind} for "
+                              f"--{option.replace('_', '-')}")
 
 
 def _capped(message: str, debug: bool) -> str:
@@ -300,6 +310,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
     (a short training run on a sample) unless --no-smoke."""
+    _no_stdin_outputs(out=(out, "folder"))
     # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
     if no_smoke and (checkpoint or training_args
                      or (model_spec and not is_hf_spec(model_spec))):
@@ -309,7 +320,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
                    num_classes=num_classes, eval_path=eval_path, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
                    fields=fields, quiet=quiet)
-    rules = select_rules(rules, only=parse_ids(only), skip=parse_ids(skip))
+    rules = select_rules(rules, only=parse_ids(only, "--only"),
+                         skip=parse_ids(skip, "--skip"))
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
@@ -381,6 +393,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
         sys.exit(1 if result.failed else 0)
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
+    _no_stdin_outputs(out=(out, "folder"))
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
                    fields=fields, quiet=quiet)
@@ -521,6 +534,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
         delimiter: str | None, show_text: bool, quiet: bool, no_progress: bool,
         fields: dict[str, str | None], debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
+    _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),
+                      manifest=(manifest, "file"))
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
                    num_classes=num_classes, eval_path=eval_path, sets=sets, fields=fields,
                    quiet=quiet)
@@ -586,6 +601,8 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
                   md_path: Path | None, md_max_chars: int, debug: bool) -> None:
     """Render REPORT_JSON as HTML, JUnit XML and/or Markdown (with no option: all three,
     beside it)."""
+    _no_stdin_outputs(html=(html_path, "file"), junit=(junit_path, "file"),
+                      md=(md_path, "file"))
     loaded = load_report(report_json)
     targets = {"html": html_path, "junit": junit_path, "md": md_path}
     if not any(targets.values()):
@@ -691,6 +708,10 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
     the suggested preset's rules, and the model facts to fill in."""
     from preflight.scaffold import scaffold
 
+    _no_stdin_outputs(out=(out, "file"))
+    if str(data) == STDIN:
+        raise ConfigError("preflight init needs a file: - (standard input) is for check, "
+                          "smoke and fix; save the data to a file and pass its path")
     if (out.exists() or out.is_symlink()) and not force:
         raise ConfigError(f"{out} exists; preflight init does not overwrite it (--force "
                           "does, or --out another file)")

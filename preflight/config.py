@@ -356,6 +356,9 @@ def load_rules(
 ) -> RuleSet:
     """Load and validate a rules file, a dict of the same shape, or a shipped preset.
 
+    A ``.toml`` file (``pyproject.toml``) gives the rules in its ``[tool.preflight]`` table,
+    read as discovery reads it.
+
     With neither ``source`` nor ``preset``, the ``default`` preset is used.
     """
     if source is not None and preset is not None:
@@ -365,7 +368,16 @@ def load_rules(
     if source is None:
         name = preset or DEFAULT_PRESET
         return _load_file(preset_path(name), preset=name)
-    return _load_file(Path(source), preset=None)
+    path = Path(source)
+    if path.suffix.lower() == ".toml":  # a pyproject.toml: its [tool.preflight] table
+        from preflight.discover import toml_rules  # discover reads rules through this module
+
+        rules = toml_rules(path, _read_rules(path))
+        if rules is None:
+            raise ConfigError(f"{path} has no [tool.preflight] table; put the rules there "
+                              "(the keys of a rules file), or give a YAML rules file")
+        return rules
+    return _load_file(path, preset=None)
 
 
 def preset_path(name: str) -> Path:

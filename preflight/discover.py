@@ -46,19 +46,31 @@ def discover_rules(folder: Path) -> Discovered | None:
     if not pyproject.is_file():
         return None
     try:
-        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{pyproject}: cannot read it for [tool.preflight]: {e}; fix it, or "
+        raw = pyproject.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{pyproject}: cannot read it for [tool.preflight]: {e.strerror}; "
+                          "fix it, or name the rules with --rules FILE") from e
+    rules = toml_rules(pyproject, raw)
+    return None if rules is None else Discovered(rules, f"{PYPROJECT} [tool.preflight]")
+
+
+def toml_rules(path: Path, raw: bytes) -> RuleSet | None:
+    """The rules in the ``[tool.preflight]`` table of ``raw``, the TOML file ``path`` (a
+    ``pyproject.toml``, found or named with ``--rules``); None when it has no such table."""
+    try:
+        table = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it for [tool.preflight]: {e}; fix it, or "
                           "name the rules with --rules FILE") from e
-    section = table.get("tool", {}).get("preflight")
+    tool = table.get("tool")
+    section = tool.get("preflight") if isinstance(tool, dict) else None
     if section is None:
         return None
-    where = f"{PYPROJECT} [tool.preflight]"
+    where = f"{path.name} [tool.preflight]"
     if not isinstance(section, dict):
         raise ConfigError(f"{where}: expected a table (the shape of a rules file)")
     digest = hashlib.sha256(json.dumps(section, sort_keys=True, default=str).encode()).hexdigest()
-    return Discovered(rules_from_mapping(section, where=where, path=str(pyproject),
-                                         sha256=digest), where)
+    return rules_from_mapping(section, where=where, path=str(path), sha256=digest)
 
 
 def refuse_code(found: Discovered, *, model_given: bool) -> None:
@@ -67,8 +79,7 @@ def refuse_code(found: Discovered, *, model_given: bool) -> None:
     named = code_named(found.rules)
     if not named or model_given:
         return
-    use = (f"--rules {RULES_FILE} to use it as it is" if found.where == RULES_FILE
-           else "--rules FILE with these rules in a YAML file")
+    use = f"--rules {RULES_FILE if found.where == RULES_FILE else PYPROJECT} to use it as it is"
     raise ConfigError(
         f"{found.where} was found in the working directory and names code to run "
         f"({'; '.join(named)}); preflight never runs code from a file it found by itself. "

@@ -40,6 +40,7 @@ from preflight.sampling import Sampler, SampleRow
 from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
 from preflight.source.csv import describe_dialects
+from preflight.source.stdin import csv_note, is_stdin
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
@@ -189,7 +190,7 @@ def run(
                 skipped=[Skipped(path=name, reason=why) for name, why in src.skipped],
                 delimiter=delimiter,
                 delimiter_from=delimiter_from,
-                warnings=list(src.warnings),
+                warnings=list(src.warnings) + _stdin_notes(src, records, malformed),
             ),
             rules_file=RulesInfo(
                 path=rules.path,
@@ -397,6 +398,14 @@ def rules_for(rules: RuleSet, fields: Fields) -> list[Rule]:
 
 def _resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields) -> list[Rule]:
     return [*applicable(rules, rule_list, fields)[0], *inferred_rules(rules, fields)]
+
+
+def _stdin_notes(src: Source, records: int, malformed: int) -> list[str]:
+    """A note for CSV piped into ``-`` (read as JSON Lines, every line malformed)."""
+    if not (is_stdin(src.path) and src.files):
+        return []
+    note = csv_note(src.files[0], records=records, malformed=malformed)
+    return [note] if note else []
 
 
 def _role_of(rule: Rule, fields: Fields) -> str:

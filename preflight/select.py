@@ -18,9 +18,15 @@ from preflight.errors import ConfigError
 from preflight.pipeline import IMPLICIT_MALFORMED
 
 
-def parse_ids(values: Iterable[str]) -> list[str]:
-    """Rule ids from repeatable, comma-separated options (``a,b`` ``c``), blanks dropped."""
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+def parse_ids(values: Iterable[str], option: str) -> list[str]:
+    """Rule ids from the repeatable, comma-separated ``option`` (``a,b`` ``c``), blanks
+    dropped; given with no id at all (``--only ''``) it is a ``ConfigError``, not "every
+    rule"."""
+    values = list(values)
+    ids = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if values and not ids:
+        raise ConfigError(f"{option}: no rule ids given")
+    return ids
 
 
 def select_rules(rules: RuleSet, *, only: list[str] | None = None,

@@ -242,6 +242,16 @@ def test_unknown_rule_ids_are_exit_2_with_the_known_ones(tmp_path: Path) -> None
             "hidden-chars, encoding, exact-dupes, chat-format, labels, values") in result.output
 
 
+@pytest.mark.parametrize(("option", "value"), [("--only", ""), ("--skip", ""),
+                                               ("--only", " , "), ("--skip", ",")])
+def test_only_or_skip_with_no_ids_is_exit_2_not_every_rule(tmp_path: Path, option: str,
+                                                            value: str) -> None:
+    result = check(SAMPLES / "classification.jsonl", "--out", tmp_path / "o", option, value)
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == f"error: {option}: no rule ids given"
+    assert not (tmp_path / "o").exists()
+
+
 MALFORMED = [{"text": "fine"}, "{\"text\": \"broken", {"text": "also fine"}]
 
 

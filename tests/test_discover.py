@@ -131,3 +131,42 @@ def test_transformers_folder_model_is_not_code() -> None:
     rules = load_rules({"version": 1, "smoke": {"model": "hf-config:./model"},
                         "rules": [{"id": "e", "check": "empty"}]})
     assert code_named(rules) == []
+
+
+def test_rules_validate_and_rules_read_a_named_pyproject_toml(tmp_path: Path) -> None:
+    """`--rules pyproject.toml` and `rules validate pyproject.toml` read its
+    [tool.preflight] table as discovery does, not as YAML."""
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(PYPROJECT, encoding="utf-8")
+    result = invoke("rules", "validate", pyproject)
+    assert result.exit_code == 0, result.output
+    assert flat(result.output) == f"valid: {pyproject} (1 rules)"
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    result = invoke("check", data, "--no-smoke", "--rules", pyproject, "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert _rule_ids(tmp_path / "r") == ["malformed", "from-pyproject"]
+
+
+def test_a_named_toml_without_tool_preflight_is_exit_2(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n[tool.ruff]\nline-length = 99\n',
+                         encoding="utf-8")
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    for args in (["rules", "validate", pyproject],
+                 ["check", data, "--no-smoke", "--rules", pyproject, "--out", tmp_path / "r"]):
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert flat(result.output) == (
+            f"error: {pyproject} has no [tool.preflight] table; put the rules there (the keys "
+            "of a rules file), or give a YAML rules file")
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_named_toml_with_a_mistake_names_the_table(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text("[tool.preflight]\nfeilds = {text = 'a'}\n"
+                         "[[tool.preflight.rules]]\ncheck = 'empty'\n", encoding="utf-8")
+    result = invoke("rules", "validate", pyproject)
+    assert result.exit_code == 2
+    assert "pyproject.toml [tool.preflight]: invalid rules file: feilds: unknown key" \
+        in flat(result.output)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,28 @@ def test_init_file_stays_valid_with_any_fact_uncommented(
         key = lines[i][4:].split(":")[0]
         ruleset = load_rules(path)
         assert key in ruleset.model.model_dump(exclude_none=True), lines[i]
+
+
+def test_the_readme_init_example_runs_from_the_repo_root_and_leaves_sample_data_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Quick start's init example, run as written from a copy of the repo root: its
+    rules file lands outside sample_data/, where discovery would apply it to every sample."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Write a rules file from what preflight infers", 1)[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["preflight", "init"], ["preflight", "check"]]
+    shutil.copytree(root / "sample_data", tmp_path / "sample_data")
+    monkeypatch.chdir(tmp_path)
+    init = invoke(*commands[0][1:])
+    assert init.exit_code == 0, init.output
+    # the check as written, without the smoke test's training run
+    check = invoke(*commands[1][1:], "--no-smoke", "--out", "r")
+    assert check.exit_code == 1, check.output  # the sample has planted faults
+    assert "found in the working directory" not in flat(check.output)
+    report = json.loads((tmp_path / "r" / "report.json").read_text(encoding="utf-8"))
+    assert report["rules_file"]["path"] == commands[0][commands[0].index("--out") + 1]
+    assert not (tmp_path / "sample_data" / "preflight.yaml").exists()
+    assert not (tmp_path / "preflight.yaml").exists()

@@ -403,12 +403,16 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
     frame = pl.DataFrame({"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
                           "v": col})
     v = pl.col("v")
+    numbers_shown = v.cast(pl.String)
+    if textual and name in batch.written:  # CSV: the number as written ("7", not 7.0)
+        frame = frame.with_columns(w=batch.written[name].str.strip_chars())
+        numbers_shown = pl.col("w")
     if dtype.is_integer():  # a value beyond Int64 becomes null: out of range
-        as_int, shown = v.cast(pl.Int64, strict=False), v.cast(pl.String)
+        as_int, shown = v.cast(pl.Int64, strict=False), numbers_shown
     elif dtype.is_float():
         whole = pl.col("kind") == "integer"
         as_int = pl.when(whole).then(v.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
-        shown = v.cast(pl.String)
+        shown = numbers_shown
     elif dtype == pl.String and textual:
         text = v.str.strip_chars()
         number = text.cast(pl.Float64, strict=False) if numbers else pl.lit(None, pl.Float64)

@@ -244,15 +244,16 @@ def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, An
 def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: list[Malformed],
            file_index: int, label: str | None, progress: int) -> Batch:
     columns = list(zip(*(f for _, f in pending), strict=True)) if pending else [()] * len(header)
-    frame = pl.DataFrame({name: _typed(list(col)) for name, col in zip(header, columns,
-                                                                         strict=True)})
+    cells = {name: pl.Series(name, list(col), dtype=pl.String)
+             for name, col in zip(header, columns, strict=True)}
+    frame = pl.DataFrame([_typed(col) for col in cells.values()])
+    written = {name: col for name, col in cells.items() if frame.schema[name] != pl.String}
     return Batch(frame=frame, rows=np.asarray([r for r, _ in pending], dtype=np.int64),
                  file=label, file_index=file_index, malformed=malformed, progress=progress,
-                 textual=True)
+                 textual=True, written=written)
 
 
-def _typed(values: list[str]) -> pl.Series:
-    col = pl.Series(values, dtype=pl.String)
+def _typed(col: pl.Series) -> pl.Series:
     present = col.filter(col != "")
     if present.len() == 0:
         return col

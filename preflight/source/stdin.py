@@ -8,6 +8,7 @@ gzip or zstd input is recognised by its magic bytes and decompressed as a ``.gz`
 file would be. What cannot be JSON Lines is refused with what to do: nothing piped (a
 terminal), nothing at all, UTF-16 (PowerShell's default), Parquet or Arrow bytes.
 A line that is not valid UTF-8 is, as in a file, a ``malformed`` finding with its row.
+CSV piped in is read as JSON Lines too (every line ``malformed``); ``csv_note`` says so once.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ _REFUSED = {
     b"PAR1": "a Parquet file; give its path instead of -",
     b"ARROW1": "an Arrow file; give its path instead of -",
 }
+
+
+# A first line that looks like a CSV header: a delimiter, and no JSON object.
+_CSV_DELIMITERS = (",", ";", "\t")
+CSV_NOTE = "standard input is read as JSON Lines only; save CSV to a file and pass its path"
 
 
 def is_stdin(source: object) -> bool:
@@ -66,3 +72,16 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def csv_note(spooled: Path, *, records: int, malformed: int) -> str | None:
+    """``CSV_NOTE`` when most lines of the spooled standard input were not JSON
+    (``malformed`` > ``records``) and its first line looks like a CSV header (a ``,`` ``;``
+    or tab, no ``{``); else None."""
+    if malformed <= records or spooled.suffix != ".jsonl":  # compressed: no line to look at
+        return None
+    with open(spooled, "rb") as f:
+        first = f.readline(1 << 16).decode("utf-8", "replace")
+    if "{" in first or not any(d in first for d in _CSV_DELIMITERS):
+        return None
+    return CSV_NOTE

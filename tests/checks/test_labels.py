@@ -157,6 +157,33 @@ def test_csv_labels_are_read_as_numbers(tmp_path):
     assert g.result.stats["classes"] == {"0": 1, "1": 1, "2": 1}
 
 
+@pytest.mark.parametrize(("name", "content", "shown"), [
+    # a NaN in the column types it as floats: the detail still quotes the cell, "7"
+    ("floats.csv", "text,label\na,0\nb,7\nc,NaN\nd,1\n", "7"),
+    ("ints.tsv", "text\tlabel\na\t0\nb\t 07\nc\t1\n", "07"),
+    # JSON floats stay as they are
+    ("floats.jsonl", '{"text": "a", "label": 0}\n{"text": "b", "label": 7.0}\n'
+                     '{"text": "c", "label": NaN}\n', "7.0"),
+])
+def test_label_out_of_range_shows_a_csv_value_as_written(tmp_path: Path, name: str,
+                                                         content: str, shown: str) -> None:
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--num-classes", "4",
+                                       "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    expected = f"row 1 label_out_of_range: label: {shown} outside [0, 4)"
+    assert expected in " ".join(result.output.split())
+    found = pl.read_parquet(out / "findings.parquet").filter(
+        pl.col("code") == "label_out_of_range")
+    assert found.get_column("detail").to_list() == [f"label: {shown} outside [0, 4)"]
+
+
 def test_class_absent_and_dominant_are_corpus_findings(labels):
     g = labels(_records("label", [0, 0, 0, 1, 7]), fields={"label": "label"},
                model={"num_classes": 3}, max_class_share=0.6)

@@ -110,3 +110,79 @@ def test_real_pipe_into_the_cli(tmp_path: Path) -> None:
                           timeout=300, check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "r" / "report.json").read_text())["source"]["records"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["fix", "-", "--out", "-", "--quarantine", "q.jsonl"],
+     "- means standard input for DATA; name a file for --out"),
+    (["fix", "-", "--out", "clean.jsonl", "--quarantine", "-"],
+     "- means standard input for DATA; name a file for --quarantine"),
+    (["fix", "-", "--out", "clean.jsonl", "--quarantine", "q.jsonl", "--manifest", "-"],
+     "- means standard input for DATA; name a file for --manifest"),
+    (["check", "-", "--no-smoke", "--out", "-"],
+     "- means standard input for DATA; name a folder for --out"),
+    (["smoke", "-", "--out", "-"], "- means standard input for DATA; name a folder for --out"),
+    (["init", "data.jsonl", "--out", "-"],
+     "- means standard input for DATA; name a file for --out"),
+])
+def test_dash_as_an_output_is_exit_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.jsonl").write_bytes(lines([{"text": "a"}]))
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(main, args, input=lines([{"text": "a"}, {"text": "b"}]))
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == f"error: {message}"
+    assert sorted(p.name for p in work.iterdir()) == ["data.jsonl"]  # no file named -
+
+
+def test_delimiter_with_stdin_is_exit_2_naming_stdin_not_the_spool(tmp_path: Path,
+                                                                   own_tmp: Path) -> None:
+    message = "error: standard input (-) is read as JSON Lines; --delimiter applies to CSV files"
+    code, output, report = check(lines([{"text": "a"}]), tmp_path, "--delimiter", ";")
+    assert (code, " ".join(output.split()), report) == (2, message, None)
+    result = CliRunner().invoke(main, ["fix", "-", "--delimiter", ";", "--out",
+                                       str(tmp_path / "c.jsonl"), "--quarantine",
+                                       str(tmp_path / "q.jsonl")], input=lines([{"text": "a"}]))
+    assert (result.exit_code, " ".join(result.output.split())) == (2, message)
+    assert list(own_tmp.iterdir()) == []  # nothing was spooled
+
+
+def test_init_of_stdin_says_it_needs_a_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["init", "-", "--out", str(tmp_path / "r.yaml")],
+                                input=lines([{"text": "a"}]))
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        "error: preflight init needs a file: - (standard input) is for check, smoke and fix; "
+        "save the data to a file and pass its path")
+    assert not (tmp_path / "r.yaml").exists()
+
+
+CSV_NOTE = "standard input is read as JSON Lines only; save CSV to a file and pass its path"
+
+
+@pytest.mark.parametrize("sep", [",", ";", "\t"])
+def test_csv_on_stdin_gets_one_note(tmp_path: Path, sep: str) -> None:
+    csv = "".join(f"row {i} text{sep}{i % 3}\n" for i in range(8))
+    code, output, report = check(f"text{sep}label\n{csv}".encode(), tmp_path)
+    assert code == 1
+    assert report is not None and report["source"]["warnings"] == [CSV_NOTE]
+    assert output.count("save CSV to a file") == 1
+    assert f"warning: {CSV_NOTE}" in " ".join(output.split())
+
+
+@pytest.mark.parametrize("data", [
+    # mostly JSON, a few broken lines: no note
+    lines([{"text": "a,b"}, {"text": "c;d"}]) + b"x,y\n",
+    # most lines broken, but the first is JSON: not CSV
+    lines([{"text": "a"}]) + b"x,y\nz,w\nu,v\n",
+    # most lines broken, no delimiter in the first: not CSV
+    b"just words\nmore words\n",
+])
+def test_no_csv_note_where_stdin_is_not_csv(tmp_path: Path, data: bytes) -> None:
+    _, output, report = check(data, tmp_path)
+    assert report is not None, output
+    assert report["source"]["warnings"] == []
+    assert "save CSV to a file" not in output
