@@ -19,6 +19,17 @@ _CASEFOLD_CLASS = "[" + "".join(f"\\x{{{ord(c):04X}}}" for c in _CASEFOLD_SPECIA
 # control (Cc) characters, plus the tag block, except the ordinary whitespace controls.
 INVISIBLE_CLASS = r"[\p{Cf}\p{Cc}\x{E0000}-\x{E007F}&&[^\t\n\r]]"
 _SNIPPET_RADIUS = 24
+# Code point ranges NFC leaves alone in any text: each character has canonical combining
+# class 0, is its own NFC and never composes with a character before it (a test checks every
+# one). Common scripts and symbols without combining marks; all assigned, so a later
+# Unicode version cannot add a combining mark inside them.
+NFC_STABLE_RANGES = (
+    (0x0000, 0x02FF), (0x0400, 0x0482), (0x048A, 0x04FF), (0x1E00, 0x1EFF),
+    (0x2002, 0x2064), (0x2066, 0x206F), (0x20A0, 0x20C0), (0x2190, 0x22FF),
+    (0x2500, 0x27BF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0x1F300, 0x1F64F),
+)
+# A text matching this may not be NFC (the rest certainly is): only those pay for NFC.
+NFC_CANDIDATE = "[^" + "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in NFC_STABLE_RANGES) + "]"
 # Whitespace beyond ASCII: Unicode White_Space, what polars' `\s` and strip_chars() treat as
 # whitespace (tests check this list against both over every code point).
 _WIDE_SPACES = ["\x85", "\xa0", "\u1680", *map(chr, range(0x2000, 0x200B)),
@@ -38,12 +49,12 @@ def fold(texts: pl.Series) -> pl.Series:
     wide = non_ascii(texts)
     if wide.any():
         idx = wide.arg_true()
-        sub = (
-            texts.gather(idx)
-            .str.normalize("NFC")
-            .str.replace_all(r"\p{Cf}", "")
-            .str.to_lowercase()
-        )
+        sub = texts.gather(idx)
+        unstable = sub.str.contains(NFC_CANDIDATE).fill_null(False)
+        if unstable.any():
+            at = unstable.arg_true()
+            sub = sub.scatter(at, sub.gather(at).str.normalize("NFC"))
+        sub = sub.str.replace_all(r"\p{Cf}", "").str.to_lowercase()
         special = sub.str.contains(_CASEFOLD_CLASS).fill_null(False)
         if special.any():
             values = sub.to_list()
