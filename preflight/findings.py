@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,18 +115,22 @@ class FindingsSink:
             return
         tally.findings += frame.height
         # Records with a finding; a corpus-level finding (row null: "class 3 never occurs")
-        # counts as one violation of its own.
-        located = frame.filter(pl.col("row").is_not_null())
-        keys = np.unique(record_key(located.get_column("file_index").to_numpy(),
-                                    located.get_column("row").to_numpy()))
+        # counts as one violation of its own. Few polars calls per batch: each one hands the
+        # GIL over and waits to get it back while other threads read and scan.
+        row = frame.get_column("row")
+        file_index = frame.get_column("file_index")
+        if row.has_nulls():
+            row, file_index = row.drop_nulls(), file_index.filter(frame.get_column("row")
+                                                                  .is_not_null())
+        keys = np.unique(record_key(file_index.to_numpy(), row.to_numpy()))
         if not scan and tally.seen:
             keys = keys[~np.isin(keys, np.concatenate(tally.seen))]
         elif remember:
             tally.seen.append(keys)
-        tally.violations += len(keys) + frame.height - located.height
+        tally.violations += len(keys) + frame.height - len(row)
         if self.flagged is not None:
             self.flagged.add(keys)
-        for code, n in frame.group_by("code", maintain_order=True).len().iter_rows():
+        for code, n in Counter(frame.get_column("code").to_list()).items():
             tally.codes[code] = tally.codes.get(code, 0) + n
         room = MAX_EXAMPLES - len(tally.examples)
         if room > 0:
@@ -153,15 +158,18 @@ class FindingsSink:
         return ids.set(pl.Series(~found), None) if not found.all() else ids
 
     def _spill(self, frame: pl.DataFrame, rule: Rule) -> None:
-        labels = pl.DataFrame(
-            {"file_index": list(self._labels), "file": list(self._labels.values())},
-            schema={"file_index": pl.Int32, "file": pl.String},
-        )
-        rows = frame.join(labels, on="file_index", how="left", maintain_order="left").select(
+        file_index = frame.get_column("file_index")
+        if file_index.null_count() == 0 and file_index.min() == file_index.max():
+            file = pl.lit(self._labels.get(file_index[0]), dtype=pl.String)  # one batch's file
+        else:
+            file = pl.col("file_index").replace_strict(
+                list(self._labels), list(self._labels.values()), default=None,
+                return_dtype=pl.String)
+        rows = frame.select(
             pl.col("row").cast(pl.Int64),
-            pl.col("file"),
-            pl.lit(rule.id).alias("rule"),
-            pl.lit(rule.check).alias("check"),
+            file.alias("file"),
+            pl.lit(rule.id, dtype=pl.String).alias("rule"),
+            pl.lit(rule.check, dtype=pl.String).alias("check"),
             "code",
             "detail",
             pl.col("id").cast(pl.String),
@@ -227,12 +235,13 @@ class FindingsSink:
 def locate(frame: pl.DataFrame, batch: Batch, ids: pl.Series | None) -> pl.DataFrame:
     """Give a batch's scan findings their row, file index and id (``ids``: the batch's)."""
     if "i" in frame.columns:
-        i = frame.get_column("i").cast(pl.Int64).to_numpy()
-        return frame.with_columns(
+        i = frame.get_column("i").to_numpy().astype(np.int64, copy=False)
+        return frame.select(
+            pl.exclude("i"),
             row=pl.Series(batch.rows[i]),
             file_index=pl.lit(batch.file_index, dtype=pl.Int32),
             id=ids.gather(i) if ids is not None else pl.lit(None, dtype=pl.String),
-        ).drop("i")
+        )
     # reader findings: rows of this batch's file
     return frame.with_columns(file_index=pl.lit(batch.file_index, dtype=pl.Int32),
                               id=pl.lit(None, dtype=pl.String))

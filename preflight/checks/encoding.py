@@ -18,7 +18,7 @@ from pydantic import Field
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
-from preflight.text import non_ascii, snippet
+from preflight.text import NFC_CANDIDATE, non_ascii, snippet
 
 # Characters cp1252 maps the bytes 0x80-0xBF to, plus the Latin-1 C1 controls and U+00A0-BF.
 _CONTINUATION = (
@@ -101,13 +101,14 @@ class Encoding(Check):
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         p = self.params
         # Every problem here needs a non-ASCII character, and NFC can only differ where a
-        # character at or above U+0300 appears: narrow the rows before the costly steps.
+        # character outside the NFC-stable ranges appears (typographic punctuation, Cyrillic,
+        # CJK and the like are inside): narrow the rows before the costly steps.
         wide = self.texts(batch).filter(non_ascii(pl.col("text")))
         text = pl.col("text")
         flagged = wide.with_columns(
             fffd=text.str.contains("\ufffd", literal=True) & p.replacement_character,
             moji=text.str.contains(_MOJIBAKE_RUST) & p.mojibake,
-            nfc=text.str.contains(r"[^\x00-\x{2FF}]") & p.nfc,
+            nfc=text.str.contains(NFC_CANDIDATE) & p.nfc,
         )
         flagged = flagged.with_columns(
             nfc=pl.when(pl.col("nfc")).then(text.str.normalize("NFC") != text).otherwise(False)
