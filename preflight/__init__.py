@@ -20,6 +20,7 @@ from preflight.errors import (
     OutputError,
     PreflightError,
     PreflightFailed,
+    WorkerError,
 )
 from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import EXECUTORS, Progress, run
@@ -39,6 +40,7 @@ __all__ = [
     "PreflightFailed",
     "Report",
     "RuleSet",
+    "WorkerError",
     "load_rules",
     "run_preflight",
 ]

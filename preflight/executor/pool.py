@@ -59,6 +59,7 @@ PIECES_PER_WORKER = 4
 MIN_PIECE_BYTES = 4 << 20
 MAX_PIECE_BYTES = 64 << 20
 
+_POLL_S = 0.25  # how often the driver wakes up while it waits for a worker
 _WORKER: Worker | None = None  # in a worker process: its checks
 
 
@@ -164,7 +165,8 @@ class Pool:
 
     def __init__(self, workers: int, setup: dict[str, Any]) -> None:
         self.workers = workers
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=_SpawnWithEnv(),
+        self._context = _SpawnWithEnv()
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
                                          initializer=_start, initargs=(pickle.dumps(setup),))
 
     def ordered(self, calls: Iterable[tuple[Callable[..., Any], tuple[Any, ...]]]
@@ -187,20 +189,24 @@ class Pool:
             raise _died(e) from e
 
     def _result(self, future: Future[Any]) -> Any:
-        try:
-            return future.result()
-        except BrokenProcessPool as e:
-            raise _died(e) from e
+        while True:
+            try:
+                # A wait without a timeout may miss Ctrl-C (the signal can reach another
+                # thread of this process); waking up now and then lets it through.
+                return future.result(timeout=_POLL_S)
+            except TimeoutError:
+                continue
+            except BrokenProcessPool as e:
+                raise _died(e) from e
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the workers: wait for them, or (``kill``: an error, Ctrl-C) end them now."""
         if not kill:
             self._pool.shutdown(wait=True)
             return
-        # ``shutdown`` alone waits for the tasks running; end the processes themselves
-        # (``_processes``: the executor's own map of them, the only handle it keeps).
-        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        # ``shutdown`` alone waits for the tasks running: end the processes themselves.
         self._pool.shutdown(wait=False, cancel_futures=True)
+        processes = [p for p in self._context.started if p.pid is not None]
         for process in processes:
             if process.is_alive():
                 process.terminate()
@@ -221,28 +227,41 @@ def _died(error: BaseException) -> WorkerError:
         f"fewer --workers, or --workers 1 ({error})")
 
 
-class _SpawnWithEnv(multiprocessing.context.SpawnContext):
-    """Spawn workers with one thread per library: the variables must be set before the
-    worker imports polars, numba or tokenizers, so they are set around its start. A worker
-    needs preflight only, not the caller's ``__main__``: spawn would run the caller's
-    script again in every worker (a script without ``if __name__ == "__main__"`` would
-    start the run again there), so the worker is started with a bare ``__main__``."""
+class _EnvProcess(multiprocessing.context.SpawnProcess):
+    """A worker process started with one thread per library (``driver.WORKER_ENV``): the
+    variables must be set before it imports polars, numba or tokenizers. It needs preflight
+    only, not the caller's ``__main__``: spawn would run the caller's script again in every
+    worker (a script without ``if __name__ == "__main__"`` would start the run again
+    there), so it starts with a bare ``__main__``."""
 
-    class Process(multiprocessing.context.SpawnProcess):
-        def start(self) -> None:
-            saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
-            main = sys.modules["__main__"]
-            os.environ.update(driver.WORKER_ENV)
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            try:
-                super().start()
-            finally:
-                sys.modules["__main__"] = main
-                for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
+    def start(self) -> None:
+        saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
+        main = sys.modules["__main__"]
+        os.environ.update(driver.WORKER_ENV)
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            super().start()
+        finally:
+            sys.modules["__main__"] = main
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+class _SpawnWithEnv(multiprocessing.context.SpawnContext):
+    """Spawns ``_EnvProcess``es and keeps them, so that Ctrl-C can end each one, even one
+    whose start it interrupted before the executor listed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[_EnvProcess] = []
+
+    def Process(self, *args: Any, **kwargs: Any) -> _EnvProcess:
+        process = _EnvProcess(*args, **kwargs)
+        self.started.append(process)
+        return process
 
 
 # -- in the worker processes ------------------------------------------------------------
