@@ -144,4 +144,15 @@ def same_report(a: Report, b: Report) -> None:
             d["environment"].pop(key, None)
         if d.get("smoke"):
             d["smoke"].pop("seconds", None)
-    assert da == db
+    assert da == db, _differences(da, db)
+
+
+def _differences(a: object, b: object, at: str = "") -> list[str]:
+    """Where two JSON values differ (paths), for the assertion message."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in _differences(a.get(k), b.get(k), f"{at}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _differences(x, y, f"{at}[{i}]")]
+    return [] if a == b else [f"{at}: {a!r} != {b!r}"]
