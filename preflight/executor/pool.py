@@ -61,6 +61,7 @@ MAX_PIECE_BYTES = 64 << 20
 
 _POLL_S = 0.25  # how often the driver wakes up while it waits for a worker
 _WORKER: Worker | None = None  # in a worker process: its checks
+_SETUP = b""  # ... and the setup they were built from
 
 
 def uses_pool(src: Source, workers: int) -> bool:
@@ -80,19 +81,22 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
     ``finish``, with the local loop's findings."""
     from preflight.pipeline import Read
 
-    t0 = time.perf_counter()
-    plan = _plan(src, workers, limit)
-    if plan is not None:
-        plan, fingerprint = piecework.survey(plan)
-        src._fingerprint = fingerprint
-    started = driver.start(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
-                           sampler=sampler, limit=limit)
-    timings["pool:plan"] = round(time.perf_counter() - t0, 4)
-    merge = Merge(started.running, sink, sampler, started.shapes)
-    with Pool(workers, started.setup) as pool:
+    # The workers start (spawn, imports) while this process plans and starts the checks.
+    with Pool(workers) as pool:
         t0 = time.perf_counter()
+        plan = _plan(src, workers, limit)
+        if plan is not None:
+            plan, fingerprint = piecework.survey(plan)
+            src._fingerprint = fingerprint
+        started = driver.start(src, rules, rule_list, tokenizer=tokenizer,
+                               eval_path=eval_path, sampler=sampler, limit=limit)
+        setup = pickle.dumps(started.setup)
+        timings["pool:plan"] = round(time.perf_counter() - t0, 4)
+
+        t0 = time.perf_counter()
+        merge = Merge(started.running, sink, sampler, started.shapes)
         units = plan if plan is not None else _fed(src, limit)
-        for result in pool.ordered((_scan, (unit,)) for unit in units):
+        for result in pool.ordered((_scan, (setup, unit)) for unit in units):
             for scanned in result:
                 merge.add(scanned)
             if progress is not None:
@@ -106,7 +110,7 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
             again: Iterable[Any] = (
                 _fed(src, limit) if plan is None
                 else plan if needed is None else piecework.holding(plan, needed))
-            for states in pool.ordered((_revisit, (unit, blob)) for unit in again):
+            for states in pool.ordered((_revisit, (setup, unit, blob)) for unit in again):
                 for state in states:
                     for index, part in state.items():
                         started.running[index].check.merge_state(part)
@@ -160,14 +164,22 @@ def _fetcher(plan: list[piecework.Piece], id_field: str | None
 # -- the pool ---------------------------------------------------------------------------
 
 class Pool:
-    """Worker processes, each with its own checks (``Worker(**setup)``), one thread per
-    library (``driver.WORKER_ENV``); results come back in submission order."""
+    """Worker processes with one thread per library (``driver.WORKER_ENV``), started at
+    once; results come back in submission order. A call's first argument may be the
+    workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
 
-    def __init__(self, workers: int, setup: dict[str, Any]) -> None:
+    def __init__(self, workers: int) -> None:
         self.workers = workers
         self._context = _SpawnWithEnv()
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
-                                         initializer=_start, initargs=(pickle.dumps(setup),))
+                                         initializer=_start)
+        for _ in range(workers):  # one call each: every worker starts now
+            self._submit(_ready, ())
+
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        """The worker processes this pool started."""
+        return [p for p in self._context.started if p.pid is not None]
 
     def ordered(self, calls: Iterable[tuple[Callable[..., Any], tuple[Any, ...]]]
                 ) -> Iterator[Any]:
@@ -206,12 +218,12 @@ class Pool:
             return
         # ``shutdown`` alone waits for the tasks running: end the processes themselves.
         self._pool.shutdown(wait=False, cancel_futures=True)
-        processes = [p for p in self._context.started if p.pid is not None]
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join(timeout=5)
+        for stop in ("terminate", "kill"):  # SIGTERM, then SIGKILL for any still there
+            processes = [p for p in self.processes if p.is_alive()]
+            for process in processes:
+                getattr(process, stop)()
+            for process in processes:
+                process.join(timeout=5)
 
     def __enter__(self) -> Pool:
         return self
@@ -266,16 +278,26 @@ class _SpawnWithEnv(multiprocessing.context.SpawnContext):
 
 # -- in the worker processes ------------------------------------------------------------
 
-def _start(setup: bytes) -> None:
+def _start() -> None:
     """A worker's start: Ctrl-C is the driver's to handle (it ends the pool), Arrow on one
-    thread, the checks set up."""
+    thread."""
     import pyarrow as pa
 
-    global _WORKER
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    _WORKER = Worker(**pickle.loads(setup))
+
+
+def _ready() -> None:
+    """Nothing: a call that makes the pool start a worker."""
+
+
+def _worker(setup: bytes) -> Worker:
+    """This worker's checks, built from the driver's setup once (again for a new one)."""
+    global _WORKER, _SETUP
+    if _WORKER is None or setup != _SETUP:
+        _WORKER, _SETUP = Worker(**pickle.loads(setup)), setup
+    return _WORKER
 
 
 def _batches(unit: piecework.Piece | tuple[Batch, bool]) -> Iterator[tuple[Batch, bool]]:
@@ -287,13 +309,12 @@ def _batches(unit: piecework.Piece | tuple[Batch, bool]) -> Iterator[tuple[Batch
         yield unit
 
 
-def _scan(unit: piecework.Piece | tuple[Batch, bool]) -> list[Scanned]:
-    assert _WORKER is not None
-    return [_WORKER.scan(batch, opens_file=opens) for batch, opens in _batches(unit)]
+def _scan(setup: bytes, unit: piecework.Piece | tuple[Batch, bool]) -> list[Scanned]:
+    worker = _worker(setup)
+    return [worker.scan(batch, opens_file=opens) for batch, opens in _batches(unit)]
 
 
-def _revisit(unit: piecework.Piece | tuple[Batch, bool], plans: bytes
+def _revisit(setup: bytes, unit: piecework.Piece | tuple[Batch, bool], plans: bytes
              ) -> list[dict[int, dict[str, Any]]]:
-    assert _WORKER is not None
-    loaded = pickle.loads(plans)
-    return [_WORKER.revisit(batch, loaded) for batch, _ in _batches(unit)]
+    worker, loaded = _worker(setup), pickle.loads(plans)
+    return [worker.revisit(batch, loaded) for batch, _ in _batches(unit)]

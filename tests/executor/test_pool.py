@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import multiprocessing
 import os
 import signal
 import threading
@@ -23,7 +22,6 @@ from preflight import WorkerError, run_preflight
 from preflight.cli import main
 from preflight.config import load_rules
 from preflight.executor import driver, pieces, pool
-from preflight.pipeline import gate_rules
 from preflight.report.model import Report
 from preflight.source import csv as csv_source
 from preflight.source import open_source
@@ -219,39 +217,29 @@ def test_default_is_the_available_cores(monkeypatch: pytest.MonkeyPatch) -> None
     assert check_workers(1, "local") == 1
 
 
-def _setup(tmp: Path) -> dict[str, object]:
-    path = tmp / "d.jsonl"
-    path.write_text("".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(20)))
-    rules = load_rules(preset="default")
-    return driver.start(open_source(path), rules, gate_rules(rules), tokenizer=None,
-                        eval_path=None, sampler=None).setup
-
-
-def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    setup = _setup(tmp_path)
+def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     with (pytest.raises(WorkerError, match="worker process died") as caught,
-          pool.Pool(2, setup) as workers):
+          pool.Pool(2) as workers):
         list(workers.ordered([(signal.raise_signal, (signal.SIGKILL,))]))
     assert caught.value.exit_code == 3
-    assert not multiprocessing.active_children()
+    assert workers.processes and not any(p.is_alive() for p in workers.processes)
 
 
-def test_ctrl_c_stops_the_workers(tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_workers() -> None:
     """Workers ignore SIGINT (the driver's to handle): Ctrl-C in the driver ends them."""
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    setup = _setup(tmp_path)
-    with pytest.raises(KeyboardInterrupt), pool.Pool(2, setup) as workers:
+    with pytest.raises(KeyboardInterrupt), pool.Pool(2) as workers:
         timer.start()
         list(workers.ordered([(time.sleep, (600,))] * 2))
     timer.join()
-    assert not multiprocessing.active_children()
+    assert len(workers.processes) == 2 and not any(p.is_alive() for p in workers.processes)
 
 
-def test_workers_run_one_thread_per_library(tmp_path: Path) -> None:
+def test_workers_run_one_thread_per_library() -> None:
     """The workers' variables are set in the workers only: the driver keeps its own."""
     before = dict(os.environ)
     keys = sorted(driver.WORKER_ENV)
-    with pool.Pool(1, _setup(tmp_path)) as workers:
+    with pool.Pool(1) as workers:
         seen = list(workers.ordered([(os.getenv, (key,)) for key in keys]))
     assert seen == [driver.WORKER_ENV[key] for key in keys]
     assert dict(os.environ) == before
