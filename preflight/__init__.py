@@ -20,6 +20,7 @@ from preflight.errors import (
     OutputError,
     PreflightError,
     PreflightFailed,
+    WorkerError,
 )
 from preflight.fix import FixOptions, run_fix
 from preflight.pipeline import EXECUTORS, Progress, run
@@ -39,6 +40,7 @@ __all__ = [
     "PreflightFailed",
     "Report",
     "RuleSet",
+    "WorkerError",
     "load_rules",
     "run_preflight",
 ]
@@ -71,6 +73,7 @@ def run_preflight(
     executor: str = "local",
     address: str | None = None,
     delimiter: str | None = None,
+    workers: int | None = None,
 ) -> Report:
     """Run the gate over ``source``: a path (file or folder), ``-`` (JSON Lines on standard
     input), a hub dataset name in the local ``datasets`` cache (``org/name``), a
@@ -104,11 +107,15 @@ def run_preflight(
     ``executor``: ``local`` (default: this process, every core) or ``ray`` (Ray Data, extra
     ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
     ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
+    ``workers``: the local executor's processes (default: the cores this process may use,
+    ``preflight.cores.available_cores``; 1 runs in this process alone); every number gives
+    the findings, report and smoke sample of ``workers=1``.
     """
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise ConfigError("address names a Ray cluster; add executor='ray' (--executor ray)")
+    workers = check_workers(workers, executor)
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be at least 1, got {limit}")
@@ -121,20 +128,36 @@ def run_preflight(
             report = _run_source(spooled, ruleset, out, stdin=True, limit=limit, strict=strict,
                                  show_text=show_text, progress=progress, fix=fix, smoke=smoke,
                                  formats=formats, md_max_chars=md_max_chars, executor=executor,
-                                 address=address, delimiter=delimiter)
+                                 address=address, delimiter=delimiter, workers=workers)
         report.source.path = "-"
         return report
     return _run_source(source, ruleset, out, stdin=False, limit=limit, strict=strict,
                        show_text=show_text, progress=progress, fix=fix, smoke=smoke,
                        formats=formats, md_max_chars=md_max_chars, executor=executor,
-                       address=address, delimiter=delimiter)
+                       address=address, delimiter=delimiter, workers=workers)
+
+
+def check_workers(workers: int | None, executor: str) -> int:
+    """The local executor's processes: ``workers``, or the cores this process may use; a
+    ``ConfigError`` (exit 2) for a number below 1, or with the Ray executor."""
+    if workers is None:
+        from preflight.cores import available_cores
+
+        return available_cores()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be a whole number of processes, at least 1, got "
+                          f"{workers!r} (1 runs in this process; default: every core)")
+    if executor != "local":
+        raise ConfigError("workers sizes the local executor's pool; Ray runs one worker per "
+                          "CPU of its cluster: drop --workers or --executor ray")
+    return workers
 
 
 def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin: bool,
                 limit: int | None, strict: bool, show_text: bool, progress: Progress | None,
                 fix: FixOptions | None, smoke: bool | None, formats: Iterable[str],
                 md_max_chars: int | None, executor: str, address: str | None,
-                delimiter: str | None) -> Report:
+                delimiter: str | None, workers: int) -> Report:
     if fix is not None:
         if executor != "local":
             raise ConfigError("fix writes the cleaned copy in one ordered pass on this "
@@ -146,7 +169,7 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
             source, ruleset, fix, limit=limit, show_text=show_text, delimiter=delimiter,
             run_gate=lambda src, rules, gate_out: run(
                 open_source(src, delimiter=delimiter), rules, out=gate_out, limit=limit,
-                show_text=show_text, progress=progress),
+                show_text=show_text, progress=progress, workers=workers),
         )
         report.fix = manifest
         return report
@@ -167,7 +190,7 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
                      progress=progress,
                      smoke=ruleset.smoke.enabled if smoke is None else smoke,
                      formats=formats, md_max_chars=md_max_chars, executor=executor,
-                     address=address, findings_dir=folder)
+                     address=address, findings_dir=folder, workers=workers)
     except BaseException:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -65,6 +65,14 @@ class Batch:
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Sent to a worker process (the pool's one-reader inputs): without the lock and the
+        # values the checks shared, which the worker computes again.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _cache={}, _lock=threading.Lock())
+
     def __len__(self) -> int:
         return len(self.rows)
 

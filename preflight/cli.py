@@ -201,8 +201,17 @@ def _report_files(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Report files to write into --out: json, html, junit, md (comma-separated).")(fn)
 
 
+def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--workers: the local executor's processes."""
+    return click.option(
+        "--workers", type=click.IntRange(min=1), metavar="N",
+        help="Processes that scan the data (default: the cores this process may use; 1: "
+             "this process alone). Any number gives the same findings.")(fn)
+
+
 def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--executor and --address: where the checks run."""
+    """--executor, --address and --workers: where the checks run."""
+    fn = _workers(fn)
     fn = click.option(
         "--address", metavar="ADDR",
         help="Ray cluster to run on (ray://HOST:10001 or HOST:6379); default RAY_ADDRESS, "
@@ -305,7 +314,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           num_classes: int | None, eval_path: Path | None, sets: tuple[str, ...],
           delimiter: str | None, only: tuple[str, ...], skip: tuple[str, ...],
           formats: str, md_max_chars: int, executor: str, address: str | None,
-          no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
+          workers: int | None, no_smoke: bool, model_spec: str | None, checkpoint: Path | None,
           training_args: Path | None, fields: dict[str, str | None], debug: bool) -> None:
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
@@ -325,7 +334,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
           show_text=show_text, quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, executor=executor,
-          address=address, delimiter=delimiter)
+          address=address, delimiter=delimiter, workers=workers)
 
 
 @main.command()
@@ -356,6 +365,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
 @_field_options
 @_report_files
+@_workers
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -365,8 +375,9 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
           model_spec: str | None, checkpoint: Path | None, training_args: Path | None,
           replay_path: Path | None,
           limit: int | None, tokenizer: str | None, num_classes: int | None,
-          sets: tuple[str, ...], formats: str, md_max_chars: int, quiet: bool, as_json: bool,
-          no_progress: bool, fields: dict[str, str | None], debug: bool) -> None:
+          sets: tuple[str, ...], formats: str, md_max_chars: int, workers: int | None,
+          quiet: bool, as_json: bool, no_progress: bool, fields: dict[str, str | None],
+          debug: bool) -> None:
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
     if replay_path is not None:
@@ -376,6 +387,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
                                           ("--set", sets), ("--limit", limit),
                                           ("--tokenizer", tokenizer),
                                           ("--num-classes", num_classes),
+                                          ("--workers", workers),
                                           ("a --*-field option", any(fields.values())))
                  if value]
         if given:
@@ -399,7 +411,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
                    fields=fields, quiet=quiet)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
           quiet=quiet, as_json=as_json, no_progress=no_progress,
-          formats=parse_formats(formats), md_max_chars=md_max_chars)
+          formats=parse_formats(formats), md_max_chars=md_max_chars, workers=workers)
 
 
 def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
@@ -434,13 +446,14 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
 def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: int | None,
           strict: bool, show_text: bool, quiet: bool, as_json: bool, no_progress: bool,
           formats: tuple[str, ...], md_max_chars: int, executor: str = "local",
-          address: str | None = None, delimiter: str | None = None) -> None:
+          address: str | None = None, delimiter: str | None = None,
+          workers: int | None = None) -> None:
     show_bar = not (quiet or no_progress) and _err.is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
                                formats=formats, md_max_chars=md_max_chars, executor=executor,
-                               address=address, delimiter=delimiter)
+                               address=address, delimiter=delimiter, workers=workers)
     with _stdout_may_close():  # `| head` must not turn a verdict into another exit code
         if as_json:
             click.echo(report.model_dump_json(indent=2))
@@ -523,6 +536,7 @@ class _progress:
 @_delimiter
 @click.option("--show-text", is_flag=True,
               help="Show raw text in the --dry-run examples (redacted by default).")
+@_workers
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -531,8 +545,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
         manifest: Path | None, out_format: str | None, marker: str, dry_run: bool,
         context_window: int | None, tokenizer: str | None, num_classes: int | None,
         eval_path: Path | None, limit: int | None, sets: tuple[str, ...],
-        delimiter: str | None, show_text: bool, quiet: bool, no_progress: bool,
-        fields: dict[str, str | None], debug: bool) -> None:
+        delimiter: str | None, show_text: bool, workers: int | None, quiet: bool,
+        no_progress: bool, fields: dict[str, str | None], debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
     _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),
                       manifest=(manifest, "file"))
@@ -543,7 +557,7 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
                          marker=marker, dry_run=dry_run)
     with _progress(not (quiet or no_progress) and _err.is_terminal) as update:
         report = run_preflight(data, rules, fix=options, limit=limit, show_text=show_text,
-                               delimiter=delimiter, progress=update)
+                               delimiter=delimiter, progress=update, workers=workers)
     if quiet:
         return
     with _stdout_may_close():  # the files are written: a reader gone changes nothing

@@ -8,6 +8,8 @@ was called, each class carrying the exit code the CLI maps it to::
     ├── InputError              the input cannot be read at all            exit 3
     ├── OutputError             an output cannot be written (disk full,    exit 3
     │                           read-only folder, permission)
+    ├── WorkerError             a worker process died (killed, out of      exit 3
+    │                           memory) during the run
     └── PreflightFailed         raised by Report.raise_for_status()        exit 1
 """
 
@@ -40,6 +42,13 @@ class InputError(PreflightError):
 class OutputError(PreflightError):
     """An output could not be written: no space left, a read-only folder, no permission.
     Like an unreadable input, an I/O failure the user must fix where the files live."""
+
+    exit_code = 3
+
+
+class WorkerError(PreflightError):
+    """A worker process of the pool (``--workers``) died: killed, or out of memory. The
+    run stops; nothing is written."""
 
     exit_code = 3
 

@@ -23,6 +23,7 @@ from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
+from preflight.executor.pool import scan_on_pool, uses_pool
 from preflight.findings import FindingsSink, Tally
 from preflight.hf_folder import folder_of, is_hf_spec, read_facts
 from preflight.infer import resolve_fields
@@ -80,6 +81,7 @@ def run(
     executor: str = "local",
     address: str | None = None,
     findings_dir: Path | None = None,
+    workers: int = 1,
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given
     (with no ``out``, ``findings_dir`` receives ``findings.parquet`` alone, for
@@ -87,7 +89,9 @@ def run(
     With ``smoke``, the smoke test runs after the checks (on a sample that includes rows
     they flagged) and its verdict joins the gate's. ``executor`` is ``local`` (this
     process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
-    locally or join ``RAY_ADDRESS``); both give the same findings."""
+    locally or join ``RAY_ADDRESS``); ``workers``: processes of the local executor (1: this
+    process alone; more: a process pool, for inputs large enough). All give the same
+    findings."""
     started = time.perf_counter()
     rules, notes = with_model_folder(rules)
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
@@ -129,6 +133,10 @@ def run(
             read = scan_on_ray(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
                                sink=sink, sampler=sampler, limit=limit, address=address,
                                timings=timings, progress=progress)
+        elif executor == "local" and uses_pool(src, workers):
+            read = scan_on_pool(src, rules, rule_list, workers=workers, tokenizer=tokenizer,
+                                eval_path=eval_path, sink=sink, sampler=sampler, limit=limit,
+                                timings=timings, progress=progress)
         else:
             read = _read_local(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
                                sink=sink, sampler=sampler, limit=limit, timings=timings,
@@ -208,6 +216,8 @@ def run(
             smoke=smoke_result,
         )
         report.environment["executor"] = executor
+        if executor == "local":
+            report.environment["workers"] = read.cluster.get("workers", 1)
         if executor == "ray":
             report.environment["ray"] = read.cluster
         if smoke_result is not None:

@@ -30,6 +30,11 @@ def shape_of(fields: Fields) -> str:
     return "no text or chat field"
 
 
+def batch_shape(batch: Batch) -> str:
+    """The shape of a shard, inferred from its first batch."""
+    return shape_of(infer_fields(batch)[0])
+
+
 class ShardShapes:
     """The shape of each shard's records, from its first batch, against the first shard's."""
 
@@ -42,10 +47,17 @@ class ShardShapes:
     def matches(self, batch: Batch) -> bool:
         """True when ``batch``'s shard has the first shard's shape (its records are
         scanned); inferred again at each shard's first batch."""
-        if batch.file_index != self._file:
-            self._file = batch.file_index
-            shape = shape_of(infer_fields(batch)[0])
-            self.files.setdefault(shape, []).append(batch.file or f"#{batch.file_index}")
+        first = batch.file_index != self._file
+        return self.matches_shape(batch.file_index, batch.file,
+                                  batch_shape(batch) if first else None)
+
+    def matches_shape(self, file_index: int, file: str | None, shape: str | None) -> bool:
+        """``matches`` for a batch scanned elsewhere: ``shape`` is its ``batch_shape`` when
+        it is its shard's first batch (else None); call in read order."""
+        if file_index != self._file:
+            assert shape is not None, "a shard's first batch carries its shape"
+            self._file = file_index
+            self.files.setdefault(shape, []).append(file or f"#{file_index}")
             self._same = shape == self.first
         return self._same
 

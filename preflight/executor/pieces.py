@@ -3,8 +3,10 @@ local reader would give.
 
 A file is one piece, except a plain (uncompressed) JSON Lines file larger than
 ``PIECE_BYTES``: it is cut at line ends, and each piece's first row is the number of line
-ends before it (counted by ``count``, which also hashes the piece for the fingerprint).
-Compressed files, JSON arrays, CSV, Parquet and Arrow files are read whole.
+ends before it (counted by ``count``, which also hashes the piece for the fingerprint, or
+by ``survey``, which hashes whole files as the local reader does), and, with
+``row_groups``, a Parquet file of several row groups: cut between row groups, numbered
+from its metadata. Compressed files, JSON arrays, CSV and Arrow files are read whole.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import xxhash
 from preflight.batch import Batch, record_key
 from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, READERS, Source
+from preflight.source.arrow import read_parquet_groups
 from preflight.source.jsonl import read_jsonl_range
 from preflight.source.tracked import file_fingerprint
 
@@ -41,6 +44,12 @@ class Piece:
     end: int | None = None  # None: the whole file
     row0: int = 0
     delimiter: str | None = None  # CSV: forced by the caller (else sniffed)
+    groups: tuple[int, int] | None = None  # Parquet: row groups [first, last), when cut
+
+    @property
+    def opens_file(self) -> bool:
+        """True when the piece starts at its file's start (its first batch is the file's)."""
+        return self.start == 0 and (self.groups is None or self.groups[0] == 0)
 
 
 @dataclass(frozen=True)
@@ -52,9 +61,11 @@ class Counted:
     xxh3_128: str
 
 
-def plan(src: Source, *, piece_bytes: int | None = None) -> list[Piece]:
-    """The pieces of ``src`` in read order, before counting (``row0`` not set yet);
-    ``piece_bytes`` defaults to ``PIECE_BYTES``."""
+def plan(src: Source, *, piece_bytes: int | None = None, row_groups: bool = False
+         ) -> list[Piece]:
+    """The pieces of ``src`` in read order, before counting (``row0`` not set yet, except
+    for row groups); ``piece_bytes`` defaults to ``PIECE_BYTES``; with ``row_groups``, a
+    Parquet file is cut between row groups too."""
     piece_bytes = piece_bytes or PIECE_BYTES
     if src.global_rows or not src.files or src.format not in READERS:
         raise ConfigError(
@@ -64,6 +75,11 @@ def plan(src: Source, *, piece_bytes: int | None = None) -> list[Piece]:
     for file_index, path in enumerate(src.files):
         label = src.file_label(file_index)
         size = path.stat().st_size
+        if row_groups and src.format == "parquet" and size > piece_bytes:
+            for first, last, row0 in _groups(path, piece_bytes):
+                pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label,
+                                    src.format, row0=row0, groups=(first, last)))
+            continue
         if (src.format != "jsonl" or path.suffix.lower() not in (".jsonl", ".ndjson")
                 or size <= piece_bytes):
             pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
@@ -73,6 +89,25 @@ def plan(src: Source, *, piece_bytes: int | None = None) -> list[Piece]:
             pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
                                 start=start, end=end))
     return pieces
+
+
+def _groups(path: Path, piece_bytes: int) -> list[tuple[int, int, int]]:
+    """Runs of row groups of about ``piece_bytes``: (first, last + 1, first row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"cannot read {path} as Parquet: {e}") from e
+    out, first, row, size = [], 0, 0, 0
+    for g in range(meta.num_row_groups):
+        size += meta.row_group(g).total_byte_size
+        if size >= piece_bytes or g == meta.num_row_groups - 1:
+            rows = sum(meta.row_group(k).num_rows for k in range(first, g + 1))
+            out.append((first, g + 1, row))
+            first, row, size = g + 1, row + rows, 0
+    return out or [(0, 0, 0)]
 
 
 def _cuts(path: Path, size: int, piece_bytes: int) -> list[tuple[int, int]]:
@@ -98,12 +133,41 @@ def _cuts(path: Path, size: int, piece_bytes: int) -> list[tuple[int, int]]:
 def count(piece: Piece) -> Counted:
     """Line ends, bytes and xxh3-128 of a piece (the whole file for a file piece)."""
     h = xxhash.xxh3_128()
+    counted = _read_counting(piece, h, hint=" (with --executor ray every node needs the data "
+                                            "at the same path: a shared file system)")
+    return replace(counted, xxh3_128=h.hexdigest())
+
+
+def survey(pieces: list[Piece]) -> tuple[list[Piece], dict[str, Any]]:
+    """The pieces numbered (``numbered``) and the source's fingerprint as the local reader
+    gives it: one pass over each file on the driver, hashing it whole and counting the line
+    ends of each byte range."""
+    counts: list[Counted] = []
+    hashes, total = [], 0
+    files: dict[int, list[Piece]] = {}
+    for piece in pieces:
+        files.setdefault(piece.file_index, []).append(piece)
+    for parts in files.values():
+        h = xxhash.xxh3_128()
+        if parts[0].end is not None:  # byte ranges, which cover the file in order
+            found = [_read_counting(part, h) for part in parts]
+        else:  # a whole file, or row groups: hashed, nothing to number
+            whole = _read_counting(replace(parts[0], start=0, end=None), h)
+            found = [replace(whole, lines=0)] * len(parts)
+        counts += found
+        size = sum(c.size for c in found) if parts[0].end is not None else found[0].size
+        hashes.append((Path(parts[0].path).name, h.hexdigest(), size))
+        total += size
+    return numbered(pieces, counts), file_fingerprint({"hashes": hashes, "bytes": total})
+
+
+def _read_counting(piece: Piece, h: Any, *, hint: str = "") -> Counted:
+    """Line ends and bytes of a piece, its bytes fed to ``h`` (``xxh3_128`` left empty)."""
     lines = size = 0
     try:
         f = open(piece.path, "rb")  # noqa: SIM115 - closed below
     except OSError as e:
-        raise InputError(f"cannot read {piece.path}: {e.strerror} (with --executor ray every "
-                         "node needs the data at the same path: a shared file system)") from e
+        raise InputError(f"cannot read {piece.path}: {e.strerror}{hint}") from e
     with f:
         f.seek(piece.start)
         left = (piece.end - piece.start) if piece.end is not None else None
@@ -116,13 +180,16 @@ def count(piece: Piece) -> Counted:
             size += len(chunk)
             if left is not None:
                 left -= len(chunk)
-    return Counted(lines=lines, size=size, xxh3_128=h.hexdigest())
+    return Counted(lines=lines, size=size, xxh3_128="")
 
 
 def numbered(pieces: list[Piece], counts: list[Counted]) -> list[Piece]:
     """The pieces with their first row: line ends before them in the same file."""
     out, row, last_file = [], 0, -1
     for piece, counted in zip(pieces, counts, strict=True):
+        if piece.groups is not None:  # numbered from the Parquet metadata already
+            out.append(piece)
+            continue
         if piece.file_index != last_file:
             row, last_file = 0, piece.file_index
         out.append(replace(piece, row0=row))
@@ -168,7 +235,10 @@ def read(piece: Piece) -> Iterator[Batch]:
     reader gives."""
     path = Path(piece.path)
     try:
-        if piece.end is not None:
+        if piece.groups is not None:
+            yield from read_parquet_groups(path, piece.file_index, piece.label,
+                                           groups=range(*piece.groups), row0=piece.row0)
+        elif piece.end is not None:
             yield from read_jsonl_range(path, piece.file_index, piece.label, start=piece.start,
                                         end=piece.end, row0=piece.row0)
         else:

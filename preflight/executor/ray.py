@@ -27,7 +27,6 @@ import logging
 import pickle
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,10 +37,11 @@ import pyarrow.compute as pc
 from preflight.checks.base import Check
 from preflight.config import Rule, RuleSet
 from preflight.errors import ConfigError, PreflightError
+from preflight.executor import driver
 from preflight.executor import pieces as piecework
+from preflight.executor.driver import WORKER_ENV
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
-from preflight.paths import find_beside
 from preflight.sampling import Sampler, SampleRow, records_with
 from preflight.source import Source
 
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
     from preflight.pipeline import Progress, Read
     from preflight.tokenizer import TokenCounter
 
-# One thread per library in each worker: Ray gives a worker one CPU.
-WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
-              "OMP_NUM_THREADS": "1"}
 _RESULT = -1  # the ``rule`` of a row holding a batch's Scanned (without its findings)
 _FINDINGS = -2  # the ``rule`` of a row holding a batch's findings: a Parquet shard
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -97,7 +94,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                  tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
                  sampler: Sampler | None, limit: int | None, address: str | None,
                  timings: dict[str, float], progress: Progress | None) -> Read:
-    from preflight.pipeline import Read, start_checks
+    from preflight.pipeline import Read
 
     if limit is not None:
         raise ConfigError("--limit reads the first N records in order, which only the local "
@@ -114,27 +111,12 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
 
     # Fields are inferred from the first batch, and calibrations made on it, as the local
     # executor does.
-    batches = src.batches()
-    try:
-        first = next(batches, None)
-    finally:
-        batches.close()
-    fields, inferred, ctx, running = start_checks(rules, rule_list, first,
-                                                  tokenizer=tokenizer, eval_path=eval_path)
-    scan_plans = {}
-    if first is not None:
-        for index, r in enumerate(running):
-            if r.error is None and (values := r.check.scan_plan(first)):
-                scan_plans[index] = values
-    keep_ids = any(r.reports_at_finish for r in running)
-    if sampler is not None:
-        sampler.id_field = fields.id
+    started = driver.start(src, rules, rule_list, tokenizer=tokenizer, eval_path=eval_path,
+                           sampler=sampler)
+    fields, running, setup = started.fields, started.running, started.setup
     items = _dataset(plan)
     workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
     pool = min(workers, max(len(plan), 1))  # no idle worker for a small input
-    setup = {"rules": _portable(rules), "fields": fields, "keep_ids": keep_ids,
-             "plans": scan_plans,
-             "sample": (sampler.k, sampler.seed) if sampler is not None else None}
 
     t0 = time.perf_counter()
     scanned = items.map_batches(_Scan, fn_constructor_kwargs=setup, batch_size=1,
@@ -142,7 +124,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     timings["ray:scan"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()
-    merge = Merge(running, sink, sampler)
+    merge = Merge(running, sink, sampler, started.shapes)
     shard = None
     for rule, payload in _payloads(scanned, [_FINDINGS, _RESULT]):
         if rule == _FINDINGS:  # comes just before its batch's result
@@ -163,14 +145,9 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     timings["ray:group"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()
-    plans, needed = {}, []
-    for index, r in enumerate(running):
-        if r.error is None and r.check.wants_revisit():
-            plans[index] = r.check.revisit_plan()
-            needed.append(r.check.revisit_records())
+    plans, needed = driver.revisit_plans(running)
     if plans:
-        again = plan if any(keys is None for keys in needed) else piecework.holding(
-            plan, set(np.concatenate(needed).tolist()))
+        again = plan if needed is None else piecework.holding(plan, needed)
         revisited = _dataset(again).map_batches(
             _Revisit, fn_constructor_kwargs={**setup, "revisit": plans}, batch_size=1,
             compute=ActorPoolStrategy(size=min(pool, max(len(again), 1))), num_cpus=1)
@@ -191,24 +168,10 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
 
     cluster = {"version": ray.__version__, "workers": workers, "pieces": len(plan),
                "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
-    return Read(running=running, fields=fields, ctx=ctx, inferred=inferred, seen=merge.seen,
-                records=merge.records, malformed=merge.malformed, cluster=cluster,
-                fetch=fetch if sampler is not None else None)
-
-
-def _portable(rules: RuleSet) -> RuleSet:
-    """The rules with the files they name (tokenizer, eval file) as absolute paths: workers
-    do not run in the driver's folder."""
-    from preflight.pipeline import rules_eval_path
-
-    base = Path(rules.path).parent if rules.path else None
-    model = rules.model
-    if model.tokenizer and not model.tokenizer.startswith("tiktoken:"):
-        found = find_beside(model.tokenizer, base, what="tokenizer")
-        model = model.model_copy(update={"tokenizer": str(found.resolve())})
-    eval_path = rules_eval_path(rules)
-    return rules.model_copy(update={
-        "model": model, "eval": str(Path(eval_path).resolve()) if eval_path else None})
+    return Read(running=running, fields=fields, ctx=started.ctx, inferred=started.inferred,
+                seen=merge.seen, records=merge.records, malformed=merge.malformed,
+                cluster=cluster, fetch=fetch if sampler is not None else None,
+                mixed=started.shapes.finding() if started.shapes is not None else None)
 
 
 def _connect(address: str | None, *, progress: bool) -> Any:
@@ -267,7 +230,7 @@ class _Scan:
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         for piece, seq, batch in _batches(item):
-            scanned = self.worker.scan(batch)
+            scanned = self.worker.scan(batch, opens_file=piece.opens_file and seq == 0)
             out = [(piece.index, seq, index, _ipc(keyed))
                    for index, keyed in enumerate(scanned.keyed) if keyed is not None]
             scanned.keyed = [None] * len(scanned.keyed)

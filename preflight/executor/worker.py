@@ -22,6 +22,7 @@ from preflight.checks.base import Context
 from preflight.config import Fields, RuleSet
 from preflight.findings import FindingsSink, batch_ids, locate
 from preflight.sampling import Sampler, SampleRow
+from preflight.shards import ShardShapes, batch_shape
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Scanned:
     ids: tuple[np.ndarray, pl.Series] | None = None  # record keys and ids
     sample: list[SampleRow] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # per rule, worker time
+    shape: str | None = None  # a shard's first batch, with inferred fields: its shape
 
 
 class Worker:
@@ -47,7 +49,8 @@ class Worker:
 
     def __init__(self, rules: RuleSet, fields: Fields, *, keep_ids: bool,
                  sample: tuple[int, int] | None = None,
-                 plans: dict[int, dict[str, Any]] | None = None) -> None:
+                 plans: dict[int, dict[str, Any]] | None = None, shapes: bool = False
+                 ) -> None:
         from preflight.pipeline import rules_eval_path, rules_for, rules_tokenizer, start_rule
 
         self.fields = fields
@@ -58,9 +61,12 @@ class Worker:
             self.running[index].check.apply_plan(plan)
         self.keep_ids = keep_ids
         self.sampler = Sampler(*sample, id_field=fields.id) if sample else None
+        self.shapes = shapes
 
-    def scan(self, batch: Batch) -> Scanned:
-        """Scan one batch with every rule that can run."""
+    def scan(self, batch: Batch, *, opens_file: bool = False) -> Scanned:
+        """Scan one batch with every rule that can run; ``opens_file``: it is the first
+        batch of its file (whose shape ``Merge`` compares, with ``shapes``)."""
+        shape = batch_shape(batch) if self.shapes and opens_file else None
         if self.ctx.text_fields or self.ctx.messages:
             batch.texts(self.ctx.text_fields, self.ctx.messages)  # shared by the text checks
         ids = batch_ids(batch, self.fields.id)
@@ -78,7 +84,7 @@ class Worker:
                       malformed=len(batch.malformed), progress=batch.progress,
                       columns=list(batch.frame.columns), findings=found, states=states,
                       keyed=keyed, ids=(keys, ids) if self.keep_ids and ids is not None else None,
-                      seconds=seconds)
+                      seconds=seconds, shape=shape)
         if self.sampler is not None:
             located = [f.select("file_index", "row").drop_nulls() for f in found if f is not None]
             both = pl.concat(located) if located else None
@@ -104,8 +110,10 @@ class Worker:
 class Merge:
     """The driver's side: what workers scanned, merged in read order."""
 
-    def __init__(self, running: list[Any], sink: FindingsSink, sampler: Sampler | None) -> None:
+    def __init__(self, running: list[Any], sink: FindingsSink, sampler: Sampler | None,
+                 shapes: ShardShapes | None = None) -> None:
         self.running = running
+        self.shapes = shapes
         self.sink = sink
         self.sampler = sampler
         self.records = self.malformed = self.progress = 0
@@ -113,7 +121,11 @@ class Merge:
 
     def add(self, scanned: Scanned, *, with_keyed: bool = True) -> None:
         """Merge one batch's results (call in read order). Without ``with_keyed`` the
-        keyed rows are left out: the caller merges the shared ones (``add_keyed``)."""
+        keyed rows are left out: the caller merges the shared ones (``add_keyed``). A
+        shard of another shape than the first (``shapes``) counts only its malformed lines,
+        as in the local loop."""
+        same = self.shapes is None or self.shapes.matches_shape(
+            scanned.file_index, scanned.file, scanned.shape)
         self.records += scanned.records
         self.malformed += scanned.malformed
         self.progress += scanned.progress
@@ -125,11 +137,11 @@ class Merge:
                                                   scanned.states, scanned.keyed,
                                                   scanned.seconds, strict=True):
             r.seconds += seconds  # time spent by workers, summed
-            if r.error is not None:
+            if r.error is not None or not (same or r.rule.check == "malformed"):
                 continue
             self.sink.add_located(r.rule, frame, scan=True, remember=r.reports_at_finish)
             r.check.merge_state(part)
             if with_keyed and keyed is not None:
                 r.check.merge_keyed(keyed)
-        if self.sampler is not None:
+        if self.sampler is not None and same:
             self.sampler.take(scanned.sample)

@@ -213,6 +213,24 @@ def read_parquet(path: Path, file_index: int, label: str | None, state: dict[str
     yield from _emit(tables, path, file_index, label, state, pf.metadata.num_rows)
 
 
+def read_parquet_groups(path: Path, file_index: int, label: str | None, *, groups: range,
+                        row0: int) -> Iterator[Batch]:
+    """Yield batches of some row groups of a Parquet file, the first of them at row
+    ``row0`` (the pool reads a large file in such pieces; the file's hash is taken apart)."""
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"cannot read {path} as Parquet: {e}") from e
+    size = path.stat().st_size
+    total = max(pf.metadata.num_rows, 1)
+    row = row0
+    for table in _rebatch(pf.iter_batches(batch_size=BATCH_ROWS, row_groups=list(groups))):
+        batch = table_to_batch(table, row, file_index, label)
+        batch.progress = size * table.num_rows // total
+        row += table.num_rows
+        yield batch
+
+
 def read_ipc(path: Path, file_index: int, label: str | None, state: dict[str, Any]
              ) -> Iterator[Batch]:
     """Yield batches of an Arrow IPC file or stream (Feather v2, ``datasets`` shards)."""

@@ -144,8 +144,10 @@ def _piece(piece: bytes, valid_utf8: bool) -> tuple[list[_Part], int]:
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    # Arrow's parser releases the GIL: one thread per core parses pieces side by side.
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="jsonl")
+    # Arrow's parser releases the GIL: one thread per core parses pieces side by side (one
+    # in a worker process of the pool, which has a core of its own: PREFLIGHT_THREADS=1).
+    threads = int(os.environ.get("PREFLIGHT_THREADS") or 0) or os.cpu_count() or 1
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jsonl")
 
 
 def _is_utf8(data: bytes) -> bool:

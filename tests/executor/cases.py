@@ -132,3 +132,27 @@ def same_findings(a: Report, b: Report, a_out: Path, b_out: Path) -> None:
     assert fa.height > 0
     key = ["rule", "file", "row", "code", "detail"]
     assert fa.sort(key, nulls_last=True).equals(fb.sort(key, nulls_last=True))
+
+
+def same_report(a: Report, b: Report) -> None:
+    """Assert two runs wrote the same report but for how they ran: the timings, the output
+    paths (their folders differ) and the executor's own description in ``environment``."""
+    skip = {"timings": True, "outputs": True}
+    da, db = a.model_dump(mode="json", exclude=skip), b.model_dump(mode="json", exclude=skip)
+    for d in (da, db):
+        for key in ("workers", "executor", "ray"):
+            d["environment"].pop(key, None)
+        if d.get("smoke"):
+            d["smoke"].pop("seconds", None)
+    assert da == db, _differences(da, db)
+
+
+def _differences(a: object, b: object, at: str = "") -> list[str]:
+    """Where two JSON values differ (paths), for the assertion message."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in _differences(a.get(k), b.get(k), f"{at}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _differences(x, y, f"{at}[{i}]")]
+    return [] if a == b else [f"{at}: {a!r} != {b!r}"]

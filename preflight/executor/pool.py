@@ -1,0 +1,320 @@
+"""The local process pool (``--workers N``, the default): the executor's pieces, scanned by
+worker processes on this machine.
+
+The same stages as on Ray (``preflight.executor.ray``), with a process pool for scheduler:
+
+1. plan: the source's pieces (``preflight.executor.pieces``): plain JSON Lines cut at line
+   ends, Parquet between row groups, a folder of shards by file; ``survey`` numbers them
+   and hashes each file whole, so the fingerprint is the local one;
+2. scan: each worker reads its pieces with preflight's own readers and scans every batch
+   with its own checks (``worker.Worker``); an input that cannot be cut (one compressed
+   file, CSV, a JSON array, standard input, a ``datasets`` dataset, or any input with
+   ``--limit``) is read by one reader here, which feeds its batches to the workers;
+3. merge: results come back in read order into the driver's checks, findings sink and
+   sampler (``worker.Merge``, keyed rows included: the driver's checks group the
+   duplicate keys as the local run does);
+4. revisit (near-duplicate confirmation) reads the pieces that hold the records it needs
+   again, on the workers; the smoke sample's rows flagged at the end are fetched here from
+   the pieces that hold them.
+
+At most two tasks per worker are in flight, so memory stays bounded: a worker holds one
+piece's batches at a time. A worker that dies is a ``WorkerError`` (exit 3), Ctrl-C stops
+the pool.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.context
+import os
+import pickle
+import signal
+import sys
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+from preflight.batch import Batch
+from preflight.errors import WorkerError
+from preflight.executor import driver
+from preflight.executor import pieces as piecework
+from preflight.executor.worker import Merge, Scanned, Worker
+from preflight.sampling import SampleRow, records_with
+from preflight.source import READERS, Source
+
+if TYPE_CHECKING:
+    from preflight.config import Rule, RuleSet
+    from preflight.findings import FindingsSink
+    from preflight.pipeline import Progress, Read
+    from preflight.sampling import Sampler
+    from preflight.tokenizer import TokenCounter
+
+# Inputs smaller than this run in this process: starting workers costs more than it saves.
+POOL_MIN_BYTES = 16 << 20
+# Pieces: about four per worker, so a slow one does not hold the others up.
+PIECES_PER_WORKER = 4
+MIN_PIECE_BYTES = 4 << 20
+MAX_PIECE_BYTES = 64 << 20
+
+_POLL_S = 0.25  # how often the driver wakes up while it waits for a worker
+_WORKER: Worker | None = None  # in a worker process: its checks
+_SETUP = b""  # ... and the setup they were built from
+
+
+def uses_pool(src: Source, workers: int) -> bool:
+    """True when ``src`` is worth a pool of ``workers`` processes (else the local loop)."""
+    if workers <= 1:
+        return False
+    size = src.total if src.unit == "bytes" else sum(
+        f.stat().st_size for f in src.files if f.is_file())
+    return size >= POOL_MIN_BYTES
+
+
+def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers: int,
+                 tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
+                 sampler: Sampler | None, limit: int | None, timings: dict[str, float],
+                 progress: Progress | None) -> Read:
+    """Read and scan ``src`` with ``workers`` processes; leave the driver's checks ready for
+    ``finish``, with the local loop's findings."""
+    from preflight.pipeline import Read
+
+    # The workers start (spawn, imports) while this process plans and starts the checks.
+    with Pool(workers) as pool:
+        t0 = time.perf_counter()
+        plan = _plan(src, workers, limit)
+        if plan is not None:
+            plan, fingerprint = piecework.survey(plan)
+            src._fingerprint = fingerprint
+        started = driver.start(src, rules, rule_list, tokenizer=tokenizer,
+                               eval_path=eval_path, sampler=sampler, limit=limit)
+        setup = pickle.dumps(started.setup)
+        timings["pool:plan"] = round(time.perf_counter() - t0, 4)
+
+        t0 = time.perf_counter()
+        merge = Merge(started.running, sink, sampler, started.shapes)
+        units = plan if plan is not None else _fed(src, limit)
+        for result in pool.ordered((_scan, (setup, unit)) for unit in units):
+            for scanned in result:
+                merge.add(scanned)
+            if progress is not None:
+                progress(merge.progress, src.total, src.unit)
+        timings["pool:scan"] = round(time.perf_counter() - t0, 4)
+
+        t0 = time.perf_counter()
+        plans, needed = driver.revisit_plans(started.running)
+        if plans:
+            blob = pickle.dumps(plans)
+            again: Iterable[Any] = (
+                _fed(src, limit) if plan is None
+                else plan if needed is None else piecework.holding(plan, needed))
+            for states in pool.ordered((_revisit, (setup, unit, blob)) for unit in again):
+                for state in states:
+                    for index, part in state.items():
+                        started.running[index].check.merge_state(part)
+        timings["pool:revisit"] = round(time.perf_counter() - t0, 4)
+    return Read(running=started.running, fields=started.fields, ctx=started.ctx,
+                inferred=started.inferred, seen=merge.seen, records=merge.records,
+                malformed=merge.malformed, cluster={"workers": workers},
+                fetch=_fetcher(plan, started.fields.id) if plan is not None else None,
+                mixed=started.shapes.finding() if started.shapes else None)
+
+
+def _plan(src: Source, workers: int, limit: int | None) -> list[piecework.Piece] | None:
+    """The pieces the workers read, or None when one reader here feeds them batches."""
+    if limit is not None or src.global_rows or not src.files or src.format not in READERS:
+        return None
+    size = sum(f.stat().st_size for f in src.files)
+    piece_bytes = min(max(size // (workers * PIECES_PER_WORKER), MIN_PIECE_BYTES),
+                      MAX_PIECE_BYTES)
+    plan = piecework.plan(src, piece_bytes=piece_bytes, row_groups=True)
+    return plan if len(plan) > 1 else None
+
+
+def _fed(src: Source, limit: int | None) -> Iterator[tuple[Batch, bool]]:
+    """The source's batches read here, as the local loop reads them (the first ``limit``
+    records), each with whether it opens its file."""
+    records, last_file = 0, None
+    batches = src.batches()
+    try:
+        for batch in batches:
+            if limit is not None and records + len(batch) >= limit:
+                batch = batch.head(limit - records)
+            records += len(batch)
+            yield batch, batch.file_index != last_file
+            last_file = batch.file_index
+            if limit is not None and records >= limit:
+                break
+    finally:
+        batches.close()
+
+
+def _fetcher(plan: list[piecework.Piece], id_field: str | None
+             ) -> Callable[[set[int]], list[SampleRow]]:
+    """Fetches records by key from the pieces that hold them, here (the smoke sample's rows
+    flagged only at the end: a few pieces at most, read once)."""
+    def fetch(keys: set[int]) -> list[SampleRow]:
+        return [row for piece in piecework.holding(plan, keys) if keys
+                for batch in piecework.read(piece) for row in records_with(batch, keys, id_field)]
+    return fetch
+
+
+# -- the pool ---------------------------------------------------------------------------
+
+class Pool:
+    """Worker processes with one thread per library (``driver.WORKER_ENV``), started at
+    once; results come back in submission order. A call's first argument may be the
+    workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._context = _SpawnWithEnv()
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
+                                         initializer=_start)
+        for _ in range(workers):  # one call each: every worker starts now
+            self._submit(_ready, ())
+
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        """The worker processes this pool started."""
+        return [p for p in self._context.started if p.pid is not None]
+
+    def ordered(self, calls: Iterable[tuple[Callable[..., Any], tuple[Any, ...]]]
+                ) -> Iterator[Any]:
+        """Run ``fn(*args)`` for each call on the workers; yield the results in order,
+        with at most two calls per worker in flight."""
+        window = 2 * self.workers
+        pending: deque[Future[Any]] = deque()
+        for fn, args in calls:
+            pending.append(self._submit(fn, args))
+            if len(pending) >= window:
+                yield self._result(pending.popleft())
+        while pending:
+            yield self._result(pending.popleft())
+
+    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future[Any]:
+        try:
+            return self._pool.submit(fn, *args)
+        except BrokenProcessPool as e:
+            raise _died(e) from e
+
+    def _result(self, future: Future[Any]) -> Any:
+        while True:
+            try:
+                # A wait without a timeout may miss Ctrl-C (the signal can reach another
+                # thread of this process); waking up now and then lets it through.
+                return future.result(timeout=_POLL_S)
+            except TimeoutError:
+                continue
+            except BrokenProcessPool as e:
+                raise _died(e) from e
+
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the workers: wait for them, or (``kill``: an error, Ctrl-C) end them now."""
+        if not kill:
+            self._pool.shutdown(wait=True)
+            return
+        # ``shutdown`` alone waits for the tasks running: end the processes themselves.
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for stop in ("terminate", "kill"):  # SIGTERM, then SIGKILL for any still there
+            processes = [p for p in self.processes if p.is_alive()]
+            for process in processes:
+                getattr(process, stop)()
+            for process in processes:
+                process.join(timeout=5)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        self.close(kill=kind is not None)
+
+
+def _died(error: BaseException) -> WorkerError:
+    return WorkerError(
+        "a worker process died while scanning (killed, or out of memory: each worker holds "
+        "a piece of up to 64 MB and its checks' state); nothing was written. Run again with "
+        f"fewer --workers, or --workers 1 ({error})")
+
+
+class _EnvProcess(multiprocessing.context.SpawnProcess):
+    """A worker process started with one thread per library (``driver.WORKER_ENV``): the
+    variables must be set before it imports polars, numba or tokenizers. It needs preflight
+    only, not the caller's ``__main__``: spawn would run the caller's script again in every
+    worker (a script without ``if __name__ == "__main__"`` would start the run again
+    there), so it starts with a bare ``__main__``."""
+
+    def start(self) -> None:
+        saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
+        main = sys.modules["__main__"]
+        os.environ.update(driver.WORKER_ENV)
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            super().start()
+        finally:
+            sys.modules["__main__"] = main
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+class _SpawnWithEnv(multiprocessing.context.SpawnContext):
+    """Spawns ``_EnvProcess``es and keeps them, so that Ctrl-C can end each one, even one
+    whose start it interrupted before the executor listed it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[_EnvProcess] = []
+
+    def Process(self, *args: Any, **kwargs: Any) -> _EnvProcess:
+        process = _EnvProcess(*args, **kwargs)
+        self.started.append(process)
+        return process
+
+
+# -- in the worker processes ------------------------------------------------------------
+
+def _start() -> None:
+    """A worker's start: Ctrl-C is the driver's to handle (it ends the pool), Arrow on one
+    thread."""
+    import pyarrow as pa
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+
+
+def _ready() -> None:
+    """Nothing: a call that makes the pool start a worker."""
+
+
+def _worker(setup: bytes) -> Worker:
+    """This worker's checks, built from the driver's setup once (again for a new one)."""
+    global _WORKER, _SETUP
+    if _WORKER is None or setup != _SETUP:
+        _WORKER, _SETUP = Worker(**pickle.loads(setup)), setup
+    return _WORKER
+
+
+def _batches(unit: piecework.Piece | tuple[Batch, bool]) -> Iterator[tuple[Batch, bool]]:
+    """A unit's batches, each with whether it opens its file."""
+    if isinstance(unit, piecework.Piece):
+        for seq, batch in enumerate(piecework.read(unit)):
+            yield batch, unit.opens_file and seq == 0
+    else:
+        yield unit
+
+
+def _scan(setup: bytes, unit: piecework.Piece | tuple[Batch, bool]) -> list[Scanned]:
+    worker = _worker(setup)
+    return [worker.scan(batch, opens_file=opens) for batch, opens in _batches(unit)]
+
+
+def _revisit(setup: bytes, unit: piecework.Piece | tuple[Batch, bool], plans: bytes
+             ) -> list[dict[int, dict[str, Any]]]:
+    worker, loaded = _worker(setup), pickle.loads(plans)
+    return [worker.revisit(batch, loaded) for batch, _ in _batches(unit)]

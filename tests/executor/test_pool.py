@@ -1,0 +1,245 @@
+"""The local process pool (``--workers N``): on every sample corpus and preset, on shards,
+Parquet row groups, a .gz file, CSV with quoted newlines, malformed lines at piece
+boundaries and ``--limit``, two workers give the report, findings and smoke sample of
+``--workers 1``. The thresholds that keep small inputs in process are lowered here so the
+small test files are cut into several pieces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from preflight import WorkerError, run_preflight
+from preflight.cli import main
+from preflight.config import load_rules
+from preflight.executor import driver, pieces, pool
+from preflight.report.model import Report
+from preflight.source import csv as csv_source
+from preflight.source import open_source
+from tests.executor.cases import (
+    CORPORA,
+    SAMPLE,
+    malformed_shard_case,
+    same_findings,
+    same_report,
+    sample_case,
+    shards_case,
+    tokens_case,
+)
+
+
+@pytest.fixture(autouse=True)
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool even the small test files, cut into pieces of about 8 KB."""
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
+
+
+def both(path: Path | str, rules: object, tmp: Path, **kwargs: object) -> tuple[Report, Report]:
+    """The run with one worker (in process) and with two (the pool)."""
+    one = run_preflight(path, rules, tmp / "one", workers=1, **kwargs)  # type: ignore[arg-type]
+    two = run_preflight(path, rules, tmp / "two", workers=2, **kwargs)  # type: ignore[arg-type]
+    assert one.environment["workers"] == 1 and "pool:scan" not in one.timings
+    assert two.environment["workers"] == 2 and "pool:scan" in two.timings
+    return one, two
+
+
+def equal(one: Report, two: Report, tmp: Path) -> None:
+    same_findings(one, two, tmp / "one", tmp / "two")
+    same_report(one, two)
+
+
+@pytest.mark.parametrize("preset", ["own", "default"])
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_sample_corpus_and_preset(corpus: str, preset: str, tmp_path: Path) -> None:
+    path, rules = sample_case(corpus)
+    if preset == "default":
+        rules = load_rules(preset="default")
+    assert len(pieces.plan(open_source(path), piece_bytes=8_000)) > 1
+    one, two = both(path, rules, tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+
+
+def test_smoke_sample_is_the_one_of_one_worker(tmp_path: Path) -> None:
+    """Rows flagged while scanning and at the end (duplicates, fetched from their pieces)
+    make the same sample, and the smoke test trains on it to the same verdict."""
+    path, rules = sample_case("pretrain")
+    one, two = both(path, rules, tmp_path, smoke=True)
+    assert one.smoke is not None and two.smoke is not None
+    assert one.smoke.flagged_in_sample
+    assert (two.smoke.sample_rows, two.smoke.flagged_in_sample, two.smoke.verdict) == (
+        one.smoke.sample_rows, one.smoke.flagged_in_sample, one.smoke.verdict)
+    same_findings(one, two, tmp_path / "one", tmp_path / "two")
+
+
+def test_smoke_sample_with_a_shard_of_malformed_lines(tmp_path: Path) -> None:
+    path, rules = malformed_shard_case(tmp_path)
+    one, two = both(path, rules, tmp_path, smoke=True)
+    assert one.smoke is not None and two.smoke is not None
+    assert (two.smoke.sample_rows, two.smoke.flagged_in_sample) == (
+        one.smoke.sample_rows, one.smoke.flagged_in_sample)
+
+
+def test_shards_with_overlap_outliers_and_near_duplicates(tmp_path: Path) -> None:
+    path, rules = shards_case(tmp_path)
+    one, two = both(path, rules, tmp_path, smoke=False)
+    found = {r.id: r.violations for r in one.rules}
+    assert found["near"] and found["dupes"] and found["overlap"] and found["score"]
+    equal(one, two, tmp_path)
+
+
+def test_token_lengths_with_a_tokenizer_in_each_worker(tmp_path: Path) -> None:
+    path, rules = tokens_case(tmp_path)
+    one, two = both(path, rules, tmp_path, smoke=False)
+    assert one.rule("tok").stats["bytes_per_token"]
+    equal(one, two, tmp_path)
+
+
+def test_malformed_lines_at_piece_boundaries(tmp_path: Path) -> None:
+    """Broken lines, invalid UTF-8 and non-objects as the first and last line of pieces."""
+    lines = [json.dumps({"text": f"line {i} " + "word " * (i % 13)}).encode()
+             for i in range(1_200)]
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    starts = [p.start for p in pieces.plan(open_source(path), piece_bytes=8_000)][1:]
+    assert len(starts) > 3
+    data = path.read_bytes()
+    first_rows = [data[:s].count(b"\n") for s in starts]
+    bad = [b'{"text": broken', b'{"text": "\xff\xfe"}', b"[1, 2]", b'"just a string"']
+    for k, row in enumerate(first_rows):
+        lines[row] = bad[k % len(bad)]  # the first line of a piece
+        lines[row - 1] = bad[(k + 1) % len(bad)]  # the last line of the one before
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    one, two = both(path, None, tmp_path, smoke=False)
+    assert one.source.malformed == 2 * len(first_rows)
+    equal(one, two, tmp_path)
+    found = pl.read_parquet(tmp_path / "two" / "findings.parquet").filter(
+        pl.col("check") == "malformed")
+    assert sorted(found["row"].to_list()) == sorted(
+        [r for row in first_rows for r in (row - 1, row)])
+
+
+def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader feeds the workers a CSV: a record whose quoted text spans lines, at the
+    edge of a batch, keeps its row."""
+    monkeypatch.setattr(csv_source, "BATCH_ROWS", 7)
+    rows = ["text,label"]
+    for i in range(60):
+        text = f'"row {i} says ""hi""\nand goes on\non three lines"' if i % 7 in (0, 6) \
+            else f"row {i}\u200b" if i % 11 == 0 else f"plain row {i % 20}"
+        rows.append(f"{text},{i % 3}")
+    path = tmp_path / "data.csv"
+    path.write_text("\n".join(rows) + "\n")
+    one, two = both(path, None, tmp_path, smoke=False)
+    assert one.source.records == 60
+    equal(one, two, tmp_path)
+
+
+def test_gz_file_fed_by_one_reader(tmp_path: Path) -> None:
+    path = tmp_path / "pretrain.jsonl.gz"
+    path.write_bytes(gzip.compress((SAMPLE / "pretrain.jsonl").read_bytes()))
+    one, two = both(path, sample_case("pretrain")[1], tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+
+
+def test_limit_reads_the_first_records(tmp_path: Path) -> None:
+    path, rules = sample_case("pretrain")
+    one, two = both(path, rules, tmp_path, smoke=False, limit=157)
+    assert one.source.records == 157 and one.source.limit == 157
+    equal(one, two, tmp_path)
+
+
+def test_parquet_by_row_group(tmp_path: Path) -> None:
+    texts = [f"record {i % 90} about rivers" + ("\u200b" if i % 31 == 0 else "")
+             for i in range(900)]
+    path = tmp_path / "data.parquet"
+    pl.DataFrame({"text": texts, "score": [float(i % 17) for i in range(900)]}).write_parquet(
+        path, row_group_size=100)
+    plan = pieces.plan(open_source(path), piece_bytes=1_000, row_groups=True)
+    assert len(plan) > 3 and all(p.groups is not None for p in plan)
+    one, two = both(path, None, tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+
+
+def test_shards_of_two_shapes(tmp_path: Path) -> None:
+    """Inferred fields: a chat shard among text shards is not scanned, and says so."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for k in range(3):
+        (folder / f"text-{k}.jsonl").write_text("".join(
+            json.dumps({"text": f"shard {k} doc {i}" + (" " if i % 9 == 0 else "")}) + "\n"
+            for i in range(300)))
+    (folder / "text-1b.jsonl").write_text("".join(
+        json.dumps({"messages": [{"role": "user", "content": f"q {i}"}]}) + "\n"
+        for i in range(300)))
+    one, two = both(folder, None, tmp_path, smoke=False)
+    assert "mixed_shards" in json.dumps(one.model_dump(mode="json"))
+    equal(one, two, tmp_path)
+
+
+# -- the CLI, errors, and stopping ------------------------------------------------------
+
+def test_workers_on_the_cli(tmp_path: Path) -> None:
+    path, _ = sample_case("pretrain")
+    runner = CliRunner()
+    for n in ("0", "-2"):
+        result = runner.invoke(main, ["check", str(path), "--no-smoke", "--workers", n,
+                                      "--out", str(tmp_path / n)])
+        assert result.exit_code == 2, result.output
+        assert "--workers" in result.output
+        assert not (tmp_path / n).exists()
+    result = runner.invoke(main, ["check", str(path), "--no-smoke", "--workers", "2",
+                                  "--executor", "ray", "--out", str(tmp_path / "ray")])
+    assert result.exit_code == 2 and "workers" in result.output
+    result = runner.invoke(main, ["check", str(path), "--no-smoke", "--preset",
+                                  "pretrain-text", "--workers", "2", "--out",
+                                  str(tmp_path / "ok")])
+    assert result.exit_code == 1, result.output  # the sample's planted faults
+    report = json.loads((tmp_path / "ok" / "report.json").read_text())
+    assert report["environment"]["workers"] == 2 and "pool:scan" in report["timings"]
+
+
+def test_default_is_the_available_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from preflight import check_workers
+
+    monkeypatch.setattr("preflight.cores.available_cores", lambda: 3)
+    assert check_workers(None, "local") == 3
+    assert check_workers(1, "local") == 1
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
+    with (pytest.raises(WorkerError, match="worker process died") as caught,
+          pool.Pool(2) as workers):
+        list(workers.ordered([(signal.raise_signal, (signal.SIGKILL,))]))
+    assert caught.value.exit_code == 3
+    assert workers.processes and not any(p.is_alive() for p in workers.processes)
+
+
+def test_ctrl_c_stops_the_workers() -> None:
+    """Workers ignore SIGINT (the driver's to handle): Ctrl-C in the driver ends them."""
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt), pool.Pool(2) as workers:
+        timer.start()
+        list(workers.ordered([(time.sleep, (600,))] * 2))
+    timer.join()
+    assert len(workers.processes) == 2 and not any(p.is_alive() for p in workers.processes)
+
+
+def test_workers_run_one_thread_per_library() -> None:
+    """The workers' variables are set in the workers only: the driver keeps its own."""
+    before = dict(os.environ)
+    keys = sorted(driver.WORKER_ENV)
+    with pool.Pool(1) as workers:
+        seen = list(workers.ordered([(os.getenv, (key,)) for key in keys]))
+    assert seen == [driver.WORKER_ENV[key] for key in keys]
+    assert dict(os.environ) == before
