@@ -107,9 +107,9 @@ def run_preflight(
     ``executor``: ``local`` (default: this process, every core) or ``ray`` (Ray Data, extra
     ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
     ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
-    ``workers``: the local executor's processes (default: the cores this process may use,
-    ``preflight.cores.available_cores``; 1 runs in this process alone); every number gives
-    the findings, report and smoke sample of ``workers=1``.
+    ``workers``: the local executor's processes (default 1: this process alone, with its
+    reader threads; a pool of N helps only where cores are plenty, see the README); every
+    number gives the findings, report and smoke sample of ``workers=1``.
     """
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
@@ -141,12 +141,12 @@ def check_workers(workers: int | None, executor: str) -> int:
     """The local executor's processes: ``workers``, or the cores this process may use; a
     ``ConfigError`` (exit 2) for a number below 1, or with the Ray executor."""
     if workers is None:
-        from preflight.cores import available_cores
-
-        return available_cores()
+        # One process: with its reader and library threads it beat the pool on every machine
+        # measured so far (2 cores: the pool 0.64x idle at 100 MB, benchmarks/RESULTS.md).
+        return 1
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be a whole number of processes, at least 1, got "
-                          f"{workers!r} (1 runs in this process; default: every core)")
+                          f"{workers!r} (1, the default, runs in this process)")
     if executor != "local":
         raise ConfigError("workers sizes the local executor's pool; Ray runs one worker per "
                           "CPU of its cluster: drop --workers or --executor ray")

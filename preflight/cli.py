@@ -205,8 +205,9 @@ def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--workers: the local executor's processes."""
     return click.option(
         "--workers", type=click.IntRange(min=1), metavar="N",
-        help="Processes that scan the data (default: the cores this process may use; 1: "
-             "this process alone). Any number gives the same findings.")(fn)
+        help="Processes that scan the data (default 1: this process alone, with its reader "
+             "threads; at most the cores this process may use help). Any number gives the "
+             "same findings.")(fn)
 
 
 def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:

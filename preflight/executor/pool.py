@@ -60,6 +60,8 @@ MIN_PIECE_BYTES = 4 << 20
 MAX_PIECE_BYTES = 64 << 20
 
 _POLL_S = 0.25  # how often the driver wakes up while it waits for a worker
+_STOP_S = 15.0  # the longest close(kill=True) keeps ending workers
+_STARTING_S = 2.0  # how long it waits for a worker still starting to show up
 _WORKER: Worker | None = None  # in a worker process: its checks
 _SETUP = b""  # ... and the setup they were built from
 
@@ -218,12 +220,23 @@ class Pool:
             return
         # ``shutdown`` alone waits for the tasks running: end the processes themselves.
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for stop in ("terminate", "kill"):  # SIGTERM, then SIGKILL for any still there
-            processes = [p for p in self.processes if p.is_alive()]
-            for process in processes:
+        # SIGTERM, then SIGKILL, until none is left: the executor may still be starting a
+        # replacement (its pid not yet known) when this begins, so look again each round.
+        began = time.monotonic()
+        stop = "terminate"
+        while time.monotonic() - began < _STOP_S:
+            # A process object whose start never completes (interrupted) stays pid-less:
+            # waited for a moment only.
+            starting = [p for p in self._context.started if p.pid is None]
+            alive = [p for p in self.processes if p.is_alive()]
+            if not alive and (not starting or time.monotonic() - began > _STARTING_S):
+                return
+            for process in alive:
                 getattr(process, stop)()
-            for process in processes:
-                process.join(timeout=5)
+            for process in alive:
+                process.join(timeout=1)
+            stop = "kill"
+            time.sleep(0.05)
 
     def __enter__(self) -> Pool:
         return self

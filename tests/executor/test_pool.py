@@ -209,12 +209,12 @@ def test_workers_on_the_cli(tmp_path: Path) -> None:
     assert report["environment"]["workers"] == 2 and "pool:scan" in report["timings"]
 
 
-def test_default_is_the_available_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_is_one_process_until_the_pool_wins() -> None:
     from preflight import check_workers
 
-    monkeypatch.setattr("preflight.cores.available_cores", lambda: 3)
-    assert check_workers(None, "local") == 3
-    assert check_workers(1, "local") == 1
+    # The pool was slower than one process on the 2-core machines measured (RESULTS.md).
+    assert check_workers(None, "local") == 1
+    assert check_workers(3, "local") == 3
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
