@@ -1,6 +1,6 @@
 """The local process pool (``--workers N``): on every sample corpus and preset, on shards,
-Parquet row groups, a .gz file, CSV with quoted newlines, malformed lines at piece
-boundaries and ``--limit``, two workers give the report, findings and smoke sample of
+Parquet row groups, Arrow, a JSON array, a ``datasets`` folder, a .gz file, CSV with quoted
+newlines, malformed lines at piece boundaries and ``--limit``, two workers give the report, findings and smoke sample of
 ``--workers 1``. The thresholds that keep small inputs in process are lowered here so the
 small test files are cut into several pieces."""
 
@@ -243,3 +243,54 @@ def test_workers_run_one_thread_per_library() -> None:
         seen = list(workers.ordered([(os.getenv, (key,)) for key in keys]))
     assert seen == [driver.WORKER_ENV[key] for key in keys]
     assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize("form", ["json", "arrow", "datasets"])
+def test_json_array_arrow_and_datasets_inputs_equal_one_worker(tmp_path: Path,
+                                                              form: str) -> None:
+    """The shapes one reader feeds to the workers (or Arrow cut by batches) give the report
+    of one process too."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    records = [{"id": f"r{i}", "text": f"record {i % 70} about rivers"
+                + ("\u200b" if i % 29 == 0 else ""), "score": float(i % 11)}
+               for i in range(600)]
+    if form == "json":
+        path = tmp_path / "data.json"
+        path.write_text(json.dumps(records))
+    elif form == "arrow":
+        path = tmp_path / "data.arrow"
+        feather.write_feather(pa.Table.from_pylist(records), path, compression="uncompressed")
+    else:
+        from datasets import Dataset
+
+        path = tmp_path / "ds"
+        Dataset.from_list(records).save_to_disk(str(path))
+    one, two = both(path, None, tmp_path, smoke=False)
+    assert one.source.records == 600
+    assert any(r.violations for r in one.rules)  # the planted zero-width spaces were seen
+    equal(one, two, tmp_path)
+
+
+def test_a_full_disk_under_the_pool_is_exit_3_and_ends_the_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import multiprocessing
+
+    import pyarrow.parquet as pq
+
+    from preflight.errors import PreflightError
+
+    def write_table(self: object, *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", write_table)  # the driver's sink
+    path, rules = sample_case("pretrain")
+    out = tmp_path / "out"
+    with pytest.raises(PreflightError) as caught:
+        run_preflight(path, rules, out, workers=2, smoke=False)
+    assert caught.value.exit_code == 3
+    assert "No space left on device" in str(caught.value)
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name or p.name.startswith(".")]
