@@ -1,8 +1,8 @@
 """The local process pool (``--workers N``): on every sample corpus and preset, on shards,
 Parquet row groups, Arrow, a JSON array, a ``datasets`` folder, a .gz file, CSV with quoted
-newlines, malformed lines at piece boundaries and ``--limit``, two workers give the report, findings and smoke sample of
-``--workers 1``. The thresholds that keep small inputs in process are lowered here so the
-small test files are cut into several pieces."""
+newlines, malformed lines at piece boundaries and ``--limit``, two workers give the report,
+findings and smoke sample of ``--workers 1``. The thresholds that keep small inputs in
+process are lowered here so the small test files are cut into several pieces."""
 
 from __future__ import annotations
 
