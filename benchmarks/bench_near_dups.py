@@ -58,10 +58,11 @@ recall of the planted copies. Then, against exact Jaccard on samples:
 
 **Docs recall against an exhaustive search** (the main corpus; ``--big`` too with
 ``--exhaustive-big``): every document with a partner at Jaccard >= 0.8 on the shingle sets
-above, found by an exact all-pairs join (``exhaustive_truth``: identical sets grouped, prefix
-and length filtering, every candidate verified), cached in ``WORKDIR/near_dups_truth`` by the
-file's SHA-256. preflight's documents are its findings and their kept rows; reported: docs
-recall, documents found with no partner in the truth (0 when every pair is confirmed), and the
+above, found by an exact all-pairs join (``near_truth.exhaustive_truth``: identical sets
+grouped, prefix and length filtering, every candidate verified, checked against brute force on
+a sample), cached in ``WORKDIR/near_dups_truth`` by the file's SHA-256. preflight's documents
+are its findings and their kept rows; reported: docs recall, documents found with no partner
+in the truth (0 when every pair is confirmed), and the
 share of findings below 0.8 with their ``partner`` and with their kept row (``cluster``).
 
 The planted copy of PATH and the report directories are deleted at the end (``--keep`` keeps
@@ -72,10 +73,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import itertools
 import json
-import math
 import os
 import platform
 import random
@@ -84,7 +83,6 @@ import shutil
 import sys
 import time
 import unicodedata
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -351,86 +349,18 @@ def load_findings(out_dir: Path):
 
 # -- docs recall against an exhaustive search ---------------------------------------------------
 
-TRUTH_VERSION = 1
-
-
-def exhaustive_truth(path: Path, table: dict[int, None], cache_dir: Path) -> dict[str, Any]:
-    """Every document with a partner at Jaccard >= THRESHOLD (word 5-gram shingles of the
-    folded text, as above), found exactly: documents with identical shingle sets are grouped
-    first, then an all-pairs similarity join over the distinct sets with prefix and length
-    filtering (tokens ordered rarest first; a pair at >= t shares a token in the first
-    ``|x| - ceil(t|x|) + 1`` tokens of each set), each candidate verified by its exact
-    Jaccard. Cached in ``cache_dir`` by the file's SHA-256 (minutes of pure Python once)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 24):
-            digest.update(chunk)
-    name = f"truth_{digest.hexdigest()[:16]}_t{THRESHOLD}_n{NGRAM}_v{TRUTH_VERSION}.json"
-    cache = cache_dir / name
-    if cache.exists():
-        return json.loads(cache.read_text()) | {"cached": True}
-    t0 = time.perf_counter()
-    token: dict[str, int] = {}
-    groups: dict[frozenset[int], list[int]] = {}
-    with open(path, "rb") as fh:
-        for row, line in enumerate(fh):
-            try:
-                text = json.loads(line).get("text")
-            except (ValueError, AttributeError):
-                continue
-            folded = fold(text, table) if isinstance(text, str) else ""
-            if folded:
-                key = frozenset(token.setdefault(g, len(token)) for g in shingle_set(folded))
-                groups.setdefault(key, []).append(row)
-    sets = list(groups)
-    freq = [0] * len(token)
-    for x in sets:
-        for g in x:
-            freq[g] += 1
-    rank = [0] * len(token)
-    for r, g in enumerate(sorted(range(len(token)), key=freq.__getitem__)):
-        rank[g] = r
-    index: dict[int, list[int]] = defaultdict(list)
-    partnered = [len(groups[x]) > 1 for x in sets]  # identical copies are partners
-    pairs = sum(len(rows) * (len(rows) - 1) // 2 for rows in groups.values())
-    verified = 0
-    for d in sorted(range(len(sets)), key=lambda k: len(sets[k])):
-        x = sets[d]
-        size = len(x)
-        prefix = sorted(rank[g] for g in x)[: size - math.ceil(THRESHOLD * size - 1e-9) + 1]
-        seen: set[int] = set()
-        for r in prefix:
-            seen.update(index[r])
-        for c in seen:  # earlier sets are no larger than x
-            y = sets[c]
-            if len(y) < THRESHOLD * size - 1e-9:
-                continue
-            verified += 1
-            inter = len(x & y)
-            if inter / (size + len(y) - inter) >= THRESHOLD:
-                partnered[c] = partnered[d] = True
-                pairs += len(groups[x]) * len(groups[y])
-        for r in prefix:
-            index[r].append(d)
-    docs = sorted(row for x, p in zip(sets, partnered, strict=True) if p for row in groups[x])
-    truth = {"docs": docs, "pairs": pairs, "documents": sum(map(len, groups.values())),
-             "distinct_sets": len(sets), "verified_candidates": verified,
-             "seconds": round(time.perf_counter() - t0, 1)}
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(truth))
-    return truth | {"cached": False}
-
-
 def exhaustive_scores(path: Path, findings, table: dict[int, None],
                       cache_dir: Path) -> dict[str, Any]:
     """preflight's documents (findings and their kept rows) against the exhaustive truth:
     docs recall, documents found that have no partner at the threshold, and the share of
     findings below the threshold with their ``partner`` and with their kept row (``cluster``)."""
-    truth = exhaustive_truth(path, table, cache_dir)
+    from near_truth import exhaustive_truth  # (it imports this module)
+
+    truth = exhaustive_truth(path, cache_dir, table=table)
     rows, clusters = findings["row"].to_list(), findings["cluster"].to_list()
     partners = findings["partner"].to_list()
     found = set(rows) | set(clusters)
-    want = set(truth["docs"])
+    want = set(truth.docs().tolist())
     texts = collect_texts(path, found)
     sets = {r: shingle_set(fold(t, table)) for r, t in texts.items() if t is not None}
 
@@ -441,9 +371,9 @@ def exhaustive_scores(path: Path, findings, table: dict[int, None],
 
     return {
         "truth_docs": len(want),
-        "truth_pairs": truth["pairs"],
-        "truth_seconds": truth["seconds"],
-        "truth_cached": truth["cached"],
+        "truth_pairs": truth.stats["distinct_pairs"],
+        "truth_seconds": truth.stats["seconds"],
+        "truth_cached": truth.stats["cached"],
         "docs_found": len(found & want),
         "docs_recall": round(len(found & want) / len(want), 4) if want else None,
         "docs_found_without_partner_in_truth": len(found - want),
@@ -456,7 +386,7 @@ def print_exhaustive(scores: dict[str, Any]) -> None:
     """One summary line of ``exhaustive_scores``."""
     how = "cached" if scores["truth_cached"] else f"computed in {scores['truth_seconds']} s"
     print(f"exhaustive truth ({scores['truth_docs']:,} docs in {scores['truth_pairs']:,} pairs "
-          f"at J >= {THRESHOLD}; {how}): docs recall {scores['docs_recall']}, "
+          f"of distinct sets at J >= {THRESHOLD}; {how}): docs recall {scores['docs_recall']}, "
           f"found without a partner {scores['docs_found_without_partner_in_truth']}; findings "
           f"below {THRESHOLD} with their partner {scores['share_partner_below_threshold']}, "
           f"with their kept row {scores['share_kept_row_below_threshold']}")
