@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import signal
 import threading
 import time
@@ -126,6 +127,47 @@ def test_malformed_lines_at_piece_boundaries(tmp_path: Path) -> None:
         pl.col("check") == "malformed")
     assert sorted(found["row"].to_list()) == sorted(
         [r for row in first_rows for r in (row - 1, row)])
+
+
+def test_near_copies_across_piece_boundaries(tmp_path: Path) -> None:
+    """Near-copies of a record planted in other pieces, chains through them and a crowded
+    bucket of 40 copies: signatures and the second read run on the workers, buckets and
+    confirmation here, and the clusters, kept rows, partners and Jaccards are the ones of
+    one process."""
+    rng = random.Random(3)
+    vocabulary = [f"w{k}" for k in range(400)]
+    originals = [" ".join(rng.choice(vocabulary) for _ in range(60)) for _ in range(30)]
+
+    def edited(words: str) -> str:  # one word replaced: Jaccard at least 51/61
+        out = words.split()
+        out[rng.randrange(len(out))] = "edit"
+        return " ".join(out)
+
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(60)) for _ in range(2_000)]
+    copies = {}
+    for k, original in enumerate(originals):  # an original, then copies far after it
+        texts[k * 20] = original
+        for at in (k * 20 + 600, k * 20 + 1_200):
+            texts[at], copies[at] = edited(original), k * 20
+    for at in range(1_800, 2_000, 5):  # crowded: 40 copies of one text
+        texts[at], copies[at] = originals[0], 0
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                            for i, t in enumerate(texts)))
+    starts = [p.start for p in pieces.plan(open_source(path), piece_bytes=8_000)]
+    assert len(starts) > 10
+    rules = load_rules({"fields": {"text": "text", "id": "id"},
+                        "rules": [{"id": "near", "check": "near_duplicate"}]})
+    one, two = both(path, rules, tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+    key = ["row", "cluster", "partner", "detail"]
+    fa, fb = (pl.read_parquet(tmp_path / run / "findings.parquet").select(key).sort("row")
+              for run in ("one", "two"))
+    assert fa.equals(fb)
+    rows = dict(zip(fa["row"].to_list(), fa["cluster"].to_list(), strict=True))
+    # Every planted copy is found, in its original's cluster, from another piece.
+    assert rows == copies
+    assert one.rule("near").stats["clusters"] == len(originals)
 
 
 def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
