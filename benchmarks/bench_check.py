@@ -75,6 +75,7 @@ class Measured:
     peak_rss_mb: float
     peak_tree_rss_mb: float | None
     timed_out: bool
+    cpu_seconds: float | None = None  # user + system, the child and the children it waited for
 
 
 
@@ -149,6 +150,7 @@ def run_measured(cmd: list[str], stdout: Path, stderr: Path, timeout: float) -> 
         peak_rss_mb=maxrss_bytes / MB,
         peak_tree_rss_mb=None if tree is None else max(tree, maxrss_bytes) / MB,
         timed_out=timed_out[0],
+        cpu_seconds=rusage.ru_utime + rusage.ru_stime,
     )
 
 

@@ -7,7 +7,7 @@ Usage (the 250 MB numbers; rensa lives in its own virtual environment)::
         /tmp/bench/corpus_250mb_seed0.jsonl --size-mb 250 --seed 0
     python benchmarks/bench_near_rensa.py /tmp/bench/corpus_250mb_seed0.jsonl \\
         --rensa-python /work/venvs/rensa/bin/python --preflight "python -m preflight" \\
-        --bands default,16x8 --runs 3
+        --bands default,16x8 --workers 1,2 --runs 3
 
 Each tool is its own child process, run in the same session, interleaved ``--runs`` times
 (the median is reported), after the page cache is warmed:
@@ -20,8 +20,9 @@ Each tool is its own child process, run in the same session, interleaved ``--run
   document. Candidates are not confirmed (the pipeline stops at LSH).
 * **preflight** (``--preflight``): ``check FILE --rules RULES --no-smoke`` with only the
   ``near_duplicate`` rule, once per ``--bands`` setting (``default``: the rule's defaults;
-  ``BxR``: ``bands: B, rows: R``), ``--workers`` passed on when given. A first run on the
-  corpus's first lines compiles the numba kernels into a cache kept for the timed runs.
+  ``BxR``: ``bands: B, rows: R``), and once per ``--workers`` count when given (``1,2``).
+  A first run on the corpus's first lines compiles the numba kernels into a cache kept for
+  the timed runs.
 
 **Truth** (``near_truth.exhaustive_truth``): every pair of documents at exact Jaccard >= 0.8 on
 the word 5-gram shingle sets, computed once (checked against brute force on a sample) and
@@ -32,8 +33,10 @@ the tool puts in a true pair (rensa: an end of a candidate pair at >= 0.8; prefl
 finding or a cluster's kept row, all confirmed).
 
 The table gives wall seconds (around the child: interpreter start and imports included),
-in-process seconds (rensa: its clock; preflight: ``timings.total``), the ratio rensa wall /
-this wall, precision and docs recall. Results go to ``WORKDIR/near_rensa_results.json``.
+in-process seconds (rensa: its clock; preflight: ``timings.total``), CPU seconds (user and
+system, workers included: the figure least moved by other load on a shared machine), the
+ratio rensa wall / this wall, precision, docs recall and peak RSS (the child's process tree,
+sampled). Results go to ``WORKDIR/near_rensa_results.json``.
 """
 
 from __future__ import annotations
@@ -106,10 +109,17 @@ def run_rensa(args: argparse.Namespace, data: Path, scratch: Path) -> dict[str, 
         err = (scratch / "rensa.stderr").read_text(errors="replace")[-2000:]
         raise SystemExit(f"rensa failed (exit {m.exit_code}): {err}")
     got = json.loads(out.read_text())
-    got |= {"wall_seconds": round(m.seconds, 3), "peak_rss_mb": round(m.peak_rss_mb, 1)}
+    got |= {"wall_seconds": round(m.seconds, 3), "cpu_seconds": round(m.cpu_seconds, 3),
+            "peak_rss_mb": peak(m)}
     u = np.fromfile(out.with_suffix(".u"), dtype=np.int64)
     v = np.fromfile(out.with_suffix(".v"), dtype=np.int64)
     return got | {"u": u, "v": v}
+
+
+def peak(m: Any) -> float:
+    """The child's peak RSS in MB, summed over its process tree (sampled from /proc): its own
+    ``ru_maxrss`` would count this process's memory at the fork."""
+    return round(m.peak_tree_rss_mb or 0.0, 1)
 
 
 def rules_for(setting: str) -> str:
@@ -122,19 +132,21 @@ def rules_for(setting: str) -> str:
             f"  - {{id: {RULE_ID}, check: near_duplicate{extra}}}\n")
 
 
-def run_preflight(args: argparse.Namespace, data: Path, scratch: Path, setting: str
+def run_preflight(args: argparse.Namespace, data: Path, scratch: Path, run: str
                   ) -> dict[str, Any]:
-    """One measured preflight run; its timings, stats and (row, cluster, partner) arrays."""
+    """One measured preflight run (``BANDS`` or ``BANDS@WORKERS``); its timings, stats and
+    (row, cluster, partner) arrays."""
     import polars as pl
 
+    setting, _, workers = run.partition("@")
     rules = scratch / f"rules_{setting}.yaml"
     rules.write_text(rules_for(setting))
     out_dir = scratch / f"report_{setting}"
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [*args.cmd, "check", str(data), "--rules", str(rules), "--out", str(out_dir),
            "--quiet", "--no-progress", "--no-smoke", "--format", "json"]
-    if args.workers is not None:
-        cmd += ["--workers", str(args.workers)]
+    if workers:
+        cmd += ["--workers", workers]
     m = run_measured(cmd, scratch / "pf.stdout", scratch / "pf.stderr", args.timeout)
     if m.timed_out or m.exit_code not in (0, 1):
         err = (scratch / "pf.stderr").read_text(errors="replace")[-2000:]
@@ -144,7 +156,8 @@ def run_preflight(args: argparse.Namespace, data: Path, scratch: Path, setting: 
     f = pl.read_parquet(out_dir / "findings.parquet").filter(pl.col("rule") == RULE_ID)
     stats = rule.get("stats", {})
     return {
-        "wall_seconds": round(m.seconds, 3), "peak_rss_mb": round(m.peak_rss_mb, 1),
+        "wall_seconds": round(m.seconds, 3), "cpu_seconds": round(m.cpu_seconds, 3),
+        "peak_rss_mb": peak(m),
         "seconds": report["timings"]["total"],
         "rule_seconds": report["timings"][f"rule:{RULE_ID}"],
         "timings": {k: v for k, v in report["timings"].items() if k.startswith(("pool", "read"))},
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preflight", default=None, help="command that runs the CLI")
     parser.add_argument("--bands", default="default,16x8",
                         help="preflight settings, comma-separated: default or BxR")
-    parser.add_argument("--workers", type=int, default=None, help="preflight --workers")
+    parser.add_argument("--workers", default="", help="preflight --workers, comma-separated")
     parser.add_argument("--runs", type=int, default=1, help="interleaved runs (median)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per child")
     parser.add_argument("--rensa-child", type=Path, default=None, help=argparse.SUPPRESS)
@@ -197,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     os.environ["NUMBA_CACHE_DIR"] = str(scratch / "numba_cache")
-    settings = args.bands.split(",")
+    counts = [f"@{w}" for w in args.workers.split(",") if w] or [""]
+    settings = [b + w for b in args.bands.split(",") for w in counts]
     data = args.corpus
     nbytes = data.stat().st_size
     print(f"{data}: {nbytes / 1e6:,.1f} MB; truth ...", flush=True)
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(data, "rb") as src, open(warm, "wb") as dst:
         for _, line in zip(range(WARM_LINES), src, strict=False):
             dst.write(line)
-    for setting in settings:
+    for setting in args.bands.split(","):
         run_preflight(args, warm, scratch, setting)
     warm_cache(data)
 
@@ -230,14 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     rensa_wall = median("rensa", "wall_seconds")
     table = [{"tool": f"rensa LSH pairs ({LSH_BANDS} bands)", "wall_seconds": rensa_wall,
               "seconds": median("rensa", "seconds"), "ratio": 1.0,
+              "cpu_seconds": median("rensa", "cpu_seconds"),
               "peak_rss_mb": max(r["peak_rss_mb"] for r in runs["rensa"]),
               **score(truth, last["u"], last["v"], np.concatenate([last["u"], last["v"]])[
                   np.tile(truth.similar(last["u"], last["v"]), 2)])}]
     for setting in settings:
         r = runs[setting][-1]
         wall = median(setting, "wall_seconds")
-        table.append({"tool": f"preflight {setting} ({r['stats']['bands']}x{r['stats']['rows']})",
+        name = setting.replace("@", ", workers ")
+        table.append({"tool": f"preflight {name} ({r['stats']['bands']}x{r['stats']['rows']})",
                       "wall_seconds": wall, "seconds": median(setting, "seconds"),
+                      "cpu_seconds": median(setting, "cpu_seconds"),
                       "ratio": round(rensa_wall / wall, 2),
                       "peak_rss_mb": max(x["peak_rss_mb"] for x in runs[setting]),
                       "stats": r["stats"], "timings": r["timings"],
@@ -258,13 +275,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(table: list[dict[str, Any]], nbytes: int, runs: int) -> None:
     """The comparison table."""
-    head = (f"{'tool':<34} {'wall s':>7} {'in-proc s':>9} {'MB/s':>6} {'rensa/this':>10} "
+    head = (f"{'tool':<34} {'wall s':>7} {'in-proc s':>9} {'CPU s':>6} {'MB/s':>6} "
+            f"{'rensa/this':>10} "
             f"{'pairs':>10} {'precision':>9} {'docs recall':>11} {'RSS MB':>7}")
     print(f"\nmedian of {runs} run(s); precision and docs recall against the exhaustive truth")
     print(head)
     print("-" * len(head))
     for r in table:
         print(f"{r['tool']:<34} {r['wall_seconds']:>7.2f} {r['seconds']:>9.2f} "
+              f"{r['cpu_seconds']:>6.1f} "
               f"{nbytes / 1e6 / r['wall_seconds']:>6.1f} {r['ratio']:>9.2f}x "
               f"{r['pairs']:>10,} {r['precision'] or 0:>9.4f} {r['docs_recall'] or 0:>11.4f} "
               f"{r['peak_rss_mb']:>7.0f}")

@@ -11,6 +11,7 @@ from datasketch import MinHash, MinHashLSH
 
 from preflight.checks.near_pairs import bucket_members, link
 from preflight.minhash import (
+    CATCH_AT_THRESHOLD,
     band_keys,
     catch_probability,
     choose_bands,
@@ -194,11 +195,17 @@ def test_lsh_agreement_with_hashvalues_built_minhash():
 
 
 def test_choose_bands_for_recall():
-    assert choose_bands(0.8, 128) == (16, 8)
-    for threshold, num_perm in [(0.5, 64), (0.9, 256), (0.8, 128)]:
+    assert choose_bands(0.8, 128) == (18, 6)  # 16 x 8 catches a pair at 0.8 at 0.947 only
+    for threshold, num_perm in [(0.5, 64), (0.9, 256), (0.8, 128), (0.7, 128), (0.8, 8)]:
         bands, rows = choose_bands(threshold, num_perm)
         assert bands * rows <= num_perm
-        assert catch_probability(threshold, bands, rows) > 0.5
+        assert catch_probability(threshold, bands, rows) >= CATCH_AT_THRESHOLD
+        # the most rows that can reach it (fewest false candidates), with the fewest bands
+        assert catch_probability(threshold, bands - 1, rows) < CATCH_AT_THRESHOLD
+        more = rows + 1
+        assert catch_probability(threshold, num_perm // more, more) < CATCH_AT_THRESHOLD
+    assert choose_bands(1.0, 128) == (1, 128)  # exact copies only
+    assert choose_bands(0.1, 8) == (8, 1)  # out of reach: every permutation its own band
 
 
 def test_catch_probability():

@@ -93,7 +93,9 @@ def link(members: np.ndarray, ranks: np.ndarray, n: int,
             ok = np.ones(len(codes), dtype=bool)
         else:
             ok = similarity >= threshold
-            rejected = np.union1d(rejected, codes[~ok])
+            # Disjoint from the pairs rejected before (filtered out above): a sort, not a
+            # union.
+            rejected = np.sort(np.concatenate([rejected, codes[~ok]]))
         us.append(u[ok])
         vs.append(v[ok])
         sims.append(similarity[ok])

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import polars as pl
 
-from preflight.checks.near_pairs import WINDOW, bucket_members
+from preflight.checks.near_pairs import WINDOW, bucket_members, link
 from preflight.minhash import LSH
 from preflight.text import fold
 from tests.checks.test_near_duplicates import CHECK, WORDS, _chain, jaccard, text
@@ -128,3 +128,18 @@ def test_unconfirmed_findings_still_name_a_linked_partner(gate):
     rows = dict(g.findings().select("row", "partner").iter_rows())
     assert set(rows) == {2, 3} and all(p in (0, 2, 3) and p != r for r, p in rows.items())
     assert dict(g.findings().select("row", "cluster").iter_rows()) == {2: 0, 3: 0}
+
+
+def test_a_huge_bucket_in_every_band_costs_linear_comparisons():
+    """20,000 documents sharing their key in all 18 bands: similar ones are linked by the
+    first round (one comparison each) and every later pair is skipped; dissimilar ones cost
+    at most ``WINDOW`` comparisons each, once whatever the number of bands."""
+    n, bands = 20_000, 18
+    members, ranks = bucket_members(np.zeros((n, bands), dtype=np.uint64))
+    assert len(members) == n * bands
+    similar = link(members, ranks, n, lambda u, v: np.ones(len(u)), THRESHOLD)
+    assert similar.compared == n - 1
+    assert (similar.labels == 0).all()
+    apart = link(members, ranks, n, lambda u, v: np.zeros(len(u)), THRESHOLD)
+    assert apart.compared == sum(n - d for d in range(1, WINDOW + 1))
+    assert len(apart.u) == 0 and (apart.labels == np.arange(n)).all()
