@@ -213,20 +213,29 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-@numba.njit(cache=True)
+@numba.njit(parallel=True, cache=True)
 def sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each text's shingles as a sorted set (duplicates dropped), in CSR form."""
-    out = np.empty(len(values), dtype=np.uint32)
-    new_offsets = np.zeros(len(offsets), dtype=np.int64)
-    at = 0
-    for d in range(len(offsets) - 1):
-        seg = np.sort(values[offsets[d] : offsets[d + 1]])
-        for k in range(len(seg)):
-            if k == 0 or seg[k] != seg[k - 1]:
-                out[at] = seg[k]
+    docs = len(offsets) - 1
+    ordered = np.empty(len(values), dtype=np.uint32)
+    distinct = np.zeros(docs + 1, dtype=np.int64)
+    for d in numba.prange(docs):  # sort each text's shingles in place, count the distinct
+        lo, hi = offsets[d], offsets[d + 1]
+        ordered[lo:hi] = np.sort(values[lo:hi])
+        count = 0
+        for k in range(lo, hi):
+            if k == lo or ordered[k] != ordered[k - 1]:
+                count += 1
+        distinct[d + 1] = count
+    new_offsets = np.cumsum(distinct)
+    out = np.empty(new_offsets[-1], dtype=np.uint32)
+    for d in numba.prange(docs):
+        lo, hi, at = offsets[d], offsets[d + 1], new_offsets[d]
+        for k in range(lo, hi):
+            if k == lo or ordered[k] != ordered[k - 1]:
+                out[at] = ordered[k]
                 at += 1
-        new_offsets[d + 1] = at
-    return out[:at], new_offsets
+    return out, new_offsets
 
 
 @numba.njit(parallel=True, cache=True)

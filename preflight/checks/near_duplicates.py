@@ -136,7 +136,9 @@ class NearDuplicate(Check):
         self._buckets = bucket_members(self._all_keys())
         if not self.params.confirm or not len(self._buckets[0]):
             return False
-        self._wanted = np.sort(self._record_keys()[np.unique(self._buckets[0])])
+        bucketed = np.zeros(len(self._all_keys()), dtype=bool)  # a mask: no sort of members
+        bucketed[self._buckets[0]] = True
+        self._wanted = np.sort(self._record_keys()[bucketed])
         return True
 
     def revisit_plan(self) -> dict[str, Any]:
