@@ -104,15 +104,21 @@ def brute_pairs(sets: list[frozenset[int]], threshold: float = THRESHOLD
     return out
 
 
-def verify(sets: list[frozenset[int]], pairs: set[tuple[int, int]], *, seeds: int = 60,
-           cap: int = 1500, seed: int = 0) -> dict[str, int]:
+def verify(sets: list[frozenset[int]], pairs: set[tuple[int, int]], *, seeds: int = 150,
+           cap: int = 2000, seed: int = 0) -> dict[str, int]:
     """Check ``pairs`` (the join's result on ``sets``) against brute force on a sample of
-    related sets: a few random sets and every set sharing one of three random tokens of each
-    (so near and far partners both come in), up to ``cap``. Raises AssertionError on a
-    difference; returns the sample's size and its pairs."""
+    related sets: random sets and every set sharing one of the three rarest shared tokens of each
+    (their near copies, and sets only partly alike), up to ``cap``. Raises AssertionError on
+    a difference; returns the sample's size and its pairs."""
     rng = random.Random(seed)
+    freq: dict[int, int] = defaultdict(int)
+    for x in sets:
+        for g in x:
+            freq[g] += 1
     picked = rng.sample(range(len(sets)), min(seeds, len(sets)))
-    tokens = {g for p in picked for g in rng.sample(sorted(sets[p]), min(3, len(sets[p])))}
+    shared = [sorted((g for g in sets[p] if freq[g] > 1), key=lambda g: (freq[g], g))[:3]
+              for p in picked]
+    tokens = {g for some in shared for g in some}
     sample = sorted({*picked, *(k for k, x in enumerate(sets) if not x.isdisjoint(tokens))})
     if len(sample) > cap:
         sample = sorted(rng.sample(sample, cap))
