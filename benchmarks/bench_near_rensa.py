@@ -47,6 +47,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from array import array
@@ -195,9 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per child")
     parser.add_argument("--rensa-child", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rensa-out", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--truth-child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--truth-cache", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rensa_child is not None:
         return rensa_child(args.rensa_child, args.rensa_out)
+    if args.truth_child is not None:
+        from near_truth import exhaustive_truth
+
+        exhaustive_truth(args.truth_child, args.truth_cache)
+        return 0
     if args.corpus is None:
         parser.error("CORPUS is required")
     import numpy as np
@@ -215,7 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     data = args.corpus
     nbytes = data.stat().st_size
     print(f"{data}: {nbytes / 1e6:,.1f} MB; truth ...", flush=True)
-    truth = exhaustive_truth(data, args.workdir / "near_dups_truth")
+    # In a child, so that this process stays small: a child's peak RSS counts its parent's
+    # memory at the fork.
+    cache = args.workdir / "near_dups_truth"
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--truth-child", str(data),
+                    "--truth-cache", str(cache)], check=True)
+    truth = exhaustive_truth(data, cache)
     print(f"truth: {truth.stats}", flush=True)
 
     warm = scratch / "warm.jsonl"  # numba compiles here, not in a timed run
