@@ -87,3 +87,16 @@ def test_a_mix_of_every_odd_line_is_read_alike_on_both_paths() -> None:
     codes = {m.code for m in slow.malformed}
     assert codes == {"invalid_json", "invalid_utf8", "not_an_object"}  # really planted
     assert slow.lone_surrogates and slow.raw  # the surrogate and the changed type too
+
+
+@pytest.mark.parametrize("deep", [b'{"a":' * 20_000,
+                                  b'{"a": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"],
+                         ids=["unclosed", "valid-but-too-deep"])
+def test_a_deep_line_among_objects_never_reaches_arrow(deep: bytes) -> None:
+    # Every line starts with "{", so the block is judged by counting brackets alone: the
+    # one deep line must still keep Arrow (which would crash) away, and be a finding.
+    good = [f'{{"i": {k}, "t": "[{k}]"}}'.encode() for k in range(300)]
+    lines = [*good[:150], deep, *good[150:]]
+    batch, _ = jsonl._block(b"\n".join(lines) + b"\n", 0, 0, None, 0)
+    assert batch.rows.tolist() == [*range(150), *range(151, 301)]
+    assert [(m.row, m.code) for m in batch.malformed] == [(150, "too_deep")]
