@@ -132,24 +132,20 @@ def _pieces(block: bytes) -> list[bytes]:
 
 
 def _piece(piece: bytes, valid_utf8: bool) -> tuple[list[_Part], int]:
-    n_lines = piece.count(b"\n")
+    ends = _line_ends(piece)
     try:
         if not valid_utf8:
             raise _Fallback
-        return [_fast(piece, 0)], n_lines
+        return [_fast(piece, 0, ends)], len(ends)
     except (pa.ArrowInvalid, _Fallback):
         lines = piece.split(b"\n")
         lines.pop()  # a piece ends with a newline
-        return list(_parse(lines, 0, valid_utf8)), n_lines
+        return list(_parse(lines, 0, valid_utf8)), len(ends)
 
 
-def _layout(block: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Where each line of ``block`` (whole lines) starts, and its length without the
-    ``\n``."""
-    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n"))
-    starts = np.zeros(len(ends), dtype=np.int64)
-    starts[1:] = ends[:-1] + 1
-    return starts, ends - starts
+def _line_ends(block: bytes) -> np.ndarray:
+    """The offsets of the line ends (``\n``) of ``block``."""
+    return np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n"))
 
 
 @functools.cache
@@ -200,34 +196,26 @@ def _parse(lines: list[bytes], row0: int, valid_utf8: bool) -> Iterator[_Part]:
     yield from _parse(lines[half:], row0 + half, valid_utf8)
 
 
-def _fast(block: bytes, row0: int) -> _Part:
-    """Arrow's reading of a block of whole lines."""
-    n_lines = block.count(b"\n")
-    layout = None
+def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
+    """Arrow's reading of a block of whole lines (``ends``: its line ends, when known)."""
+    ends = _line_ends(block) if ends is None else ends
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts
     # Only objects go to Arrow: a line such as `null` is not a record (and pyarrow 26 can
     # crash on a block that starts with one). Lines that start with "{" (nearly always all
-    # of them, counted without splitting) are non-blank objects as they stand; otherwise
-    # each line is looked at.
-    if n_lines and block.startswith(b"{") and block.count(b"\n{") == n_lines - 1:
-        nonblank = np.arange(n_lines, dtype=np.int64)
-        # Each line holds an opening brace, so a line with _ARROW_DEPTH opening brackets
-        # needs that many more than the lines hold at least: only then look closer.
-        deep = block.count(b"{") + block.count(b"[") - (n_lines - 1) >= _ARROW_DEPTH
+    # of them) are non-blank objects as they stand; otherwise each line is looked at.
+    if np.all(np.frombuffer(block, dtype=np.uint8)[starts] == ord("{")):
+        nonblank = np.arange(len(ends), dtype=np.int64)
     else:
-        layout = _layout(block)
-        stripped = [block[a:a + n].strip()
-                    for a, n in zip(layout[0].tolist(), layout[1].tolist(), strict=True)]
+        stripped = [block[a:b].strip() for a, b in zip(starts.tolist(), ends.tolist(),
+                                                        strict=True)]
         if any(line and not line.startswith(b"{") for line in stripped):
             raise _Fallback
         nonblank = np.asarray([k for k, line in enumerate(stripped) if line], dtype=np.int64)
-        deep = True
-    # A block within one Arrow block (1 MB, as pieces are) needs no line lengths.
-    longest = len(block) if len(block) + 2 <= 1 << 20 and not deep else None
-    if longest is None:
-        starts, lengths = layout or _layout(block)
-        longest = int(lengths.max()) if len(lengths) else 0
-        if longest >= _ARROW_DEPTH and _may_nest_deeper(block, starts, lengths, _ARROW_DEPTH):
-            raise _Fallback
+    longest = int(lengths.max()) if len(lengths) else 0
+    if longest >= _ARROW_DEPTH and _may_nest_deeper(block, starts, lengths, _ARROW_DEPTH):
+        raise _Fallback
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
     if _schema_depth(table.schema) > MAX_DEPTH:  # the lines that deep are findings
