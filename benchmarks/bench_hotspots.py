@@ -14,6 +14,9 @@ smoke=False)`` (the default rules) with timers around:
 * ``add``: every ``FindingsSink.add`` call (scan and finish findings);
 * ``encoding`` and ``encoding_alone``: ``Encoding.scan`` in the gate, and again on the same
   batches after it (median of 3 passes);
+* ``read_alone`` and ``read_alone_cpu``: the source read again after the gate, batches only
+  (``open_source(FILE).batches()``, median of 3 passes): wall seconds, and CPU seconds of
+  the process (the reader parses pieces on several threads);
 * ``gate``: the whole ``run_preflight`` call.
 
 Medians over the runs are printed as a table (seconds) with new/old ratios. On a shared
@@ -33,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-KEYS = ("fold", "fold_alone", "add", "encoding", "encoding_alone", "gate")
+KEYS = ("fold", "fold_alone", "add", "encoding", "encoding_alone", "read_alone",
+        "read_alone_cpu", "gate")
 
 
 def child(data: str) -> dict[str, float]:
@@ -70,16 +74,27 @@ def child(data: str) -> dict[str, float]:
         spent["gate"] = time.perf_counter() - t0
     spent["fold_alone"] = _median_pass(lambda: [fold(texts) for (texts,) in folded])
     spent["encoding_alone"] = _median_pass(lambda: [scan(c, b) for c, b in scanned])
+    spent["read_alone"] = _median_pass(lambda: _read(data))
+    spent["read_alone_cpu"] = _median_pass(lambda: _read(data), clock=time.process_time)
     return spent
 
 
-def _median_pass(work: Any, passes: int = 3) -> float:
-    """Median seconds of ``passes`` runs of ``work`` (the first one warms caches up)."""
+def _read(data: str) -> None:
+    """Every batch of the source, read and dropped."""
+    from preflight.source import open_source
+
+    for _ in open_source(Path(data)).batches():
+        pass
+
+
+def _median_pass(work: Any, passes: int = 3, clock: Any = time.perf_counter) -> float:
+    """Median seconds of ``passes`` runs of ``work`` (the first one warms caches up), on
+    ``clock`` (wall time, or ``time.process_time`` for the CPU time of all threads)."""
     seconds = []
     for _ in range(passes):
-        t0 = time.perf_counter()
+        t0 = clock()
         work()
-        seconds.append(time.perf_counter() - t0)
+        seconds.append(clock() - t0)
     return statistics.median(seconds)
 
 

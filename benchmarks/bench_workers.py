@@ -1,10 +1,10 @@
-"""``--workers 1`` (the default) against a pool of one worker per available core, on the
-same file in one run.
+"""``--workers 1`` (the default) against a pool of one worker per available core, and both
+against polars ``read_ndjson`` of the same file, in one run.
 
 Usage::
 
     python benchmarks/bench_workers.py [SRC] [--cache DIR] [--size-mb 100] [--seed N]
-        [--rules rules/default.yaml] [--repeat 2] [--timeout S]
+        [--rules rules/default.yaml] [--repeat 2] [--timeout S] [--no-polars]
 
 The scaled corpus (``scale_corpus.py``, cached as ``corpus_<size>mb_seed<seed>.jsonl`` like
 the other benchmarks) is checked, each run a child process with a warm page cache, the two
@@ -18,7 +18,14 @@ It prints the median wall time of each, MB/s, the largest single process's peak 
 (``Maximum resident set size`` of ``/usr/bin/time -v``: the driver or one worker), the peak
 RSS of the whole process tree (sampled from /proc), the pool's stage timings from
 report.json, whether both found the same (rule counts and findings.parquet as a set) and
-the ratio of wall times. Results go to ``CACHE/workers_results.json``. On a shared machine
+the ratio of wall times.
+
+The read limit: each repeat also runs a child that reads the file with polars
+``pl.read_ndjson`` (all cores) and prints the seconds of that call alone (imports not
+counted). Polars refuses a file with a malformed line, so it reads a copy without the planted
+malformed lines (``*.clean.jsonl``, made once next to the corpus: a few lines fewer). The
+ratio printed is ``polars read seconds / gate wall seconds`` for each setting (issue 17's
+target: >= 0.5). Results go to ``CACHE/workers_results.json``. On a shared machine
 the numbers are noisy: run it when the machine is otherwise idle, and read the ratio, not
 the seconds.
 """
@@ -30,6 +37,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,6 +61,34 @@ from bench_scale import DEFAULT_SRC  # noqa: E402
 
 MB = 1_000_000
 TIME_V = Path("/usr/bin/time")
+_POLARS_READ = ("import sys, time\nimport polars as pl\nt = time.perf_counter()\n"
+                "pl.read_ndjson(sys.argv[1])\nprint(time.perf_counter() - t)\n")
+
+
+def clean_copy(corpus: Path) -> Path:
+    """The corpus without the lines polars refuses (not a JSON object), made once."""
+    import orjson
+
+    clean = corpus.with_suffix(".clean.jsonl")
+    if clean.is_file() and clean.stat().st_mtime >= corpus.stat().st_mtime:
+        return clean
+    partial = clean.with_suffix(".partial")
+    with open(corpus, "rb") as src, open(partial, "wb") as out:
+        for line in src:
+            try:
+                if isinstance(orjson.loads(line), dict):
+                    out.write(line)
+            except orjson.JSONDecodeError:
+                continue
+    partial.replace(clean)
+    return clean
+
+
+def polars_read_seconds(path: Path, timeout: float) -> float:
+    """Seconds of ``pl.read_ndjson(path)`` in a fresh child (imports not counted)."""
+    done = subprocess.run([sys.executable, "-c", _POLARS_READ, str(path)], check=True,
+                          capture_output=True, text=True, timeout=timeout)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def _time_v_rss_mb(stderr: Path) -> float | None:
@@ -70,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", type=Path, default=HERE.parent / "rules" / "default.yaml")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--no-polars", action="store_true",
+                        help="Skip the polars read_ndjson reference.")
     args = parser.parse_args(argv)
     preflight = find_preflight(None)
     if preflight is None:
@@ -81,7 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     cores = available_cores()
     settings = {"workers 1": ["--workers", "1"], "pool": ["--workers", str(cores)]}
     runs: dict[str, list[dict[str, object]]] = {name: [] for name in settings}
+    clean = None if args.no_polars else clean_copy(corpus)
+    polars_s: list[float] = []
     for k in range(args.repeat):
+        if clean is not None:
+            warm_cache(clean)
+            polars_s.append(polars_read_seconds(clean, args.timeout))
+            print(f"[polars read_ndjson #{k + 1}] {polars_s[-1]:.2f} s", flush=True)
         for name, extra in settings.items():
             out = args.cache / f"workers_bench_{name.replace(' ', '')}"
             cmd = [*preflight, "check", str(corpus), "--rules", str(args.rules), "--no-smoke",
@@ -123,8 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     print("pool stages (s):", ", ".join(f"{k} {v:.1f}" for k, v in many["timings"].items()))
     ratio = median["workers 1"] / median["pool"]
     print(f"same findings: {same}; speed-up of the pool over --workers 1: {ratio:.2f}x")
+    read_limit = {}
+    if polars_s:
+        polars = statistics.median(polars_s)
+        read_limit = {name: round(polars / median[name], 3) for name in median}
+        print(f"polars read_ndjson: {polars:.2f} s ({size / MB / polars:,.0f} MB/s); whole "
+              "gate vs the read limit (polars s / gate s): "
+              + ", ".join(f"{name} {r:.2f}" for name, r in read_limit.items()))
     result = {"corpus": str(corpus), "bytes": size, "machine": machine(), "runs": runs,
-              "same_findings": same, "ratio": round(ratio, 3)}
+              "same_findings": same, "ratio": round(ratio, 3),
+              "polars_read_s": polars_s, "vs_polars_read": read_limit,
+              "load_average": os.getloadavg()}
     (args.cache / "workers_results.json").write_text(json.dumps(result, indent=2))
     return 0 if same else 1
 

@@ -132,14 +132,20 @@ def _pieces(block: bytes) -> list[bytes]:
 
 
 def _piece(piece: bytes, valid_utf8: bool) -> tuple[list[_Part], int]:
-    lines = piece.split(b"\n")
-    lines.pop()  # a piece ends with a newline
+    ends = _line_ends(piece)
     try:
         if not valid_utf8:
             raise _Fallback
-        return [_fast(piece, lines, 0)], len(lines)
+        return [_fast(piece, 0, ends)], len(ends)
     except (pa.ArrowInvalid, _Fallback):
-        return list(_parse(lines, 0, valid_utf8)), len(lines)
+        lines = piece.split(b"\n")
+        lines.pop()  # a piece ends with a newline
+        return list(_parse(lines, 0, valid_utf8)), len(ends)
+
+
+def _line_ends(block: bytes) -> np.ndarray:
+    """The offsets of the line ends (``\n``) of ``block``."""
+    return np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n"))
 
 
 @functools.cache
@@ -181,7 +187,7 @@ def _parse(lines: list[bytes], row0: int, valid_utf8: bool) -> Iterator[_Part]:
     try:
         if not (valid_utf8 or _is_utf8(b"".join(lines))):
             raise _Fallback
-        yield _fast(b"\n".join(lines) + b"\n", lines, row0)
+        yield _fast(b"\n".join(lines) + b"\n", row0)
         return
     except (pa.ArrowInvalid, _Fallback):
         pass
@@ -190,15 +196,25 @@ def _parse(lines: list[bytes], row0: int, valid_utf8: bool) -> Iterator[_Part]:
     yield from _parse(lines[half:], row0 + half, valid_utf8)
 
 
-def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
-    stripped = [line.strip() for line in lines]
-    nonblank = [k for k, line in enumerate(stripped) if line]
+def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
+    """Arrow's reading of a block of whole lines (``ends``: its line ends, when known)."""
+    ends = _line_ends(block) if ends is None else ends
+    starts = np.zeros(len(ends), dtype=np.int64)
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts
     # Only objects go to Arrow: a line such as `null` is not a record (and pyarrow 26 can
-    # crash on a block that starts with one).
-    if any(not stripped[k].startswith(b"{") for k in nonblank):
-        raise _Fallback
-    longest = max(map(len, lines), default=0)
-    if longest >= _ARROW_DEPTH and _may_nest_deeper(block, lines, _ARROW_DEPTH):
+    # crash on a block that starts with one). Lines that start with "{" (nearly always all
+    # of them) are non-blank objects as they stand; otherwise each line is looked at.
+    if np.all(np.frombuffer(block, dtype=np.uint8)[starts] == ord("{")):
+        nonblank = np.arange(len(ends), dtype=np.int64)
+    else:
+        stripped = [block[a:b].strip() for a, b in zip(starts.tolist(), ends.tolist(),
+                                                        strict=True)]
+        if any(line and not line.startswith(b"{") for line in stripped):
+            raise _Fallback
+        nonblank = np.asarray([k for k, line in enumerate(stripped) if line], dtype=np.int64)
+    longest = int(lengths.max()) if len(lengths) else 0
+    if longest >= _ARROW_DEPTH and _may_nest_deeper(block, starts, lengths, _ARROW_DEPTH):
         raise _Fallback
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
@@ -210,23 +226,21 @@ def _fast(block: bytes, lines: list[bytes], row0: int) -> _Part:
                              parse_options=pj.ParseOptions(explicit_schema=fixed))
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
-    return _Part(rows=np.asarray(nonblank, dtype=np.int64) + row0, table=table)
+    return _Part(rows=nonblank + row0, table=table)
 
 
-def _may_nest_deeper(block: bytes, lines: list[bytes], limit: int) -> bool:
-    """Whether a line of ``block`` (``lines``, each ended by a newline) may be nested
+def _may_nest_deeper(block: bytes, starts: np.ndarray, lengths: np.ndarray, limit: int
+                     ) -> bool:
+    """Whether a line of ``block`` (at ``starts``, ``lengths`` bytes long) may be nested
     ``limit`` deep. Brackets inside strings count too, so this errs on the safe side. Cheap
-    first: a line needs ``limit`` opening brackets to get that deep; only such lines get
-    their depth measured."""
-    data = np.frombuffer(block, dtype=np.uint8)
-    opens = data == ord("{")
-    opens |= data == ord("[")
-    starts = np.zeros(len(lines), dtype=np.int64)
-    np.cumsum([len(line) + 1 for line in lines[:-1]], out=starts[1:])
-    per_line = np.add.reduceat(opens, starts, dtype=np.int32)
-    for k in np.flatnonzero(per_line >= limit):
-        line = data[starts[k]:starts[k] + len(lines[k])]
-        if np.cumsum(_NESTING[line], dtype=np.int32).max() >= limit:
+    first: a line needs ``limit`` opening brackets to get that deep (so ``limit`` bytes);
+    only such lines get their depth measured."""
+    for k in np.flatnonzero(lengths >= limit).tolist():
+        line = block[starts[k]:starts[k] + lengths[k]]
+        if line.count(b"{") + line.count(b"[") < limit:
+            continue
+        nesting = _NESTING[np.frombuffer(line, dtype=np.uint8)]
+        if np.cumsum(nesting, dtype=np.int32).max() >= limit:
             return True
     return False
 
