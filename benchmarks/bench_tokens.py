@@ -39,12 +39,16 @@ BATCH = 8192
 
 
 def read_texts(path: Path, limit: int | None) -> list[str]:
-    """The ``text`` field of each record of a JSON Lines file (plain or gzip)."""
+    """The ``text`` field of each record of a JSON Lines file (plain or gzip); malformed
+    lines (``scale_corpus.py`` plants a few) are skipped, as the gate skips them."""
     opener = gzip.open if path.suffix == ".gz" else open
     texts = []
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
-            texts.append(json.loads(line)["text"])
+            try:
+                texts.append(json.loads(line)["text"])
+            except ValueError:
+                continue
             if limit and len(texts) >= limit:
                 break
     return texts

@@ -22,6 +22,7 @@ from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.model_text import add_specials, documents, token_counts
 from preflight.checks.registry import register
+from preflight.checks.token_bounds import prefix_bounds
 from preflight.limits import MAX_TOKENS
 from preflight.tokenizer import TokenCounter, estimate_counter
 
@@ -62,7 +63,7 @@ class TokenLength(Check):
     description = "Token count (real tokenizer) against the context window and a minimum."
     Params = TokenLengthParams
     fixes = ("truncate", "quarantine", "drop", "none")
-    merged = ("_hist_exact", "_hist_estimated", "_counts", "_encoded", "_skipped")
+    merged = ("_hist_exact", "_hist_estimated", "_counts", "_encoded", "_skipped", "_by_prefix")
     needs_text = True
 
     def __init__(self, params: TokenLengthParams, ctx: Any) -> None:
@@ -80,6 +81,7 @@ class TokenLength(Check):
         self._bytes_per_token: float | None = None
         self._encoded = 0
         self._skipped = 0
+        self._by_prefix = 0
 
     def config_problem(self) -> str | None:
         if self.limit is None:
@@ -109,15 +111,39 @@ class TokenLength(Check):
                 need |= lower < self.params.min_tokens if lower is not None else True
         counts = self._estimates(batch, index, nbytes, upper, lower, chat)
         todo = np.flatnonzero(need)
+        if len(todo) and upper is not None:
+            todo = self._settle_by_prefix(docs, nbytes, counts, todo, lower, chat)
         if len(todo):
             counts[todo] = token_counts(batch, self.ctx, self.counter, index[todo])
-        exact = need if self.counter.exact else np.zeros(len(docs), dtype=bool)
+        exact = np.zeros(len(docs), dtype=bool)
+        exact[todo] = self.counter.exact
         self._encoded += int(exact.sum())
         self._skipped += int((~exact).sum())
         self._hist_exact += np.histogram(counts[exact], self._edges)[0]
         self._hist_estimated += np.histogram(counts[~exact], self._edges)[0]
         self._counts.append(counts.astype(np.int32))
         return self._findings(index, counts, problems)
+
+    def _settle_by_prefix(self, docs: pl.Series, nbytes: np.ndarray, counts: np.ndarray,
+                          todo: np.ndarray, lower: np.ndarray | None, chat: bool) -> np.ndarray:
+        """Settle the texts of ``todo`` that a prefix proves to fit (``token_bounds``):
+        their estimates are capped by the proven bound; return the texts still to encode."""
+        assert self.limit is not None
+        if not self.counter.splits_before_spaces or self._bytes_per_token is None:
+            return todo
+        low = (lower[todo] < self.params.min_tokens if lower is not None
+               else np.full(len(todo), self.params.min_tokens > 0))
+        tries = todo[~low]  # a text that may be too short needs its exact count
+        if not len(tries):
+            return todo
+        added = 0 if chat else self.counter.specials
+        bounds = prefix_bounds(self.counter, docs.gather(tries).to_list(), nbytes[tries],
+                               self.limit - added, self._bytes_per_token) + added
+        fits = bounds <= self.limit
+        settled = tries[fits]
+        counts[settled] = np.minimum(counts[settled], bounds[fits])
+        self._by_prefix += len(settled)
+        return np.setdiff1d(todo, settled, assume_unique=True)
 
     def scan_plan(self, first: Batch) -> dict[str, Any]:
         """The bytes-per-token calibration, on the first batch as in the local run."""
@@ -193,6 +219,8 @@ class TokenLength(Check):
             "min_tokens": self.params.min_tokens,
             "encoded": self._encoded,
             "skipped_by_bound": self._skipped if self.counter.exact else 0,
+            # of which proven to fit by a prefix's tokens (their counts are estimates too)
+            "settled_by_prefix": self._by_prefix,
             "bytes_per_token": self._bytes_per_token,
             "histogram": {
                 "edges": [e if np.isfinite(e) else None for e in edges],
