@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from preflight.cores import available_cores
 from preflight.errors import ConfigError
 from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
@@ -615,7 +616,9 @@ def _tiktoken(name: str) -> TokenCounter:
             f"tiktoken encoding {name!r} is not available offline ({type(e).__name__}: {e}); "
             "put it in tiktoken's cache (TIKTOKEN_CACHE_DIR) or use a tokenizer.json"
         ) from e
-    threads = os.cpu_count() or 1
+    # Its batch API runs a thread per core: the cores this process may use, one in a pool
+    # worker (RAYON_NUM_THREADS there, as for the tokenizers library).
+    threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or available_cores()
 
     def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
         return [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=threads)]
