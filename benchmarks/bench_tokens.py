@@ -21,7 +21,9 @@ With ``--gate WINDOWS`` (issue 17, item 5) it times instead, in one run: plain
 window the whole gate (``run_preflight``, reading and report included) with only a
 ``token_length`` rule, once per ``--workers`` count, and prints each gate's ratio to plain
 ``encode_batch`` with what it encoded (texts whole, texts settled by a prefix, texts the
-byte bounds skipped). The gate reads the whole file (no ``--limit-records``).
+byte bounds skipped), and CPU seconds beside wall seconds (this process and its finished
+workers: on a shared machine the CPU ratio is the steadier one). The gate reads the whole
+file (no ``--limit-records``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -78,6 +81,13 @@ def train(texts: list[str], out: Path) -> Path:
     return path
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (pool workers)."""
+    own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
 def gate(corpus: Path, texts: list[str], windows: list[int], workers: list[int]) -> None:
     """Plain ``encode_batch`` against the token_length gate per window and worker count."""
     from preflight import run_preflight
@@ -87,29 +97,31 @@ def gate(corpus: Path, texts: list[str], windows: list[int], workers: list[int])
     with tempfile.TemporaryDirectory() as tmp:
         path = train(texts, Path(tmp))
         tok = Tokenizer.from_file(str(path))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         for k in range(0, len(texts), BATCH):
             tok.encode_batch_fast(texts[k : k + BATCH])
-        t_batch = time.perf_counter() - t0
+        t_batch, c_batch = time.perf_counter() - t0, _cpu() - c0
         print(f"{len(texts):,} texts, {nbytes / 1e6:.1f} MB, {available_cores()} cores; "
-              f"plain encode_batch {t_batch:.2f} s ({nbytes / 1e6 / t_batch:.1f} MB/s)")
-        print(f"{'window':>7}{'workers':>8}{'gate s':>9}{'vs batch':>10}{'encoded':>10}"
-              f"{'by prefix':>11}{'skipped':>10}{'too long':>10}")
+              f"plain encode_batch {t_batch:.2f} s ({nbytes / 1e6 / t_batch:.1f} MB/s), "
+              f"{c_batch:.2f} CPU s")
+        print(f"{'window':>7}{'workers':>8}{'gate s':>9}{'vs batch':>10}{'CPU s':>8}"
+              f"{'vs batch':>10}{'encoded':>10}{'by prefix':>11}{'skipped':>10}{'too long':>10}")
         for window in windows:
             rules = {"fields": {"text": "text"},
                      "model": {"context_window": window, "tokenizer": str(path)},
                      "rules": [{"id": "tok", "check": "token_length"}]}
             found = None
             for n in workers:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), _cpu()
                 report = run_preflight(corpus, rules, Path(tmp) / f"out{window}_{n}",
                                        workers=n, smoke=False, formats=["json"])
-                seconds = time.perf_counter() - t0
+                seconds, cpu = time.perf_counter() - t0, _cpu() - c0
                 stats = report.rule("tok").stats
                 codes = report.rule("tok").codes
                 assert found in (None, codes), "the worker counts must find the same"
                 found = codes
                 print(f"{window:>7}{n:>8}{seconds:>9.2f}{t_batch / seconds:>9.2f}x"
+                      f"{cpu:>8.2f}{c_batch / cpu:>9.2f}x"
                       f"{stats['encoded']:>10,}{stats.get('settled_by_prefix', 0):>11,}"
                       f"{stats['skipped_by_bound'] - stats.get('settled_by_prefix', 0):>10,}"
                       f"{codes.get('too_long', 0):>10,}")
