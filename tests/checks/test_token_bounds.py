@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from preflight.batch import Batch
 from preflight.checks.base import Context
-from preflight.checks.token_bounds import _cut, prefix_bounds
+from preflight.checks.token_bounds import _cut, cut_and_count, rest_counts
 from preflight.checks.tokens import TokenLength
 from preflight.config import Fields, ModelFacts
 from preflight.tokenizer import TokenCounter, load_tokenizer
@@ -84,18 +84,25 @@ def test_tokens_never_cross_the_cut(counters: dict[str, TokenCounter], name: str
     assert whole <= int(parts[0]) + len(tail.encode()) + counter.specials
 
 
-def test_prefix_bounds_are_upper_bounds(counters: dict[str, TokenCounter]) -> None:
+def test_starts_bound_and_rests_complete_the_counts(counters: dict[str, TokenCounter]) -> None:
+    """A start's tokens plus the bytes after it bound the text's tokens; plus the rest's
+    tokens they are its exact count."""
     counter = counters["bpe"]
     docs = made_up_text(400, seed=4)
     nbytes = np.array([len(t.encode()) for t in docs])
     real = counter.count(docs, add_special_tokens=False)
     room = 60
-    bounds = prefix_bounds(counter, docs, nbytes, room, float(nbytes.sum() / real.sum()))
+    cut = cut_and_count(counter, docs, nbytes, room, float(nbytes.sum() / real.sum()))
+    bounds = cut.bounds(len(docs), room)
     proven = bounds <= room
     assert (nbytes[proven] > room).sum() > 20  # texts the byte bound cannot settle
-    assert (real[proven] <= bounds[proven]).all() and (bounds[~proven] == room + 1).all()
+    assert (real[cut.chosen] <= bounds[cut.chosen]).all()
+    assert (bounds[np.setdiff1d(np.arange(len(docs)), cut.chosen)] == room + 1).all()
+    assert not proven[cut.chosen].all()  # some starts prove nothing ...
+    rest = rest_counts(counter, [docs[k] for k in cut.chosen], cut.cuts)
+    assert (cut.tokens + rest == real[cut.chosen]).all()  # ... and are not wasted
     unbounded = dataclasses.replace(counter, splits_before_spaces=False)
-    assert (prefix_bounds(unbounded, docs, nbytes, room, 4.0) == room + 1).all()
+    assert len(cut_and_count(unbounded, docs, nbytes, room, 4.0).chosen) == 0
 
 
 def _scan(counter: TokenCounter, docs: list[str], window: int, min_tokens: int,
