@@ -7,9 +7,9 @@ proven bounds (see ``preflight.tokenizer``) already settle the answer are not en
 long, and a longer text may be proven to fit by the tokens of its start alone
 (``preflight.checks.token_bounds``). The verdict stays exact; only the histogram of the
 skipped texts is estimated (from the bytes-per-token ratio of the texts that were encoded),
-and the report says so. With no
-tokenizer at all every count is an estimate: the finding code is ``too_long_estimated`` and
-the rule carries a note saying so wherever its verdict is shown.
+and the report says so. With no tokenizer at all every count is an estimate: the finding
+code is ``too_long_estimated`` and the rule carries a note saying so wherever its verdict is
+shown.
 """
 
 from __future__ import annotations
