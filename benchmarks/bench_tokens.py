@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/bench_tokens.py CORPUS.jsonl[.gz] [--limit-records N] [--context 4096]
+    python benchmarks/bench_tokens.py CORPUS.jsonl --gate 256,1024,4096 [--workers 1,2]
 
 A byte-level BPE (vocabulary 8,000) is trained on the first 5,000 texts of the corpus, in the
 run (nothing is downloaded). Then, on the same texts, in the same run:
@@ -14,6 +15,15 @@ run (nothing is downloaded). Then, on the same texts, in the same run:
 
 Prints seconds, tokens/s (the real token total divided by the time) and the ratio to the
 one-at-a-time loop.
+
+With ``--gate WINDOWS`` (issue 17, item 5) it times instead, in one run: plain
+``encode_batch_fast`` over every text (all cores: the tokenizer's own threads), then for each
+window the whole gate (``run_preflight``, reading and report included) with only a
+``token_length`` rule, once per ``--workers`` count, and prints each gate's ratio to plain
+``encode_batch`` with what it encoded (texts whole, texts settled by a prefix, texts the
+byte bounds skipped), and CPU seconds beside wall seconds (this process and its finished
+workers: on a shared machine the CPU ratio is the steadier one). The gate reads the whole
+file (no ``--limit-records``).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -39,12 +50,16 @@ BATCH = 8192
 
 
 def read_texts(path: Path, limit: int | None) -> list[str]:
-    """The ``text`` field of each record of a JSON Lines file (plain or gzip)."""
+    """The ``text`` field of each record of a JSON Lines file (plain or gzip); malformed
+    lines (``scale_corpus.py`` plants a few) are skipped, as the gate skips them."""
     opener = gzip.open if path.suffix == ".gz" else open
     texts = []
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
-            texts.append(json.loads(line)["text"])
+            try:
+                texts.append(json.loads(line)["text"])
+            except ValueError:
+                continue
             if limit and len(texts) >= limit:
                 break
     return texts
@@ -66,14 +81,68 @@ def train(texts: list[str], out: Path) -> Path:
     return path
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (pool workers)."""
+    own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
+
+
+def gate(corpus: Path, texts: list[str], windows: list[int], workers: list[int]) -> None:
+    """Plain ``encode_batch`` against the token_length gate per window and worker count."""
+    from preflight import run_preflight
+    from preflight.cores import available_cores
+
+    nbytes = sum(len(t.encode()) for t in texts)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = train(texts, Path(tmp))
+        tok = Tokenizer.from_file(str(path))
+        t0, c0 = time.perf_counter(), _cpu()
+        for k in range(0, len(texts), BATCH):
+            tok.encode_batch_fast(texts[k : k + BATCH])
+        t_batch, c_batch = time.perf_counter() - t0, _cpu() - c0
+        print(f"{len(texts):,} texts, {nbytes / 1e6:.1f} MB, {available_cores()} cores; "
+              f"plain encode_batch {t_batch:.2f} s ({nbytes / 1e6 / t_batch:.1f} MB/s), "
+              f"{c_batch:.2f} CPU s")
+        print(f"{'window':>7}{'workers':>8}{'gate s':>9}{'vs batch':>10}{'CPU s':>8}"
+              f"{'vs batch':>10}{'encoded':>10}{'by prefix':>11}{'skipped':>10}{'too long':>10}")
+        for window in windows:
+            rules = {"fields": {"text": "text"},
+                     "model": {"context_window": window, "tokenizer": str(path)},
+                     "rules": [{"id": "tok", "check": "token_length"}]}
+            found = None
+            for n in workers:
+                t0, c0 = time.perf_counter(), _cpu()
+                report = run_preflight(corpus, rules, Path(tmp) / f"out{window}_{n}",
+                                       workers=n, smoke=False, formats=["json"])
+                seconds, cpu = time.perf_counter() - t0, _cpu() - c0
+                stats = report.rule("tok").stats
+                codes = report.rule("tok").codes
+                assert found in (None, codes), "the worker counts must find the same"
+                found = codes
+                print(f"{window:>7}{n:>8}{seconds:>9.2f}{t_batch / seconds:>9.2f}x"
+                      f"{cpu:>8.2f}{c_batch / cpu:>9.2f}x"
+                      f"{stats['encoded']:>10,}{stats.get('settled_by_prefix', 0):>11,}"
+                      f"{stats['skipped_by_bound'] - stats.get('settled_by_prefix', 0):>10,}"
+                      f"{codes.get('too_long', 0):>10,}")
+
+
 def main() -> None:
-    """Run the three ways of counting and print the table."""
+    """Run the three ways of counting and print the table (or the gate's, ``--gate``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--limit-records", type=int, default=None)
     parser.add_argument("--context", type=int, default=4096)
+    parser.add_argument("--gate", default=None, help="windows, comma-separated")
+    parser.add_argument("--workers", default="1,2", help="worker counts for --gate")
     args = parser.parse_args()
     texts = read_texts(args.corpus, args.limit_records)
+    if args.gate:
+        if args.limit_records:
+            parser.error("--gate reads the whole corpus: leave out --limit-records")
+        gate(args.corpus, texts, [int(w) for w in args.gate.split(",")],
+             [int(n) for n in args.workers.split(",")])
+        return
     nbytes = sum(len(t.encode()) for t in texts)
     with tempfile.TemporaryDirectory() as tmp:
         path = train(texts, Path(tmp))

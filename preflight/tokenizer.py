@@ -21,6 +21,10 @@ Bounds (tested per family in ``tests/test_tokenizer.py``):
   least one byte of the text, so ``tokens <= utf8_bytes + 1 (prefix space) + specials``, and
   no token covers more than the longest vocabulary entry, so
   ``tokens >= ceil(utf8_bytes / longest_token_bytes) + specials``;
+- byte-level BPE whose pieces never join a non-space character and the space after it
+  (``splits_before_spaces``: GPT-2's or Llama 3's split, no added token holding a space):
+  a text's tokens are those of its start cut before such a space plus those of the rest,
+  so a prefix proves a bound (``preflight.checks.token_bounds``);
 - any other tokenizer: no bound is proven, every text is tokenised.
 """
 
@@ -40,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from preflight.cores import available_cores
 from preflight.errors import ConfigError
 from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
@@ -70,6 +75,8 @@ class TokenCounter:
     specials: int = 0
     byte_bound: bool = False
     longest_token_bytes: int | None = None
+    # Tokens never cross a space that follows a non-space character (see the docstring).
+    splits_before_spaces: bool = False
     chat_template: str | None = None
     template_vars: dict[str, Any] = field(default_factory=dict)
     # Text of the first ``k`` tokens, cut on a token boundary (None when not supported).
@@ -250,6 +257,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         specials=len(post),
         byte_bound=byte_bound,
         longest_token_bytes=longest,
+        splits_before_spaces=byte_bound and _splits_before_spaces(spec),
         chat_template=template,
         template_vars=variables,
         prefix=prefix,
@@ -295,6 +303,41 @@ def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
     pre = spec.get("pre_tokenizer") or {}
     parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
     return any(p.get("type") == "ByteLevel" for p in parts)
+
+
+# Pre-tokenizer regexes none of whose matches holds a non-space character followed by a
+# space (Llama 3 / GPT-4's, Qwen 2's); GPT-2's is ByteLevel's own (``use_regex``).
+_SPACE_SPLITTING = frozenset({
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+})
+
+
+def _splits_before_spaces(spec: dict[str, Any]) -> bool:
+    """Whether a byte-level BPE's pieces all end before a space that follows a non-space
+    character: its pre-tokenizers are ByteLevel with GPT-2's regex, a known ``Split`` and
+    ``Digits`` only, no BPE dropout, and no added token holds whitespace or strips the
+    whitespace after it (added tokens are matched before the pre-tokenizer)."""
+    pre = spec.get("pre_tokenizer") or {}
+    parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    regex = False
+    for part in parts:
+        kind = part.get("type")
+        if kind == "ByteLevel":
+            regex = regex or part.get("use_regex", True)
+        elif kind == "Split":
+            if (part.get("pattern", {}).get("Regex") not in _SPACE_SPLITTING
+                    or part.get("behavior") != "Isolated" or part.get("invert")):
+                return False
+            regex = True
+        elif kind != "Digits":
+            return False
+    if not regex or spec.get("model", {}).get("dropout"):
+        return False
+    return not any(t.get("rstrip") or any(c.isspace() for c in t.get("content", ""))
+                   for t in spec.get("added_tokens") or [])
 
 
 class TemplateLimitError(ValueError):
@@ -573,7 +616,9 @@ def _tiktoken(name: str) -> TokenCounter:
             f"tiktoken encoding {name!r} is not available offline ({type(e).__name__}: {e}); "
             "put it in tiktoken's cache (TIKTOKEN_CACHE_DIR) or use a tokenizer.json"
         ) from e
-    threads = os.cpu_count() or 1
+    # Its batch API runs a thread per core: the cores this process may use, one in a pool
+    # worker (RAYON_NUM_THREADS there, as for the tokenizers library).
+    threads = int(os.environ.get("RAYON_NUM_THREADS") or 0) or available_cores()
 
     def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
         return [len(x) for x in enc.encode_ordinary_batch(texts, num_threads=threads)]

@@ -511,3 +511,30 @@ def test_chat_template_over_a_limit_on_one_record_is_its_finding(tmp_path: Path)
         pl.col("code") == "chat_template_error")
     assert found.get_column("row").to_list() == [2]
     assert "looped more than 1,000,000 times" in found.get_column("detail").item()
+
+
+@pytest.mark.parametrize(("rayon", "expected"), [("1", 1), (None, "cores")])
+def test_tiktoken_threads_follow_the_process_budget(monkeypatch: pytest.MonkeyPatch,
+                                                    rayon: str | None,
+                                                    expected: int | str) -> None:
+    """One thread in a pool worker (RAYON_NUM_THREADS=1 there): N workers do not each start
+    a thread per core; elsewhere the cores this process may use."""
+    from preflight.cores import available_cores
+
+    enc = install_tiny_tiktoken(monkeypatch)
+    if rayon is None:
+        monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("RAYON_NUM_THREADS", rayon)
+    asked: list[int] = []
+    batch = enc.encode_ordinary_batch
+
+    def spy(texts: list[str], *, num_threads: int) -> list[list[int]]:
+        asked.append(num_threads)
+        return batch(texts, num_threads=num_threads)
+
+    monkeypatch.setattr(enc, "encode_ordinary_batch", spy)
+    counter = load_tokenizer("tiktoken:tiny")
+    assert counter.count(["the package", "and"]).tolist() == [
+        len(enc.encode_ordinary("the package")), len(enc.encode_ordinary("and"))]
+    assert asked == [available_cores() if expected == "cores" else expected]

@@ -94,6 +94,32 @@ def build_bpe(folder: Path, *, add_prefix_space: bool = False, split_digits: boo
     return _save(tok, folder)
 
 
+# Llama 3's pre-tokenizer split (then ByteLevel without its own regex).
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def build_bpe_split(folder: Path, *, pattern: str = LLAMA3_SPLIT, use_regex: bool = False
+                    ) -> Path:
+    """The byte-level BPE with a ``Split`` pre-tokenizer on ``pattern`` before ByteLevel
+    (Llama 3's layout)."""
+    from tokenizers import Regex
+
+    tok = _byte_level_bpe()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=use_regex),
+    ])
+    return _save(tok, folder)
+
+
+def build_bpe_no_regex(folder: Path) -> Path:
+    """The byte-level BPE with ByteLevel's regex off: the whole text is one piece."""
+    tok = _byte_level_bpe()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    return _save(tok, folder)
+
+
 def build_bpe_truncating(folder: Path) -> Path:
     """The byte-level BPE with truncation to 8 tokens saved in its tokenizer.json."""
     tok = _byte_level_bpe()
