@@ -238,7 +238,8 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     encode_fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
 
     def encode(texts: list[str], add_special_tokens: bool) -> list[int]:
-        return [len(e.ids) for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
+        # len() of an Encoding, not of its ids: no Python list per text
+        return [len(e) for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
     def prefix(text: str, k: int) -> str:
         offsets = tok.encode(text, add_special_tokens=False).offsets

@@ -17,7 +17,7 @@ redacted by the pipeline unless ``--show-text``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -54,6 +54,10 @@ class Context:
     model: ModelFacts
     tokenizer: TokenCounter | None = None
     eval_path: str | None = None
+    # What the started checks ask of the work they share per batch: ``"token_ids"`` when a
+    # check reads token ids (``vocab``), so token counts come from the ids it will need
+    # anyway; without it a count never builds the ids.
+    needs: set[str] = field(default_factory=set, compare=False)
 
     @property
     def text_fields(self) -> tuple[str, ...]:

@@ -57,9 +57,9 @@ def token_ids(batch: Batch, ctx: Context, counter: TokenCounter,
 
 def token_counts(batch: Batch, ctx: Context, counter: TokenCounter,
                  index: np.ndarray) -> np.ndarray:
-    """Token counts of the documents at ``index`` (through ``token_ids`` when the
-    tokenizer gives ids, so a check needing the ids later does not encode them again)."""
-    if counter.ids is None:
+    """Token counts of the documents at ``index`` (through ``token_ids`` when a started
+    check reads the ids, so they are not encoded again)."""
+    if counter.ids is None or "token_ids" not in ctx.needs:
         docs = documents(batch, ctx, counter)[0]
         return counter.count(docs.gather(index).to_list(), add_special_tokens=add_specials(ctx))
     return np.fromiter((len(x) for x in token_ids(batch, ctx, counter, index)),

@@ -62,6 +62,8 @@ class Vocab(Check):
         self.size = ctx.model.vocab_size
         self.tok: TokenCounter | None = ctx.tokenizer if ctx.tokenizer and ctx.tokenizer.ids \
             else None
+        if self.tok is not None:
+            ctx.needs.add("token_ids")
         self._searched = 0
         self._encoded = 0
         self._flagged = 0

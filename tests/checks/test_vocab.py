@@ -342,6 +342,35 @@ def test_token_length_and_vocab_encode_each_text_once(
     assert report.rule("len").stats["encoded"] > 0
 
 
+def test_token_length_alone_never_builds_token_ids(
+        tmp_path: Path, sep_tok: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a check that reads ids, counts come from the tokenizer's counts (no id list
+    per text), and they equal the counts through the ids."""
+    real = load_tokenizer(str(sep_tok))
+    built: list[int] = []
+
+    def ids(texts: list[str], specials: bool) -> list[list[int]]:
+        built.append(len(texts))
+        assert real.ids is not None
+        return real.ids(texts, specials)
+
+    counter = dataclasses.replace(real, ids=ids)
+    monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    data = corpus(tmp_path)
+    rules = {"model": {"tokenizer": str(sep_tok), "context_window": 60},
+             "rules": [{"id": "len", "check": "token_length"}]}
+    alone = run_preflight(data, rules, tmp_path / "a", smoke=False)
+    assert built == [] and alone.rule("len").stats["encoded"] > 0
+    with_vocab = run_preflight(data, schema_only(sep_tok, 1000, context_window=60)
+                               | {"rules": [{"id": "len", "check": "token_length"},
+                                            {"id": "vocab", "check": "vocab"}]},
+                               tmp_path / "b", smoke=False)
+    assert built  # vocab reads ids: the counts come from them
+    assert alone.rule("len").stats == with_vocab.rule("len").stats
+    fa, fb = findings(tmp_path / "a", "len"), findings(tmp_path / "b", "len")
+    assert fa.height > 0 and fa.select("row", "detail").equals(fb.select("row", "detail"))
+
+
 def test_counts_are_unchanged_by_the_shared_encoding(tmp_path: Path, sep_tok: Path) -> None:
     """token_length gives the same findings with vocab beside it as alone."""
     data = corpus(tmp_path)
