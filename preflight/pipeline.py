@@ -19,6 +19,7 @@ from typing import Any
 from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
+from preflight.choices import DEFAULT_FORMATS
 from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
@@ -36,7 +37,7 @@ from preflight.report.model import (
     SmokeResult,
     SourceInfo,
 )
-from preflight.report.writer import DEFAULT_FORMATS, write_report
+from preflight.report.writer import write_report
 from preflight.sampling import Sampler, SampleRow
 from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
@@ -46,7 +47,6 @@ from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
-EXECUTORS = ("local", "ray")
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
 IMPLICIT_VOCAB = Rule(id="vocab", check="vocab", severity="error")
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS
 from preflight.errors import ConfigError
 from preflight.report.model import Report
 from preflight.tempfiles import atomic_write, write_error
 
-FORMATS = ("json", "html", "junit", "md")
-DEFAULT_FORMATS = ("json", "html")
-FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.junit.xml",
-              "md": "report.md"}
 OUTPUT_KEYS = {"json": "report", "html": "html", "junit": "junit", "md": "markdown"}
 
 
@@ -41,9 +38,9 @@ def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
 
         return render_junit(report)
     if fmt == "md":
-        from preflight.report.markdown import DEFAULT_MAX_CHARS, render_markdown
+        from preflight.report.markdown import render_markdown
 
-        return render_markdown(report, max_chars=md_max_chars or DEFAULT_MAX_CHARS)
+        return render_markdown(report, max_chars=md_max_chars or MD_MAX_CHARS)
     raise ConfigError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
