@@ -232,10 +232,15 @@ def run(
                 (smoke_result.checkpoint or {}).get("path")))
         t0 = time.perf_counter()
         if out_dir is not None:
+
+            def stamp() -> None:
+                report.timings["report"] = round(time.perf_counter() - t0, 4)
+                report.timings["total"] = round(time.perf_counter() - started, 4)
+
             report.outputs = sink.close()
-            report.timings["report"] = round(time.perf_counter() - t0, 4)
-            report.timings["total"] = round(time.perf_counter() - started, 4)
-            write_report(report, out_dir, formats, md_max_chars=md_max_chars)
+            stamp()  # the rendered files show the time up to them
+            write_report(report, out_dir, formats, md_max_chars=md_max_chars,
+                         before_json=stamp)
         else:
             if findings_dir is not None:
                 report._findings_file = Path(sink.close()["findings"])

@@ -4,7 +4,7 @@ and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``. A failed
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS
@@ -45,8 +45,11 @@ def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
 
 
 def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT_FORMATS, *,
-                 md_max_chars: int | None = None) -> dict[str, Path]:
-    """Write the report into ``out_dir`` in each format; return the paths by format."""
+                 md_max_chars: int | None = None,
+                 before_json: Callable[[], None] | None = None) -> dict[str, Path]:
+    """Write the report into ``out_dir`` in each format; return the paths by format.
+    ``report.json`` comes last, after ``before_json()`` (which brings the report's timings
+    up to date: they then count rendering and writing the other files)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -56,7 +59,12 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
     for fmt, path in paths.items():
         report.outputs[OUTPUT_KEYS[fmt]] = str(path)
     for fmt, path in paths.items():  # every file lists every output
-        write_text(path, render(report, fmt, md_max_chars=md_max_chars))
+        if fmt != "json":
+            write_text(path, render(report, fmt, md_max_chars=md_max_chars))
+    if before_json is not None:
+        before_json()
+    if "json" in paths:
+        write_text(paths["json"], render(report, "json"))
     return paths
 
 
