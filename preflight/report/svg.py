@@ -238,7 +238,8 @@ def _ticks(lo: float, hi: float, *, log: bool) -> list[float]:
         ticks = [10.0**k for k in range(first, last + 1)]
         if len(ticks) < 3:
             ticks = sorted({t * m for t in ticks for m in (1, 2, 5)})
-        return [t for t in ticks if lo / 10 < t <= hi * 10] or [lo, hi]
+        inside = [t for t in ticks if lo <= t <= hi]
+        return [t for t in ticks if t < lo][-1:] + inside + [t for t in ticks if t > hi][:1]
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / 5
