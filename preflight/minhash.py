@@ -51,13 +51,22 @@ def kernels() -> dict[str, Any]:
     """Import numba and make this module's kernels numba dispatchers (all at once: a kernel
     calls others by their global name). Compiled code is cached where numba's locators say:
     ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside this file, else (a read-only
-    install) the user's cache folder, ``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``."""
+    install) the user's cache folder, ``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``; with
+    none writable, the kernels compile in every run (numba alone would refuse to start)."""
     global numba
     numba = importlib.import_module("numba")
-    compiled = {name: numba.njit(cache=True, **options)(fn)
-                for name, (fn, options) in _KERNELS.items()}
+    compiled = {name: _njit(fn, options) for name, (fn, options) in _KERNELS.items()}
     globals().update(compiled)
     return compiled
+
+
+def _njit(fn: Callable[..., Any], options: dict[str, Any]) -> Any:
+    try:
+        return numba.njit(cache=True, **options)(fn)
+    except RuntimeError as e:  # no folder to cache in: compile in every run rather than fail
+        if "cannot cache" not in str(e):
+            raise
+        return numba.njit(**options)(fn)
 
 _MIX64 = np.uint64(0x9E3779B97F4A7C15)
 
