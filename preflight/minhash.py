@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,8 @@ import polars as pl
 # kernels' bodies reach ``numba.prange`` only when numba compiles them.
 numba: Any = None
 _KERNELS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
+_compiled: dict[str, Any] | None = None
+_COMPILING = threading.Lock()
 
 
 def _kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -46,18 +49,19 @@ def _kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return mark
 
 
-@functools.cache
 def kernels() -> dict[str, Any]:
     """Import numba and make this module's kernels numba dispatchers (all at once: a kernel
     calls others by their global name). Compiled code is cached where numba's locators say:
     ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside this file, else (a read-only
     install) the user's cache folder, ``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``; with
     none writable, the kernels compile in every run (numba alone would refuse to start)."""
-    global numba
-    numba = importlib.import_module("numba")
-    compiled = {name: _njit(fn, options) for name, (fn, options) in _KERNELS.items()}
-    globals().update(compiled)
-    return compiled
+    global numba, _compiled
+    with _COMPILING:  # the rules set up in threads: one of them imports numba
+        if _compiled is None:
+            numba = importlib.import_module("numba")
+            _compiled = {name: _njit(fn, options) for name, (fn, options) in _KERNELS.items()}
+            globals().update(_compiled)
+    return _compiled
 
 
 def _njit(fn: Callable[..., Any], options: dict[str, Any]) -> Any:
