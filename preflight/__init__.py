@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from preflight.config import RuleSet, load_rules
+from preflight.choices import DEFAULT_FORMATS, EXECUTORS, FORMATS
 from preflight.errors import (
     ConfigError,
     InputError,
@@ -22,14 +23,12 @@ from preflight.errors import (
     PreflightFailed,
     WorkerError,
 )
-from preflight.fix import FixOptions, run_fix
-from preflight.pipeline import EXECUTORS, Progress, run
-from preflight.report.model import Report
-from preflight.report.writer import DEFAULT_FORMATS, FORMATS
-from preflight.source import open_source
-from preflight.source.csv import check_delimiter
-from preflight.source.stdin import is_stdin, spooled_stdin
-from preflight.tempfiles import temp_dir
+
+if TYPE_CHECKING:
+    from preflight.config import RuleSet, load_rules
+    from preflight.fix import FixOptions
+    from preflight.pipeline import Progress
+    from preflight.report.model import Report
 
 __all__ = [
     "ConfigError",
@@ -46,14 +45,26 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """``preflight.watch`` (in-flight checks of a training run) loads on first use: it
-    imports torch, which ``import preflight`` never does."""
-    if name == "watch":
-        import importlib
+# Public names loaded on first use, so that ``import preflight`` (and ``preflight --help``)
+# loads no polars, pydantic model or numba: the module that defines each.
+_LAZY = {"FixOptions": "preflight.fix", "Report": "preflight.report.model",
+         "RuleSet": "preflight.config", "load_rules": "preflight.config"}
 
+
+def __getattr__(name: str) -> Any:
+    """The public names of ``_LAZY`` on first use, and ``preflight.watch`` (in-flight checks
+    of a training run, which imports torch)."""
+    if name == "watch":
         return importlib.import_module("preflight.watch")
-    raise AttributeError(f"module 'preflight' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'preflight' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def run_preflight(
@@ -111,6 +122,10 @@ def run_preflight(
     reader threads; a pool of N helps only where cores are plenty, see the README); every
     number gives the findings, report and smoke sample of ``workers=1``.
     """
+    from preflight.config import RuleSet, load_rules
+    from preflight.source.csv import check_delimiter
+    from preflight.source.stdin import is_stdin, spooled_stdin
+
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
@@ -158,6 +173,11 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
                 fix: FixOptions | None, smoke: bool | None, formats: Iterable[str],
                 md_max_chars: int | None, executor: str, address: str | None,
                 delimiter: str | None, workers: int) -> Report:
+    from preflight.fix import run_fix
+    from preflight.pipeline import run
+    from preflight.source import open_source
+    from preflight.tempfiles import temp_dir
+
     if fix is not None:
         if executor != "local":
             raise ConfigError("fix writes the cleaned copy in one ordered pass on this "

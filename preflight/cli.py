@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import sys
@@ -15,61 +16,34 @@ from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.table import Table
 
-from preflight import FixOptions, run_preflight
-from preflight.checks import registry
-from preflight.config import (
-    RULE_KEYS,
-    RuleSet,
-    SmokeConfig,
-    load_rules,
-    preset_names,
-    preset_path,
-    with_overrides,
-)
-from preflight.discover import discover_rules, refuse_code
+# Only what building the commands needs loads here (click and preflight's own light modules):
+# `preflight --help` stays fast. Each command imports the library when it runs.
+from preflight.choices import EXECUTORS, FILE_NAMES, MD_MAX_CHARS
 from preflight.errors import ConfigError, PreflightError
-from preflight.hf_folder import is_hf_spec
-from preflight.pipeline import EXECUTORS, rules_tokenizer
-from preflight.report.console import render_console, render_diff, render_smoke
-from preflight.report.diff import diff_reports
-from preflight.report.markdown import DEFAULT_MAX_CHARS
-from preflight.report.model import load_report
-from preflight.report.writer import FILE_NAMES, parse_formats, render, write_text
-from preflight.select import parse_ids, select_rules
-from preflight.source.stdin import STDIN
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from preflight.config import RuleSet
+
+def _console(**kwargs: Any) -> Console:
+    """A rich console (rich loads on first use) whose closed output raises
+    ``BrokenPipeError``."""
+    from preflight.report.console import PipeConsole
+
+    return PipeConsole(**kwargs)
 
 
-class _Console(Console):
-    """A console whose closed output raises ``BrokenPipeError`` (rich's own handling exits
-    with 1, which would read as a failed gate)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        # User text (paths, ids, hub names such as org/name:config:split) is never read as
-        # emoji codes: `:fire:` stays `:fire:`.
-        super().__init__(emoji=False, **kwargs)
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
-
-
-_err = _Console(stderr=True, soft_wrap=True)
+@functools.cache
+def _err() -> Console:
+    """The console on standard error (progress, notes and errors)."""
+    return _console(stderr=True, soft_wrap=True)
 
 
 def _plug_closed_streams() -> None:
@@ -111,7 +85,7 @@ def _stdout_may_close() -> Iterator[None]:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
-        _err.quiet = True  # the summary may have gone to stderr, as closed
+        _err().quiet = True  # the summary may have gone to stderr, as closed
 
 
 # Failures of the disk or the file system, which the user fixes where the files live (exit 3);
@@ -128,16 +102,18 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from rich.markup import escape
+
         debug = kwargs.get("debug", False)
         try:
             return fn(*args, **kwargs)
         except PreflightError as e:
             if debug:
                 traceback.print_exc()
-            _err.print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}", highlight=False)
+            _err().print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}", highlight=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            _err.print("interrupted")
+            _err().print("interrupted")
             sys.exit(130)
         except click.ClickException:  # a usage mistake: click prints it, exit 2
             raise
@@ -150,14 +126,14 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             if isinstance(e, OSError) and e.errno in _IO_FAILURES:
                 # an I/O failure no reader or writer named for the user: still exit 3
                 where = f"{e.filename}: " if e.filename else ""
-                _err.print(f"[bold red]error:[/] {escape(where)}{escape(e.strerror or str(e))}",
-                           highlight=False)
+                _err().print(f"[bold red]error:[/] {escape(where)}{escape(e.strerror or str(e))}",
+                             highlight=False)
                 sys.exit(3)
             # a bug in preflight, not a user mistake
-            _err.print(f"[bold red]internal error:[/] {type(e).__name__}: "
-                       f"{escape(_capped(str(e), debug))}\n"
-                       "This is a bug in preflight; rerun with --debug for the traceback.",
-                       highlight=False)
+            _err().print(f"[bold red]internal error:[/] {type(e).__name__}: "
+                         f"{escape(_capped(str(e), debug))}\n"
+                         "This is a bug in preflight; rerun with --debug for the traceback.",
+                         highlight=False)
             sys.exit(2)
 
     return wrapper
@@ -166,6 +142,8 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
     """Refuse ``-`` as an output (option name -> (path, "file" or "folder")): it would
     write a file or folder literally named ``-``; ``-`` is standard input, for DATA only."""
+    from preflight.source.stdin import STDIN
+
     for option, (path, kind) in outputs.items():
         if path is not None and str(path) == STDIN:
             raise ConfigError(f"{STDIN} means standard input for DATA; name a {kind} for "
@@ -188,7 +166,7 @@ _delimiter = click.option(
     help="CSV delimiter (',' ';' '|' or tab; default: tab for .tsv, else sniffed).")
 
 _md_max_chars = click.option(
-    "--md-max-chars", type=click.IntRange(min=200), default=DEFAULT_MAX_CHARS,
+    "--md-max-chars", type=click.IntRange(min=200), default=MD_MAX_CHARS,
     show_default=True, help="Cut report.md to this many characters.")
 
 
@@ -255,7 +233,7 @@ class _Main(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             _silence_stdout()
-            _err.quiet = True
+            _err().quiet = True
             sys.exit(141)
 
 
@@ -320,6 +298,10 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
     (a short training run on a sample) unless --no-smoke."""
+    from preflight.hf_folder import is_hf_spec
+    from preflight.report.writer import parse_formats
+    from preflight.select import parse_ids, select_rules
+
     _no_stdin_outputs(out=(out, "folder"))
     # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
     if no_smoke and (checkpoint or training_args
@@ -381,6 +363,9 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
           debug: bool) -> None:
     """Smoke-test DATA: run the rules' checks (to know the flagged rows), then train a tiny
     model (or yours) on a sample and tell a data fault from a code fault."""
+    from preflight.report.console import render_smoke
+    from preflight.report.writer import parse_formats
+
     if replay_path is not None:
         given = [name for name, value in (("DATA", data), ("--rules", rules_file),
                                           ("--preset", preset), ("--checkpoint", checkpoint),
@@ -402,7 +387,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
             if as_json:
                 click.echo(result.model_dump_json(indent=2))
             if not quiet:
-                render_smoke(result, _err if as_json else _stdout())
+                render_smoke(result, _err() if as_json else _stdout())
         sys.exit(1 if result.failed else 0)
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
@@ -423,13 +408,18 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
            quiet: bool = False) -> RuleSet:
     """The rules file (or preset; with neither, the rules found in the working directory)
     with the command line's overrides applied."""
+    from rich.markup import escape
+
+    from preflight.config import load_rules, with_overrides
+    from preflight.discover import discover_rules, refuse_code
+
     found = discover_rules(Path.cwd()) if rules_file is None and preset is None else None
     if found is not None:
         refuse_code(found, model_given=bool(model_spec))
         if not quiet:
-            _err.print(f"rules: {escape(found.where)} (found in the working directory; "
-                       "--rules FILE or --preset NAME to choose others)", style="dim",
-                       highlight=False)
+            _err().print(f"rules: {escape(found.where)} (found in the working directory; "
+                         "--rules FILE or --preset NAME to choose others)", style="dim",
+                         highlight=False)
     rules = found.rules if found is not None else load_rules(rules_file, preset=preset)
     smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None,
                  "training_args": str(training_args) if training_args else None}
@@ -449,7 +439,10 @@ def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: i
           formats: tuple[str, ...], md_max_chars: int, executor: str = "local",
           address: str | None = None, delimiter: str | None = None,
           workers: int | None = None) -> None:
-    show_bar = not (quiet or no_progress) and _err.is_terminal
+    from preflight import run_preflight
+    from preflight.report.console import render_console
+
+    show_bar = not (quiet or no_progress) and _err().is_terminal
     with _progress(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
@@ -459,14 +452,14 @@ def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: i
         if as_json:
             click.echo(report.model_dump_json(indent=2))
         if not quiet:
-            render_console(report, _err if as_json else _stdout())
+            render_console(report, _err() if as_json else _stdout())
     sys.exit(0 if report.passed else 1)
 
 
 def _stdout() -> Console:
     """A console for the summary; 120 columns when stdout is not a terminal (logs, pipes)."""
-    console = _Console()
-    return console if console.is_terminal else _Console(width=120)
+    console = _console()
+    return console if console.is_terminal else _console(width=120)
 
 
 class _progress:
@@ -484,6 +477,16 @@ class _progress:
         return self.update
 
     def update(self, done: int, total: int, unit: str) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
         if self._bar is not None and unit != self._unit:  # a new stage: a new bar
             self._bar.stop()
             self._bar = None
@@ -495,7 +498,7 @@ class _progress:
                 columns += [DownloadColumn(), TransferSpeedColumn()]
             else:
                 columns += [MofNCompleteColumn()]
-            self._bar = Progress(*columns, TimeRemainingColumn(), console=_err,
+            self._bar = Progress(*columns, TimeRemainingColumn(), console=_err(),
                                  transient=True)
             self._bar.start()
             self._task = self._bar.add_task("read", total=total or None)
@@ -549,6 +552,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
         delimiter: str | None, show_text: bool, workers: int | None, quiet: bool,
         no_progress: bool, fields: dict[str, str | None], debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
+    from preflight import FixOptions, run_preflight
+
     _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),
                       manifest=(manifest, "file"))
     rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
@@ -556,7 +561,7 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
                    quiet=quiet)
     options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
                          marker=marker, dry_run=dry_run)
-    with _progress(not (quiet or no_progress) and _err.is_terminal) as update:
+    with _progress(not (quiet or no_progress) and _err().is_terminal) as update:
         report = run_preflight(data, rules, fix=options, limit=limit, show_text=show_text,
                                delimiter=delimiter, progress=update, workers=workers)
     if quiet:
@@ -616,6 +621,9 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
                   md_path: Path | None, md_max_chars: int, debug: bool) -> None:
     """Render REPORT_JSON as HTML, JUnit XML and/or Markdown (with no option: all three,
     beside it)."""
+    from preflight.report.model import load_report
+    from preflight.report.writer import render, write_text
+
     _no_stdin_outputs(html=(html_path, "file"), junit=(junit_path, "file"),
                       md=(md_path, "file"))
     loaded = load_report(report_json)
@@ -638,6 +646,10 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
 @_guarded
 def diff(old: Path, new: Path, as_json: bool, debug: bool) -> None:
     """Compare two report.json files: exit 0 when no rule got worse, 1 when one did."""
+    from preflight.report.console import render_diff
+    from preflight.report.diff import diff_reports
+    from preflight.report.model import load_report
+
     result = diff_reports(load_report(old), load_report(new))
     with _stdout_may_close():
         if as_json:
@@ -656,6 +668,9 @@ def rules() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def rules_list(as_json: bool) -> None:
     """Show every check with its parameters and defaults, and the shipped presets."""
+    from preflight.checks import registry
+    from preflight.config import SmokeConfig
+
     checks = [_describe(c) for c in registry.all_checks()]
     smoke = _params(SmokeConfig)
     with _stdout_may_close():  # `rules list | head` is a fine way to read it
@@ -664,11 +679,13 @@ def rules_list(as_json: bool) -> None:
 
 def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
                   as_json: bool) -> None:
+    from preflight.config import RULE_KEYS, preset_names
+
     if as_json:
         click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
                                "smoke": smoke, "presets": preset_names()}, indent=2))
         return
-    console = _Console()
+    console = _console()
     console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
                   "max_count (default 0 unless max_fraction is set), max_fraction, fix, "
                   "enabled (default true).\n")
@@ -692,6 +709,9 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
 @_guarded
 def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
+    from preflight.config import load_rules
+    from preflight.pipeline import rules_tokenizer
+
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
     with _stdout_may_close():
@@ -704,6 +724,8 @@ def rules_validate(file: Path, debug: bool) -> None:
 @_guarded
 def rules_show(name: str, debug: bool) -> None:
     """Print the shipped preset NAME, comments included (a start for your own rules file)."""
+    from preflight.config import preset_path
+
     text = preset_path(name).read_text(encoding="utf-8")
     with _stdout_may_close():
         click.echo(text, nl=not text.endswith("\n"))
@@ -721,7 +743,10 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
          debug: bool) -> None:
     """Write a commented rules file for DATA from what inference finds in it: the fields,
     the suggested preset's rules, and the model facts to fill in."""
+    from preflight.config import load_rules
+    from preflight.report.writer import write_text
     from preflight.scaffold import scaffold
+    from preflight.source.stdin import STDIN
 
     _no_stdin_outputs(out=(out, "file"))
     if str(data) == STDIN:
@@ -745,7 +770,9 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
 
 
 def _print_valid(file: Path, ruleset: RuleSet) -> None:
-    console = _Console()
+    from rich.markup import escape
+
+    console = _console()
     console.print(f"[green]valid[/]: {escape(str(file))} ({len(ruleset.rules)} rules)")
     # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.
     model = ruleset.smoke.model
@@ -770,6 +797,9 @@ def _params(model: Any) -> list[dict[str, Any]]:
 
 def _params_table(params: list[dict[str, Any]]) -> Table:
     # Names are never cut (`require_last_assistant`); the other columns wrap instead.
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(show_edge=False, box=None, padding=(0, 2))
     widest = max((len(p["name"]) for p in params), default=5)
     table.add_column("param", no_wrap=True, min_width=widest)

@@ -16,11 +16,62 @@ copies of themselves.
 from __future__ import annotations
 
 import functools
+import importlib
 import math
+import threading
+from collections.abc import Callable
+from typing import Any
 
-import numba
 import numpy as np
 import polars as pl
+
+# numba loads when a kernel first runs, not on import: a run without near_duplicate or
+# overlap never pays for it (about 0.3 s). ``numba`` is the module from then on; the
+# kernels' bodies reach ``numba.prange`` only when numba compiles them.
+numba: Any = None
+_KERNELS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
+_compiled: dict[str, Any] | None = None
+_COMPILING = threading.Lock()
+
+
+def _kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a function as a numba kernel (``njit(cache=True, **options)``), compiled with
+    every other kernel of this module when one of them is first called."""
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        _KERNELS[fn.__name__] = (fn, options)
+
+        @functools.wraps(fn)
+        def first_use(*args: Any) -> Any:
+            return kernels()[fn.__name__](*args)
+
+        return first_use
+
+    return mark
+
+
+def kernels() -> dict[str, Any]:
+    """Import numba and make this module's kernels numba dispatchers (all at once: a kernel
+    calls others by their global name). Compiled code is cached where numba's locators say:
+    ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside this file, else (a read-only
+    install) the user's cache folder, ``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``; with
+    none writable, the kernels compile in every run (numba alone would refuse to start)."""
+    global numba, _compiled
+    with _COMPILING:  # the rules set up in threads: one of them imports numba
+        if _compiled is None:
+            numba = importlib.import_module("numba")
+            _compiled = {name: _njit(fn, options) for name, (fn, options) in _KERNELS.items()}
+            globals().update(_compiled)
+    return _compiled
+
+
+def _njit(fn: Callable[..., Any], options: dict[str, Any]) -> Any:
+    try:
+        return numba.njit(cache=True, **options)(fn)
+    except RuntimeError as e:  # no folder to cache in: compile in every run rather than fail
+        if "cannot cache" not in str(e):
+            raise
+        return numba.njit(**options)(fn)
 
 _MIX64 = np.uint64(0x9E3779B97F4A7C15)
 
@@ -86,7 +137,7 @@ _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
-@numba.njit(cache=True)
+@_kernel()
 def _by_char(data: np.ndarray, lo: int, hi: int, mode: int) -> bool:
     if mode != 2:
         return mode == 1
@@ -96,7 +147,7 @@ def _by_char(data: np.ndarray, lo: int, hi: int, mode: int) -> bool:
     return True
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def _shingle_counts(data: np.ndarray, text_offsets: np.ndarray, n: int, char_n: int,
                     mode: int) -> np.ndarray:
     docs = len(text_offsets) - 1
@@ -118,7 +169,7 @@ def _shingle_counts(data: np.ndarray, text_offsets: np.ndarray, n: int, char_n: 
     return counts
 
 
-@numba.njit(cache=True)
+@_kernel()
 def _next_unit(data: np.ndarray, k: int, hi: int, by_char: bool, seed: np.uint64
                ) -> tuple[np.uint64, int]:
     """Hash of the word or character starting at ``k``, and where the next one starts."""
@@ -136,7 +187,7 @@ def _next_unit(data: np.ndarray, k: int, hi: int, by_char: bool, seed: np.uint64
     return _mix(h), k + 1
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def _fill_shingles(data: np.ndarray, text_offsets: np.ndarray, offsets: np.ndarray, n: int,
                    char_n: int, mode: int, seed: np.uint64, out: np.ndarray) -> None:
     for d in numba.prange(len(text_offsets) - 1):
@@ -162,7 +213,7 @@ def _fill_shingles(data: np.ndarray, text_offsets: np.ndarray, offsets: np.ndarr
             out[at] = np.uint32(_mix(whole) >> np.uint64(32))
 
 
-@numba.njit(cache=True)
+@_kernel()
 def _mix(h: np.uint64) -> np.uint64:
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xFF51AFD7ED558CCD)
@@ -172,7 +223,7 @@ def _mix(h: np.uint64) -> np.uint64:
     return h
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def signatures(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray
                ) -> np.ndarray:
     """MinHash signature per text (``uint32[texts, num_perm]``), datasketch's affine32."""
@@ -198,7 +249,7 @@ def signatures(values: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.nda
     return sig
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """One 64-bit key per text and band (``uint64[texts, bands]``): equal keys mean equal
     signature slices, up to a 2^-64 chance of collision (which confirmation removes)."""
@@ -213,7 +264,7 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each text's shingles as a sorted set (duplicates dropped), in CSR form."""
     docs = len(offsets) - 1
@@ -238,7 +289,7 @@ def sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np
     return out, new_offsets
 
 
-@numba.njit(parallel=True, cache=True)
+@_kernel(parallel=True)
 def jaccard_pairs(values: np.ndarray, offsets: np.ndarray, u: np.ndarray, v: np.ndarray
                   ) -> np.ndarray:
     """Exact Jaccard of pairs of sorted sets (CSR, as from ``sorted_sets``)."""

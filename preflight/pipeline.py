@@ -19,6 +19,7 @@ from typing import Any
 from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
+from preflight.choices import DEFAULT_FORMATS
 from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
@@ -36,7 +37,7 @@ from preflight.report.model import (
     SmokeResult,
     SourceInfo,
 )
-from preflight.report.writer import DEFAULT_FORMATS, write_report
+from preflight.report.writer import write_report
 from preflight.sampling import Sampler, SampleRow
 from preflight.shards import ShardShapes
 from preflight.source import Source, open_source
@@ -46,7 +47,6 @@ from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
-EXECUTORS = ("local", "ray")
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
 IMPLICIT_VOCAB = Rule(id="vocab", check="vocab", severity="error")
 
@@ -232,10 +232,17 @@ def run(
                 (smoke_result.checkpoint or {}).get("path")))
         t0 = time.perf_counter()
         if out_dir is not None:
+
+            def stamp() -> None:
+                report.timings["report"] = round(time.perf_counter() - t0, 4)
+
             report.outputs = sink.close()
-            report.timings["report"] = round(time.perf_counter() - t0, 4)
+            stamp()
+            # total: the run up to the report files, which show it (so report.json renders
+            # them again identically); report: findings.parquet and the files rendered.
             report.timings["total"] = round(time.perf_counter() - started, 4)
-            write_report(report, out_dir, formats, md_max_chars=md_max_chars)
+            write_report(report, out_dir, formats, md_max_chars=md_max_chars,
+                         before_json=stamp)
         else:
             if findings_dir is not None:
                 report._findings_file = Path(sink.close()["findings"])

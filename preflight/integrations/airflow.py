@@ -34,9 +34,9 @@ except ImportError:  # Airflow 2
     from airflow.models import BaseOperator
 
 from preflight import run_preflight  # noqa: E402
+from preflight.choices import DEFAULT_FORMATS  # noqa: E402
 from preflight.config import RuleSet  # noqa: E402
 from preflight.errors import ConfigError  # noqa: E402
-from preflight.report.writer import DEFAULT_FORMATS  # noqa: E402
 
 __all__ = ["XCOM_KEY", "AirflowFailException", "PreflightOperator", "summarize"]
 

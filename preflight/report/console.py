@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,6 +12,20 @@ from rich.text import Text
 
 from preflight.report.diff import ReportDiff
 from preflight.report.model import Report, RuleResult, SmokeResult
+
+
+class PipeConsole(Console):
+    """A console whose closed output raises ``BrokenPipeError`` (rich's own handling exits
+    with 1, which would read as a failed gate), and which never reads user text (paths,
+    ids, hub names such as org/name:config:split) as emoji codes: `:fire:` stays `:fire:`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(emoji=False, **kwargs)
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
 
 _STATUS_STYLE = {"pass": "green", "fail": "red", "error": "bold red"}
 _SMOKE_STYLE = {"pass": "green", "data_fault": "red", "code_fault": "red", "skipped": "yellow"}

@@ -6,15 +6,15 @@ from __future__ import annotations
 import html
 import re
 
+from preflight.choices import MD_MAX_CHARS
 from preflight.report.console import share
 from preflight.report.model import Report, RuleResult
 
-DEFAULT_MAX_CHARS = 60_000  # GitHub comments hold 65,536
 _EXAMPLES = 3
 _CUT = "\n_… cut to the length limit; see report.html for the rest._\n"
 
 
-def render_markdown(report: Report, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+def render_markdown(report: Report, *, max_chars: int = MD_MAX_CHARS) -> str:
     """The Markdown summary of ``report``, at most ``max_chars`` characters."""
     icon = "✅" if report.passed else "❌"
     src = report.source

@@ -4,17 +4,14 @@ and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``. A failed
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS
 from preflight.errors import ConfigError
 from preflight.report.model import Report
 from preflight.tempfiles import atomic_write, write_error
 
-FORMATS = ("json", "html", "junit", "md")
-DEFAULT_FORMATS = ("json", "html")
-FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.junit.xml",
-              "md": "report.md"}
 OUTPUT_KEYS = {"json": "report", "html": "html", "junit": "junit", "md": "markdown"}
 
 
@@ -41,15 +38,18 @@ def render(report: Report, fmt: str, *, md_max_chars: int | None = None) -> str:
 
         return render_junit(report)
     if fmt == "md":
-        from preflight.report.markdown import DEFAULT_MAX_CHARS, render_markdown
+        from preflight.report.markdown import render_markdown
 
-        return render_markdown(report, max_chars=md_max_chars or DEFAULT_MAX_CHARS)
+        return render_markdown(report, max_chars=md_max_chars or MD_MAX_CHARS)
     raise ConfigError(f"unknown report format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
 def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT_FORMATS, *,
-                 md_max_chars: int | None = None) -> dict[str, Path]:
-    """Write the report into ``out_dir`` in each format; return the paths by format."""
+                 md_max_chars: int | None = None,
+                 before_json: Callable[[], None] | None = None) -> dict[str, Path]:
+    """Write the report into ``out_dir`` in each format; return the paths by format.
+    ``report.json`` comes last, after ``before_json()`` (which brings the report's timings
+    up to date: they then count rendering and writing the other files)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -59,7 +59,12 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
     for fmt, path in paths.items():
         report.outputs[OUTPUT_KEYS[fmt]] = str(path)
     for fmt, path in paths.items():  # every file lists every output
-        write_text(path, render(report, fmt, md_max_chars=md_max_chars))
+        if fmt != "json":
+            write_text(path, render(report, fmt, md_max_chars=md_max_chars))
+    if before_json is not None:
+        before_json()
+    if "json" in paths:
+        write_text(paths["json"], render(report, "json"))
     return paths
 
 

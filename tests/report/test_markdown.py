@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from preflight.report.markdown import DEFAULT_MAX_CHARS, render_markdown
+from preflight.choices import MD_MAX_CHARS
+from preflight.report.markdown import render_markdown
 from preflight.report.model import Example, Report, RuleResult
 from tests.report.conftest import CUT_NOTE, ROW_BIG_TARGET, SECRET, Run, gate
 
@@ -191,7 +192,7 @@ def check_cut(md: str, full: str, limit: int, rules: int) -> None:
 
 def test_the_full_summary_fits_the_default_limit(many: Report) -> None:
     full = render_markdown(many)
-    assert len(full) < DEFAULT_MAX_CHARS
+    assert len(full) < MD_MAX_CHARS
     assert not full.rstrip().endswith(CUT_NOTE)
     assert len(parse_table(full)) == len(many.rules)
 

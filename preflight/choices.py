@@ -1,0 +1,15 @@
+"""The names and defaults the command line shows before anything heavy loads: executors,
+report formats and their file names, report.md's default size.
+
+``preflight --help`` builds every command's options from these; they live here, free of
+third-party imports, so that building the help never loads polars, pydantic or numba.
+"""
+
+from __future__ import annotations
+
+EXECUTORS = ("local", "ray")
+FORMATS = ("json", "html", "junit", "md")
+DEFAULT_FORMATS = ("json", "html")
+FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.junit.xml",
+              "md": "report.md"}
+MD_MAX_CHARS = 60_000  # GitHub comments hold 65,536
