@@ -40,7 +40,6 @@ from preflight.checks.registry import register
 from preflight.limits import MAX_SHINGLE, SEED32_MAX
 from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
-from preflight.text import fold
 
 _TOP_CLUSTERS = 10
 _PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets mapped in at a time
@@ -179,8 +178,9 @@ class NearDuplicate(Check):
         keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
         pos = np.minimum(np.searchsorted(self._wanted, keys), len(self._wanted) - 1)
         hit = self._wanted[pos] == keys
-        if hit.any():  # fold and shingle only the candidates
-            docs = fold(batch.documents(self.ctx.text_fields, self.ctx.messages).filter(hit))
+        if hit.any():  # shingle only the candidates
+            # The view the scan shingled (empty fields leave no separator behind).
+            docs = batch.folded(self.ctx.text_fields, self.ctx.messages).filter(hit)
             self._keep(keys[hit], *self.lsh.shingles(docs))
 
     def finish(self) -> pl.DataFrame | None:
