@@ -8,8 +8,9 @@ form buckets, and each member is compared with a few earlier members of its buck
 pair is confirmed by its exact Jaccard on the shingles, so a hash collision can never fail a
 gate. In one process the scan keeps every document's sorted shingle set on disk as it goes
 (``preflight.spill``, about 4 bytes per shingle), so confirmation needs no second read; a
-distributed scan (``--workers N``, Ray), whose workers' sets would have to travel, instead
-reads the corpus a second time (``revisit``) and rebuilds the sets of bucketed documents only.
+distributed scan (``--workers N``, Ray), whose workers' sets would have to travel, and a scan
+that fills ``TMPDIR`` instead read the corpus a second time (``revisit``) and rebuild the sets
+of bucketed documents only.
 Either way the sets are read back a chunk of pairs at a time. Confirmed pairs are joined
 into clusters (connected components); the first document of a cluster is kept and is not a
 finding, every other member is, with ``cluster`` = the kept row and ``partner`` = the row it
@@ -37,6 +38,7 @@ from preflight.checks.near_pairs import (
     unique_counts,
 )
 from preflight.checks.registry import register
+from preflight.errors import OutputError
 from preflight.limits import MAX_SHINGLE, SEED32_MAX
 from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
@@ -122,7 +124,11 @@ class NearDuplicate(Check):
             self._file.append(np.full(len(docs), batch.file_index, dtype=np.int64))
             self._row.append(batch.rows[present])
             if self._keep_sets:
-                self._keep(record_key(self._file[-1], self._row[-1]), values, offsets)
+                try:
+                    self._keep(record_key(self._file[-1], self._row[-1]), values, offsets)
+                except OutputError:  # TMPDIR is full: keep the candidates' sets only, later
+                    self._keep_sets = False
+                    self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
         return None
 
     def scan_plan(self, first: Batch) -> dict[str, Any]:

@@ -572,12 +572,16 @@ def test_sets_kept_by_the_scan_equal_the_second_reads_and_leave_no_file(
     assert kept.result.stats == reread.result.stats
 
 
-def test_a_full_tmpdir_during_the_scan_is_an_output_error(gate, monkeypatch) -> None:
+def _full_disk(monkeypatch, *, when) -> list[str]:
+    """TMPDIR is full whenever ``when()`` says so: a write then fails with ENOSPC. Returns the
+    phases ("scan", "revisit") in which temporary files were opened."""
     import errno
     import os
 
     from preflight import spill
-    from preflight.errors import OutputError
+
+    real = spill.tempfile.TemporaryFile
+    opened: list[str] = []
 
     class Full:
         def seek(self, *args):
@@ -586,6 +590,40 @@ def test_a_full_tmpdir_during_the_scan_is_an_output_error(gate, monkeypatch) -> 
         def write(self, data):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(spill.tempfile, "TemporaryFile", lambda **kw: Full())
+    def temporary(**kw):
+        opened.append(when())
+        return Full() if opened[-1] == "full" else real(**kw)
+
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", temporary)
+    return opened
+
+
+def test_a_full_tmpdir_during_the_scan_falls_back_to_a_second_read(gate, monkeypatch) -> None:
+    """The sets of every document do not fit: the scan drops them and confirmation reads the
+    candidates again (their sets are fewer); the findings are the same."""
+    records = [text(i % 5, sentences=3) + (f" tail {i}" if i % 2 else "") for i in range(20)]
+    fits = gate(records, CHECK)
+    phase = ["scan"]
+    real_revisit = NearDuplicate.revisit
+
+    def revisit(self, batch):
+        phase[0] = "revisit"
+        return real_revisit(self, batch)
+
+    monkeypatch.setattr(NearDuplicate, "revisit", revisit)
+    opened = _full_disk(monkeypatch, when=lambda: "full" if phase[0] == "scan" else "room")
+    fallback = gate(records, CHECK)
+    assert opened == ["full", "room"]
+    assert fits.findings().height > 5
+    assert fallback.findings().equals(fits.findings())
+    assert fallback.result.stats == fits.result.stats
+
+
+def test_a_tmpdir_too_full_for_the_candidates_is_an_output_error(gate, monkeypatch) -> None:
+    from preflight.errors import OutputError
+
+    opened = _full_disk(monkeypatch, when=lambda: "full")
+    a = text(1)
     with pytest.raises(OutputError, match=r"No space left on device.*free some space"):
-        gate([text(1), text(2)], CHECK)
+        gate([a, text(2), a.upper()], CHECK)
+    assert opened == ["full", "full"]  # the scan's spill, then the second read's
