@@ -373,4 +373,5 @@ def _warm_up() -> None:
     a, b = permutations(8, 0)
     band_keys(signatures(values, offsets, a, b), 2, 4)
     sets, set_offsets = sorted_sets(values, offsets)
+    sets.setflags(write=False)  # as confirmation sees them: mapped read-only from disk
     jaccard_pairs(sets, set_offsets, np.zeros(1, np.int64), np.zeros(1, np.int64))

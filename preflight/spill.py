@@ -1,8 +1,8 @@
 """Values too many to hold in memory: appended to a temporary file, read back by slices.
 
 Near-duplicate confirmation needs the shingle sets of every candidate document, which grow
-with the candidates' text, not with the number of rows; they are written to a temporary
-file (in ``TMPDIR``) and read back a chunk of pairs at a time. The file has no name (it is
+with the documents' text, not with the number of rows; they are written to a temporary
+file (in ``TMPDIR``) and mapped back in a chunk of pairs at a time. The file has no name (it is
 unlinked as it is created), so even a killed run leaves nothing behind; a full ``TMPDIR``
 is an ``OutputError`` (exit 3) that names it.
 """
@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import mmap
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from preflight.tempfiles import write_error
 
 _READ = 1 << 22  # values per read when copying a file
+T = TypeVar("T")
 
 
 class Spilled:
@@ -64,23 +65,19 @@ class Spilled:
                 return
             yield part
 
-    def gather(self, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The slices ``[starts[k], stops[k])`` as one array and its offsets (CSR)."""
+    def mapped(self, fn: Callable[[np.ndarray], T]) -> T:
+        """``fn`` of all the values, as a read-only array mapped from the file (no copy); the
+        mapping is released when ``fn`` returns, so only the pages it touched were read in
+        and none stay resident. ``fn`` must not keep the array."""
         self._write_held()
-        lengths = (stops - starts).astype(np.int64)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if not offsets[-1]:
-            return np.zeros(0, self.dtype), offsets
-        index = np.repeat(starts.astype(np.int64) - offsets[:-1], lengths) + np.arange(
-            offsets[-1], dtype=np.int64)
+        if self._file is None:
+            return fn(np.zeros(0, self.dtype))
         self._file.flush()
         mapped = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            values = np.frombuffer(mapped, dtype=self.dtype, count=self.size)[index]
+            return fn(np.frombuffer(mapped, dtype=self.dtype, count=self.size))
         finally:
-            del mapped  # the buffer view is gone with ``values`` copied; unmapping frees
-        return values, offsets
+            del mapped  # unmapped once the array fn saw is gone
 
     def _write_held(self) -> None:
         held, self._held = self._held, []

@@ -6,13 +6,16 @@ the LSH band keys (8 bytes per band per document). At the end, documents sharing
 form buckets, and each member is compared with a few earlier members of its bucket
 (``preflight.checks.near_pairs``: bounded work, pairs already linked skipped). By default each
 pair is confirmed by its exact Jaccard on the shingles, so a hash collision can never fail a
-gate: the pipeline reads the corpus a second time (``revisit``) and rebuilds the shingle sets
-of bucketed documents only, on disk (``preflight.spill``), to read back a chunk of pairs at a
-time. Confirmed pairs are joined into clusters (connected components); the first document of
-a cluster is kept and is not a finding, every other member is, with ``cluster`` = the kept
-row and ``partner`` = the row it was confirmed similar to (its most similar confirmed
-neighbour, whose Jaccard the detail quotes): through a chain, a member can be far from the
-kept row, never from its partner.
+gate. In one process the scan keeps every document's sorted shingle set on disk as it goes
+(``preflight.spill``, about 4 bytes per shingle), so confirmation needs no second read; a
+distributed scan (``--workers N``, Ray), whose workers' sets would have to travel, and a scan
+that fills ``TMPDIR`` instead read the corpus a second time (``revisit``) and rebuild the sets
+of bucketed documents only.
+Either way the sets are read back a chunk of pairs at a time. Confirmed pairs are joined
+into clusters (connected components); the first document of a cluster is kept and is not a
+finding, every other member is, with ``cluster`` = the kept row and ``partner`` = the row it
+was confirmed similar to (its most similar confirmed neighbour, whose Jaccard the detail
+quotes): through a chain, a member can be far from the kept row, never from its partner.
 """
 
 from __future__ import annotations
@@ -26,15 +29,22 @@ from pydantic import Field, StrictFloat, StrictInt, model_validator
 
 from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
-from preflight.checks.near_pairs import WINDOW, bucket_members, link, partners
+from preflight.checks.near_pairs import (
+    WINDOW,
+    bucket_members,
+    link,
+    partners,
+    unique,
+    unique_counts,
+)
 from preflight.checks.registry import register
+from preflight.errors import OutputError
 from preflight.limits import MAX_SHINGLE, SEED32_MAX
 from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
-from preflight.text import fold
 
 _TOP_CLUSTERS = 10
-_PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets (pages) mapped at a time
+_PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets mapped in at a time
 
 
 class NearDuplicateParams(Params):
@@ -59,7 +69,7 @@ class NearDuplicateParams(Params):
         description="Seed of the permutations (datasketch's `seed`; 0 to 2^32-1).",
     )
     confirm: bool = Field(
-        True, description="Confirm candidate pairs by exact Jaccard (a second read)."
+        True, description="Confirm candidate pairs by exact Jaccard (shingle sets kept on disk)."
     )
 
     @model_validator(mode="after")
@@ -97,6 +107,8 @@ class NearDuplicate(Check):
         self._set_sizes: list[np.ndarray] = []
         self._stats: dict[str, Any] = {}
         self._labels: dict[int, str | None] = {}
+        # Sets kept by ``scan`` (one process); a distributed run's ``scan_plan`` turns it off.
+        self._keep_sets = params.confirm
 
     def _docs(self, batch: Batch) -> tuple[np.ndarray, pl.Series]:
         folded = batch.folded(self.ctx.text_fields, self.ctx.messages)
@@ -107,10 +119,30 @@ class NearDuplicate(Check):
         present, docs = self._docs(batch)
         self._labels[batch.file_index] = batch.file
         if len(docs):
-            self._keys.append(self.lsh.band_keys(*self.lsh.shingles(docs)))
+            values, offsets = self.lsh.shingles(docs)
+            self._keys.append(self.lsh.band_keys(values, offsets))
             self._file.append(np.full(len(docs), batch.file_index, dtype=np.int64))
             self._row.append(batch.rows[present])
+            if self._keep_sets:
+                try:
+                    self._keep(record_key(self._file[-1], self._row[-1]), values, offsets)
+                except OutputError:  # TMPDIR is full: keep the candidates' sets only, later
+                    self._keep_sets = False
+                    self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
         return None
+
+    def scan_plan(self, first: Batch) -> dict[str, Any]:
+        # Called by a distributed executor only: its workers' sets would travel to the
+        # driver, all of them; the candidates' are cheaper to rebuild in a second read.
+        self._keep_sets = False
+        return {"_keep_sets": False}
+
+    def _keep(self, keys: np.ndarray, values: np.ndarray, offsets: np.ndarray) -> None:
+        """Add documents' shingle sets (sorted, distinct) for confirmation."""
+        sets, set_offsets = sorted_sets(values, offsets)
+        self._set_keys.append(keys)
+        self._set_values.append(sets)
+        self._set_sizes.append(np.diff(set_offsets))
 
     def key_groups(self) -> tuple[tuple[str, ...], ...]:
         return tuple((f"k{band}",) for band in range(self.lsh.bands))
@@ -134,7 +166,7 @@ class NearDuplicate(Check):
 
     def wants_revisit(self) -> bool:
         self._buckets = bucket_members(self._all_keys())
-        if not self.params.confirm or not len(self._buckets[0]):
+        if not self.params.confirm or not len(self._buckets[0]) or self._keep_sets:
             return False
         bucketed = np.zeros(len(self._all_keys()), dtype=bool)  # a mask: no sort of members
         bucketed[self._buckets[0]] = True
@@ -152,12 +184,10 @@ class NearDuplicate(Check):
         keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
         pos = np.minimum(np.searchsorted(self._wanted, keys), len(self._wanted) - 1)
         hit = self._wanted[pos] == keys
-        if hit.any():  # fold and shingle only the candidates
-            docs = fold(batch.documents(self.ctx.text_fields, self.ctx.messages).filter(hit))
-            values, offsets = sorted_sets(*self.lsh.shingles(docs))
-            self._set_keys.append(keys[hit])
-            self._set_values.append(values)
-            self._set_sizes.append(np.diff(offsets))
+        if hit.any():  # shingle only the candidates
+            # The view the scan shingled (empty fields leave no separator behind).
+            docs = batch.folded(self.ctx.text_fields, self.ctx.messages).filter(hit)
+            self._keep(keys[hit], *self.lsh.shingles(docs))
 
     def finish(self) -> pl.DataFrame | None:
         if self._buckets is None:
@@ -169,7 +199,7 @@ class NearDuplicate(Check):
         self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
         self._stats = {"candidate_pairs": linked.compared, "confirmed_pairs": len(linked.u),
                        "window": WINDOW}
-        nodes = np.unique(np.concatenate([linked.u, linked.v]))
+        nodes = unique(np.concatenate([linked.u, linked.v]))
         labels = linked.labels[nodes]
         self._cluster_stats(labels, files, rows)
         if not len(nodes):
@@ -196,8 +226,9 @@ class NearDuplicate(Check):
 
     def _jaccard(self, files: np.ndarray, rows: np.ndarray
                  ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-        """Exact Jaccard of pairs of candidate documents, from the sets of the second read."""
-        keys = self._concat(self._set_keys)  # ascending: the second read is in read order
+        """Exact Jaccard of pairs of candidate documents, from the sets kept by the scan or
+        the second read."""
+        keys = self._concat(self._set_keys)  # ascending: both reads are in read order
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
         np.cumsum(self._concat(self._set_sizes), out=offsets[1:])
         values = self._set_values
@@ -206,16 +237,14 @@ class NearDuplicate(Check):
             # every candidate was revisited
             su = np.searchsorted(keys, record_key(files[u], rows[u]))
             sv = np.searchsorted(keys, record_key(files[v], rows[v]))
-            # A chunk of pairs at a time (in order of their first document), with only the
-            # sets it needs read back from disk: memory follows the chunk, not the corpus.
+            # A chunk of pairs at a time (in order of their first document), on the sets
+            # mapped from disk: memory follows the chunk's pages, not the corpus.
             out = np.empty(len(u), dtype=np.float64)
             order = np.argsort(su, kind="stable")
             for start in range(0, len(order), _PAIRS_PER_CHUNK):
                 pick = order[start:start + _PAIRS_PER_CHUNK]
-                need = np.unique(np.concatenate([su[pick], sv[pick]]))
-                sets, local = values.gather(offsets[need], offsets[need + 1])
-                out[pick] = jaccard_pairs(sets, local, np.searchsorted(need, su[pick]),
-                                          np.searchsorted(need, sv[pick]))
+                out[pick] = values.mapped(
+                    lambda sets, pick=pick: jaccard_pairs(sets, offsets, su[pick], sv[pick]))
             return out
 
         return similarity
@@ -237,9 +266,9 @@ class NearDuplicate(Check):
         return f"row {row:,}" + (f" of {label}" if label else "")
 
     def _cluster_stats(self, labels: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
-        kept, sizes = np.unique(labels, return_counts=True)
+        kept, sizes = unique_counts(labels)
         order = np.lexsort((kept, -sizes))[:_TOP_CLUSTERS]
-        distribution, counts = np.unique(sizes, return_counts=True)
+        distribution, counts = unique_counts(sizes)
         self._stats |= {
             "clusters": len(kept),
             "cluster_sizes": {str(s): int(c) for s, c in zip(distribution, counts, strict=True)},

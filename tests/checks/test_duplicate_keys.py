@@ -34,7 +34,6 @@ def _with_both_folds(path: Path, tmp_path: Path,
     new = _groups(path, tmp_path / "new")
     with monkeypatch.context() as m:
         m.setattr("preflight.batch.fold", reference_fold)
-        m.setattr("preflight.checks.near_duplicates.fold", reference_fold)
         old = _groups(path, tmp_path / "old")
     return new, old
 

@@ -7,6 +7,7 @@ import json
 import random
 import re
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -233,7 +234,8 @@ def test_report_stats(gate):
     assert cluster_of(g) == {2: 0, 5: 0, 4: 1}
 
 
-def test_confirm_false_accepts_lsh_candidates_without_a_second_read(gate, monkeypatch):
+def test_confirm_false_accepts_lsh_candidates_and_one_process_never_reads_twice(gate,
+                                                                                 monkeypatch):
     revisits: list[int] = []
     original = NearDuplicate.revisit
 
@@ -258,7 +260,7 @@ def test_confirm_false_accepts_lsh_candidates_without_a_second_read(gate, monkey
     assert g.result.stats["confirmed_pairs"] == g.result.stats["candidate_pairs"] >= 1
 
     g = gate(records, CHECK, **loose)  # confirmed: the exact Jaccard is below 0.8
-    assert revisits  # the second read happened
+    assert revisits == []  # the sets were kept during the scan
     assert g.result.stats["confirmed_by"] == "exact Jaccard"
     assert g.findings().height == 0
     assert g.result.stats["candidate_pairs"] >= 1 and g.result.stats["confirmed_pairs"] == 0
@@ -508,3 +510,120 @@ def test_confirmation_in_small_chunks_gives_the_same_clusters(gate, monkeypatch)
     assert whole.findings().height > 0
     assert chunked.findings().equals(whole.findings())
     assert chunked.result.stats == whole.result.stats
+
+
+def _second_read_only(monkeypatch) -> None:
+    """Make the local run confirm as a distributed one does: no sets kept by the scan."""
+    real = NearDuplicate.__init__
+
+    def init(self, params, ctx):
+        real(self, params, ctx)
+        self._keep_sets = False
+
+    monkeypatch.setattr(NearDuplicate, "__init__", init)
+
+
+@pytest.mark.parametrize("fields", [None, {"text": ["title", "text"], "id": "id"}])
+def test_sets_kept_by_the_scan_equal_the_second_reads_and_leave_no_file(
+        gate, monkeypatch, tmp_path, fields) -> None:
+    """One process keeps every document's shingle set during the scan (no second read);
+    the sets of the candidates, the findings and the stats are those the second read gives
+    (on the same folded view, empty fields included), and TMPDIR is left empty."""
+    import tempfile
+
+    from preflight.checks import near_duplicates
+
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spill))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    seen: dict[str, dict[int, list[int]]] = {}
+    real_jaccard = NearDuplicate._jaccard
+
+    def capture(self, files, rows):  # every candidate's set, by record key, as confirmation sees it
+        keys = np.concatenate(self._set_keys)
+        sizes = np.concatenate(self._set_sizes)
+        values = self._set_values.mapped(lambda view: view.tolist())
+        ends = np.cumsum(sizes)
+        sets = {int(k): values[e - n:e] for k, n, e in zip(keys, sizes, ends, strict=True)}
+        wanted = self._record_keys()[np.unique(self._buckets[0])]
+        seen["kept" if self._keep_sets else "reread"] = {int(k): sets[int(k)] for k in wanted}
+        return real_jaccard(self, files, rows)
+
+    monkeypatch.setattr(NearDuplicate, "_jaccard", capture)
+    revisits: list[int] = []
+    real_revisit = NearDuplicate.revisit
+    monkeypatch.setattr(NearDuplicate, "revisit",
+                        lambda self, batch: revisits.append(1) or real_revisit(self, batch))
+    monkeypatch.setattr(near_duplicates, "_PAIRS_PER_CHUNK", 3)
+    records = [text(i % 7, sentences=3) + (f" tail {i}" if i % 2 else "") for i in range(40)]
+    records += ["短文本", text(99), "  "]
+    if fields:  # an empty title leaves no separator behind in the folded view
+        records = [{"id": f"r{i}", "title": ["", "Notes", None][i % 3], "text": t}
+                   for i, t in enumerate(records)]
+    kept = gate(records, CHECK, fields=fields)
+    assert revisits == [] and list(spill.iterdir()) == []
+    _second_read_only(monkeypatch)
+    reread = gate(records, CHECK, fields=fields)
+    assert revisits and list(spill.iterdir()) == []
+    assert len(seen["kept"]) > 10 and seen["kept"] == seen["reread"]
+    assert kept.findings().height > 10
+    assert kept.findings().equals(reread.findings())
+    assert kept.result.stats == reread.result.stats
+
+
+def _full_disk(monkeypatch, *, when) -> list[str]:
+    """TMPDIR is full whenever ``when()`` says so: a write then fails with ENOSPC. Returns the
+    phases ("scan", "revisit") in which temporary files were opened."""
+    import errno
+    import os
+
+    from preflight import spill
+
+    real = spill.tempfile.TemporaryFile
+    opened: list[str] = []
+
+    class Full:
+        def seek(self, *args):
+            pass
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def temporary(**kw):
+        opened.append(when())
+        return Full() if opened[-1] == "full" else real(**kw)
+
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", temporary)
+    return opened
+
+
+def test_a_full_tmpdir_during_the_scan_falls_back_to_a_second_read(gate, monkeypatch) -> None:
+    """The sets of every document do not fit: the scan drops them and confirmation reads the
+    candidates again (their sets are fewer); the findings are the same."""
+    records = [text(i % 5, sentences=3) + (f" tail {i}" if i % 2 else "") for i in range(20)]
+    fits = gate(records, CHECK)
+    phase = ["scan"]
+    real_revisit = NearDuplicate.revisit
+
+    def revisit(self, batch):
+        phase[0] = "revisit"
+        return real_revisit(self, batch)
+
+    monkeypatch.setattr(NearDuplicate, "revisit", revisit)
+    opened = _full_disk(monkeypatch, when=lambda: "full" if phase[0] == "scan" else "room")
+    fallback = gate(records, CHECK)
+    assert opened == ["full", "room"]
+    assert fits.findings().height > 5
+    assert fallback.findings().equals(fits.findings())
+    assert fallback.result.stats == fits.result.stats
+
+
+def test_a_tmpdir_too_full_for_the_candidates_is_an_output_error(gate, monkeypatch) -> None:
+    from preflight.errors import OutputError
+
+    opened = _full_disk(monkeypatch, when=lambda: "full")
+    a = text(1)
+    with pytest.raises(OutputError, match=r"No space left on device.*free some space"):
+        gate([a, text(2), a.upper()], CHECK)
+    assert opened == ["full", "full"]  # the scan's spill, then the second read's

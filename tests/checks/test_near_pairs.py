@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 
-from preflight.checks.near_pairs import WINDOW, bucket_members, link, partners
+from preflight.checks.near_pairs import WINDOW, bucket_members, link, partners, unique_counts
 
 
 def similar_pairs(true: set[tuple[int, int]]):
@@ -118,3 +118,13 @@ def test_without_confirmation_every_candidate_links_and_has_no_similarity():
     linked = link(*bucket_members(keys), 4, lambda u, v: None, 0.8)
     assert linked.labels.tolist() == [0, 0, 2, 0]
     assert np.isnan(linked.similarity).all() and linked.compared == len(linked.u) == 2
+
+
+def test_unique_counts_matches_numpy_on_repeats_and_extremes():
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.integers(0, 50, 500), [np.iinfo(np.int64).max, -7, -7]])
+    got, counts = unique_counts(values)
+    want, want_counts = np.unique(values, return_counts=True)
+    assert got.tolist() == want.tolist() and counts.tolist() == want_counts.tolist()
+    empty, none = unique_counts(np.zeros(0, np.int64))
+    assert len(empty) == 0 and len(none) == 0
