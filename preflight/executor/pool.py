@@ -64,6 +64,9 @@ _STOP_S = 15.0  # the longest close(kill=True) keeps ending workers
 _STARTING_S = 2.0  # how long it waits for a worker still starting to show up
 _WORKER: Worker | None = None  # in a worker process: its checks
 _SETUP = b""  # ... and the setup they were built from
+# What the fork server imports once, before it forks the workers.
+PRELOAD = ("preflight.executor.pool",)
+_SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 
 
 def uses_pool(src: Source, workers: int) -> bool:
@@ -172,7 +175,7 @@ class Pool:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._context = _SpawnWithEnv()
+        self._context = _context()
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
                                          initializer=_start)
         for _ in range(workers):  # one call each: every worker starts now
@@ -252,12 +255,13 @@ def _died(error: BaseException) -> WorkerError:
         f"fewer --workers, or --workers 1 ({error})")
 
 
-class _EnvProcess(multiprocessing.context.SpawnProcess):
+class _EnvStart:
     """A worker process started with one thread per library (``driver.WORKER_ENV``): the
     variables must be set before it imports polars, numba or tokenizers. It needs preflight
-    only, not the caller's ``__main__``: spawn would run the caller's script again in every
-    worker (a script without ``if __name__ == "__main__"`` would start the run again
-    there), so it starts with a bare ``__main__``."""
+    only, not the caller's ``__main__``: spawn (and a fork server's child) would run the
+    caller's script again in every worker (a script without ``if __name__ == "__main__"``
+    would start the run again there), so it starts with a bare ``__main__``. The fork
+    server, started by the first worker's start, takes the variables from it too."""
 
     def start(self) -> None:
         saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
@@ -265,7 +269,7 @@ class _EnvProcess(multiprocessing.context.SpawnProcess):
         os.environ.update(driver.WORKER_ENV)
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
-            super().start()
+            super().start()  # type: ignore[misc]
         finally:
             sys.modules["__main__"] = main
             for key, value in saved.items():
@@ -275,18 +279,59 @@ class _EnvProcess(multiprocessing.context.SpawnProcess):
                     os.environ[key] = value
 
 
-class _SpawnWithEnv(multiprocessing.context.SpawnContext):
-    """Spawns ``_EnvProcess``es and keeps them, so that Ctrl-C can end each one, even one
-    whose start it interrupted before the executor listed it."""
+class _Spawned(_EnvStart, multiprocessing.context.SpawnProcess):
+    """A fresh interpreter that imports what it needs (where there is no fork server)."""
+
+    def _bootstrap(self, parent_sentinel: Any = None) -> int:
+        # In the worker, once its work is done: leave as a forked process does, without
+        # tearing down every module (a third of a CPU second with polars, numba, pyarrow).
+        code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]
+        os._exit(code)
+
+
+class _Served(_EnvStart, multiprocessing.context.ForkServerProcess):
+    """A fork of the fork server, which imported preflight's checks once for all workers."""
+
+
+class _Workers:
+    """A start method that keeps the processes it starts, so that Ctrl-C can end each one,
+    even one whose start it interrupted before the executor listed it."""
+
+    process: type[_EnvStart]
 
     def __init__(self) -> None:
         super().__init__()
-        self.started: list[_EnvProcess] = []
+        self.started: list[Any] = []
 
-    def Process(self, *args: Any, **kwargs: Any) -> _EnvProcess:
-        process = _EnvProcess(*args, **kwargs)
+    def Process(self, *args: Any, **kwargs: Any) -> Any:
+        process = self.process(*args, **kwargs)  # type: ignore[call-arg]
         self.started.append(process)
         return process
+
+
+class _SpawnWithEnv(_Workers, multiprocessing.context.SpawnContext):
+    process = _Spawned
+
+
+class _ForkServerWithEnv(_Workers, multiprocessing.context.ForkServerContext):
+    process = _Served
+
+
+def _context() -> _Workers:
+    """Workers forked from a fork server that has imported the checks (one import for all
+    workers, and no thread of this process copied), where there is one to start (POSIX)
+    and no other code of this process started it with other modules or variables; else
+    spawned."""
+    global _SERVER_OURS
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        import multiprocessing.forkserver as forkserver
+
+        server = forkserver._forkserver  # type: ignore[attr-defined]
+        if _SERVER_OURS or server._forkserver_pid is None:
+            forkserver.set_forkserver_preload(list(PRELOAD))
+            _SERVER_OURS = True
+            return _ForkServerWithEnv()
+    return _SpawnWithEnv()
 
 
 # -- in the worker processes ------------------------------------------------------------
