@@ -24,6 +24,7 @@ the pool.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.context
 import os
 import pickle
@@ -64,8 +65,11 @@ _STOP_S = 15.0  # the longest close(kill=True) keeps ending workers
 _STARTING_S = 2.0  # how long it waits for a worker still starting to show up
 _WORKER: Worker | None = None  # in a worker process: its checks
 _SETUP = b""  # ... and the setup they were built from
-# What the fork server imports once, before it forks the workers.
-PRELOAD = ("preflight.executor.pool",)
+# What the fork server imports once, before it forks the workers: the checks; pandas, which
+# pyarrow imports on its first ``pa.array`` of Python values (records of lines parsed one
+# by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
+# its own way out (skipped where one is not installed).
+PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
 _SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 
 
@@ -170,7 +174,8 @@ def _fetcher(plan: list[piecework.Piece], id_field: str | None
 
 class Pool:
     """Worker processes with one thread per library (``driver.WORKER_ENV``), started at
-    once; results come back in submission order. A call's first argument may be the
+    once (spawned), or forked by the fork server as the first calls come, the server
+    started at once; results come back in submission order. A call's first argument may be the
     workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
 
     def __init__(self, workers: int) -> None:
@@ -178,6 +183,11 @@ class Pool:
         self._context = _context()
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
                                          initializer=_start)
+        if isinstance(self._context, _ForkServerWithEnv):
+            # A worker's start waits for the server's imports: start the server now,
+            # the workers when the first calls come (forked at once by then).
+            self._context.warm()
+            return
         for _ in range(workers):  # one call each: every worker starts now
             self._submit(_ready, ())
 
@@ -255,28 +265,35 @@ def _died(error: BaseException) -> WorkerError:
         f"fewer --workers, or --workers 1 ({error})")
 
 
+@contextlib.contextmanager
+def _worker_env() -> Iterator[None]:
+    """While a worker (or the fork server) starts: one thread per library
+    (``driver.WORKER_ENV``), which must be set before it imports polars, numba or
+    tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
+    server's child) would run the caller's script again in every worker (a script without
+    ``if __name__ == "__main__"`` would start the run again there). This process keeps its
+    own."""
+    saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
+    main = sys.modules["__main__"]
+    os.environ.update(driver.WORKER_ENV)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 class _EnvStart:
-    """A worker process started with one thread per library (``driver.WORKER_ENV``): the
-    variables must be set before it imports polars, numba or tokenizers. It needs preflight
-    only, not the caller's ``__main__``: spawn (and a fork server's child) would run the
-    caller's script again in every worker (a script without ``if __name__ == "__main__"``
-    would start the run again there), so it starts with a bare ``__main__``. The fork
-    server, started by the first worker's start, takes the variables from it too."""
+    """A worker process started in ``_worker_env``."""
 
     def start(self) -> None:
-        saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
-        main = sys.modules["__main__"]
-        os.environ.update(driver.WORKER_ENV)
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
+        with _worker_env():
             super().start()  # type: ignore[misc]
-        finally:
-            sys.modules["__main__"] = main
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 class _Spawned(_EnvStart, multiprocessing.context.SpawnProcess):
@@ -315,6 +332,13 @@ class _SpawnWithEnv(_Workers, multiprocessing.context.SpawnContext):
 
 class _ForkServerWithEnv(_Workers, multiprocessing.context.ForkServerContext):
     process = _Served
+
+    def warm(self) -> None:
+        """Start the fork server (its imports) without waiting for it."""
+        import multiprocessing.forkserver as forkserver
+
+        with _worker_env():
+            forkserver.ensure_running()
 
 
 def _context() -> _Workers:
