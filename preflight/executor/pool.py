@@ -17,7 +17,9 @@ The same stages as on Ray (``preflight.executor.ray``), with a process pool for 
    again, on the workers; the smoke sample's rows flagged at the end are fetched here from
    the pieces that hold them.
 
-At most two tasks per worker are in flight, so memory stays bounded: a worker holds one
+Workers are forked by a fork server that imported the checks once (``PRELOAD``), started with
+the pool so that its imports overlap the plan; where there is none (Windows), spawned. At
+most two tasks per worker are in flight, so memory stays bounded: a worker holds one
 piece's batches at a time. A worker that dies is a ``WorkerError`` (exit 3), Ctrl-C stops
 the pool.
 """
