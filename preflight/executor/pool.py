@@ -183,8 +183,11 @@ class Pool:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._context = _context()
+        # The fork server keeps the variables of its own start: each worker takes this
+        # process's current ones, as a spawned worker does.
+        environ = {**os.environ, **driver.WORKER_ENV}
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
-                                         initializer=_start)
+                                         initializer=_start, initargs=(environ,))
         if isinstance(self._context, _ForkServerWithEnv):
             # A worker's start waits for the server's imports: start the server now,
             # the workers when the first calls come (forked at once by then).
@@ -362,10 +365,13 @@ def _context() -> _Workers:
 
 # -- in the worker processes ------------------------------------------------------------
 
-def _start() -> None:
-    """A worker's start: Ctrl-C is the driver's to handle (it ends the pool), Arrow on one
-    thread."""
+def _start(environ: dict[str, str]) -> None:
+    """A worker's start: the driver's variables (``environ``), Ctrl-C is the driver's to
+    handle (it ends the pool), Arrow on one thread."""
     import pyarrow as pa
+
+    os.environ.clear()
+    os.environ.update(environ)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pa.set_cpu_count(1)

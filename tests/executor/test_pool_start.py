@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from preflight.executor import driver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json, os, sys
 from pathlib import Path
+
+import pytest
 with open(sys.argv[1], "a") as f:
     f.write("ran\\n")
 if sys.argv[3] == "own-server":  # this script's code starts a fork server of its own
@@ -61,3 +65,19 @@ def test_a_fork_server_of_the_callers_own_means_spawned_workers(tmp_path: Path) 
     parents, env = got["seen"][2:4], got["seen"][4:]
     assert parents == [got["me"], got["me"]]  # spawned by this process
     assert env == [driver.WORKER_ENV[k] for k in sorted(driver.WORKER_ENV)]
+
+
+def test_workers_take_the_variables_of_each_pools_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork server outlives a pool; a later pool's workers still see the variables
+    this process has when that pool starts (a tokenizer's cache folder, say)."""
+    from preflight.executor import pool
+
+    with pool.Pool(1) as first:  # the fork server runs from here on, if not already
+        list(first.ordered([(os.getpid, ())]))
+    monkeypatch.setenv("PREFLIGHT_TEST_MARK", "set after the server started")
+    monkeypatch.delenv("HOME", raising=False)
+    with pool.Pool(1) as second:
+        seen = list(second.ordered([(os.getenv, ("PREFLIGHT_TEST_MARK",)),
+                                    (os.getenv, ("HOME",))]))
+    assert seen == ["set after the server started", None]
