@@ -75,7 +75,7 @@ class Measured:
     peak_rss_mb: float
     peak_tree_rss_mb: float | None
     timed_out: bool
-    cpu_seconds: float | None = None  # user + system, the child and the children it waited for
+    cpu_seconds: float | None = None  # user + system, the child and its descendants (Linux)
 
 
 
@@ -110,6 +110,7 @@ def tree_rss_bytes(root: int, page: int) -> int | None:
 def run_measured(cmd: list[str], stdout: Path, stderr: Path, timeout: float) -> Measured:
     """Run ``cmd`` as a child and measure its wall time, own peak RSS and tree peak RSS."""
     page = os.sysconf("SC_PAGE_SIZE")
+    _adopt_orphans()
     done = threading.Event()
     peak_tree: list[int | None] = [None]
     timed_out = [False]
@@ -137,6 +138,7 @@ def run_measured(cmd: list[str], stdout: Path, stderr: Path, timeout: float) -> 
         sampler.start()
         _, status, rusage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - t0
+        cpu = rusage.ru_utime + rusage.ru_stime + _orphans_cpu(proc.pid)
         done.set()
         sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
@@ -150,8 +152,29 @@ def run_measured(cmd: list[str], stdout: Path, stderr: Path, timeout: float) -> 
         peak_rss_mb=maxrss_bytes / MB,
         peak_tree_rss_mb=None if tree is None else max(tree, maxrss_bytes) / MB,
         timed_out=timed_out[0],
-        cpu_seconds=rusage.ru_utime + rusage.ru_stime,
+        cpu_seconds=cpu,
     )
+
+
+def _adopt_orphans() -> None:
+    """Linux: become the parent of what a child leaves behind (its pool's fork server,
+    whose workers it reaps), so that their CPU time can be counted."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _orphans_cpu(group: int) -> float:
+    """CPU seconds of the ended child's descendants still running (its process group, now
+    ours through ``_adopt_orphans``: a fork server exits when its driver has), waited for."""
+    total = 0.0
+    while True:
+        try:
+            _, _, usage = os.wait4(-group, 0)
+        except ChildProcessError:
+            return total
+        total += usage.ru_utime + usage.ru_stime
 
 
 def find_preflight(override: str | None) -> list[str] | None:

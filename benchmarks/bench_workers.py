@@ -14,8 +14,10 @@ settings interleaved ``--repeat`` times:
         --out DIR --workers 1
     ... the same without --workers (the default: one worker per available core)
 
-It prints the median wall time of each, MB/s, the largest single process's peak RSS
-(``Maximum resident set size`` of ``/usr/bin/time -v``: the driver or one worker), the peak
+It prints the median wall time of each, MB/s, the median CPU seconds of the whole process
+tree (driver, fork server, workers: steadier than wall on a shared machine), the largest
+single process's peak RSS (``Maximum resident set size`` of ``/usr/bin/time -v``: the driver
+or a process it waited for; a fork server's workers are in the tree figure only), the peak
 RSS of the whole process tree (sampled from /proc), the pool's stage timings from
 report.json, whether both found the same (rule counts and findings.parquet as a set) and
 the ratio of wall times.
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             report = json.loads((out / "report.json").read_text())
             runs[name].append({
                 "seconds": round(m.seconds, 2),
+                "cpu_seconds": round(m.cpu_seconds or 0.0, 2),
                 "largest_process_rss_mb": round(_time_v_rss_mb(err) or m.peak_rss_mb, 1),
                 "peak_tree_rss_mb": round(m.peak_tree_rss_mb or m.peak_rss_mb, 1),
                 "workers": report["environment"].get("workers"),
@@ -159,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     median = {name: statistics.median(r["seconds"] for r in rs) for name, rs in runs.items()}
     print(f"\n{size / MB:,.0f} MB, {one['records']:,} records, {os.cpu_count()} CPUs, "
           f"pool of {many['workers']} workers, median of {args.repeat}")
-    print(f"{'setting':10} {'wall s':>8} {'MB/s':>7} {'largest proc MB':>16} {'tree MB':>8}")
+    print(f"{'setting':10} {'wall s':>8} {'CPU s':>7} {'MB/s':>7} {'largest proc MB':>16} "
+          f"{'tree MB':>8}")
     for name, rs in runs.items():
-        print(f"{name:10} {median[name]:8.1f} {size / MB / median[name]:7.1f} "
+        cpu = statistics.median(r["cpu_seconds"] for r in rs)
+        print(f"{name:10} {median[name]:8.1f} {cpu:7.1f} {size / MB / median[name]:7.1f} "
               f"{max(r['largest_process_rss_mb'] for r in rs):16.0f} "
               f"{max(r['peak_tree_rss_mb'] for r in rs):8.0f}")
     print("pool stages (s):", ", ".join(f"{k} {v:.1f}" for k, v in many["timings"].items()))

@@ -17,13 +17,16 @@ The same stages as on Ray (``preflight.executor.ray``), with a process pool for 
    again, on the workers; the smoke sample's rows flagged at the end are fetched here from
    the pieces that hold them.
 
-At most two tasks per worker are in flight, so memory stays bounded: a worker holds one
+Workers are forked by a fork server that imported the checks once (``PRELOAD``), started with
+the pool so that its imports overlap the plan; where there is none (Windows), spawned. At
+most two tasks per worker are in flight, so memory stays bounded: a worker holds one
 piece's batches at a time. A worker that dies is a ``WorkerError`` (exit 3), Ctrl-C stops
 the pool.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.context
 import os
 import pickle
@@ -64,6 +67,12 @@ _STOP_S = 15.0  # the longest close(kill=True) keeps ending workers
 _STARTING_S = 2.0  # how long it waits for a worker still starting to show up
 _WORKER: Worker | None = None  # in a worker process: its checks
 _SETUP = b""  # ... and the setup they were built from
+# What the fork server imports once, before it forks the workers: the checks; pandas, which
+# pyarrow imports on its first ``pa.array`` of Python values (records of lines parsed one
+# by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
+# its own way out (skipped where one is not installed).
+PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
+_SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 
 
 def uses_pool(src: Source, workers: int) -> bool:
@@ -167,14 +176,23 @@ def _fetcher(plan: list[piecework.Piece], id_field: str | None
 
 class Pool:
     """Worker processes with one thread per library (``driver.WORKER_ENV``), started at
-    once; results come back in submission order. A call's first argument may be the
+    once (spawned), or forked by the fork server as the first calls come, the server
+    started at once; results come back in submission order. A call's first argument may be the
     workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._context = _SpawnWithEnv()
+        self._context = _context()
+        # The fork server keeps the variables of its own start: each worker takes this
+        # process's current ones, as a spawned worker does.
+        environ = {**os.environ, **driver.WORKER_ENV}
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
-                                         initializer=_start)
+                                         initializer=_start, initargs=(environ,))
+        if isinstance(self._context, _ForkServerWithEnv):
+            # A worker's start waits for the server's imports: start the server now,
+            # the workers when the first calls come (forked at once by then).
+            self._context.warm()
+            return
         for _ in range(workers):  # one call each: every worker starts now
             self._submit(_ready, ())
 
@@ -252,49 +270,108 @@ def _died(error: BaseException) -> WorkerError:
         f"fewer --workers, or --workers 1 ({error})")
 
 
-class _EnvProcess(multiprocessing.context.SpawnProcess):
-    """A worker process started with one thread per library (``driver.WORKER_ENV``): the
-    variables must be set before it imports polars, numba or tokenizers. It needs preflight
-    only, not the caller's ``__main__``: spawn would run the caller's script again in every
-    worker (a script without ``if __name__ == "__main__"`` would start the run again
-    there), so it starts with a bare ``__main__``."""
+@contextlib.contextmanager
+def _worker_env() -> Iterator[None]:
+    """While a worker (or the fork server) starts: one thread per library
+    (``driver.WORKER_ENV``), which must be set before it imports polars, numba or
+    tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
+    server's child) would run the caller's script again in every worker (a script without
+    ``if __name__ == "__main__"`` would start the run again there). This process keeps its
+    own."""
+    saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
+    main = sys.modules["__main__"]
+    os.environ.update(driver.WORKER_ENV)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class _EnvStart:
+    """A worker process started in ``_worker_env``."""
 
     def start(self) -> None:
-        saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
-        main = sys.modules["__main__"]
-        os.environ.update(driver.WORKER_ENV)
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            super().start()
-        finally:
-            sys.modules["__main__"] = main
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        with _worker_env():
+            super().start()  # type: ignore[misc]
 
 
-class _SpawnWithEnv(multiprocessing.context.SpawnContext):
-    """Spawns ``_EnvProcess``es and keeps them, so that Ctrl-C can end each one, even one
-    whose start it interrupted before the executor listed it."""
+class _Spawned(_EnvStart, multiprocessing.context.SpawnProcess):
+    """A fresh interpreter that imports what it needs (where there is no fork server)."""
+
+    def _bootstrap(self, parent_sentinel: Any = None) -> int:
+        # In the worker, once its work is done: leave as a forked process does, without
+        # tearing down every module (a third of a CPU second with polars, numba, pyarrow).
+        code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]
+        os._exit(code)
+
+
+class _Served(_EnvStart, multiprocessing.context.ForkServerProcess):
+    """A fork of the fork server, which imported preflight's checks once for all workers."""
+
+
+class _Workers:
+    """A start method that keeps the processes it starts, so that Ctrl-C can end each one,
+    even one whose start it interrupted before the executor listed it."""
+
+    process: type[_EnvStart]
 
     def __init__(self) -> None:
         super().__init__()
-        self.started: list[_EnvProcess] = []
+        self.started: list[Any] = []
 
-    def Process(self, *args: Any, **kwargs: Any) -> _EnvProcess:
-        process = _EnvProcess(*args, **kwargs)
+    def Process(self, *args: Any, **kwargs: Any) -> Any:
+        process = self.process(*args, **kwargs)  # type: ignore[call-arg]
         self.started.append(process)
         return process
 
 
+class _SpawnWithEnv(_Workers, multiprocessing.context.SpawnContext):
+    process = _Spawned
+
+
+class _ForkServerWithEnv(_Workers, multiprocessing.context.ForkServerContext):
+    process = _Served
+
+    def warm(self) -> None:
+        """Start the fork server (its imports) without waiting for it."""
+        import multiprocessing.forkserver as forkserver
+
+        with _worker_env():
+            forkserver.ensure_running()
+
+
+def _context() -> _Workers:
+    """Workers forked from a fork server that has imported the checks (one import for all
+    workers, and no thread of this process copied), where there is one to start (POSIX)
+    and no other code of this process started it with other modules or variables; else
+    spawned."""
+    global _SERVER_OURS
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        import multiprocessing.forkserver as forkserver
+
+        server = forkserver._forkserver  # type: ignore[attr-defined]
+        if _SERVER_OURS or server._forkserver_pid is None:
+            forkserver.set_forkserver_preload(list(PRELOAD))
+            _SERVER_OURS = True
+            return _ForkServerWithEnv()
+    return _SpawnWithEnv()
+
+
 # -- in the worker processes ------------------------------------------------------------
 
-def _start() -> None:
-    """A worker's start: Ctrl-C is the driver's to handle (it ends the pool), Arrow on one
-    thread."""
+def _start(environ: dict[str, str]) -> None:
+    """A worker's start: the driver's variables (``environ``), Ctrl-C is the driver's to
+    handle (it ends the pool), Arrow on one thread."""
     import pyarrow as pa
+
+    os.environ.clear()
+    os.environ.update(environ)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pa.set_cpu_count(1)

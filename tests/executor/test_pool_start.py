@@ -1,0 +1,83 @@
+"""How the pool's workers start: forked by a fork server that imported the checks once, or
+spawned where this process's own code already runs a fork server of its own; either way
+with one thread per library and without running the caller's script again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.executor import driver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A caller's script with no ``if __name__ == "__main__"`` guard: each run of its body adds
+# a line to RUNS; it asks two workers for their pid, parent pid and thread settings.
+SCRIPT = """
+import json, os, sys
+from pathlib import Path
+
+import pytest
+with open(sys.argv[1], "a") as f:
+    f.write("ran\\n")
+if sys.argv[3] == "own-server":  # this script's code starts a fork server of its own
+    import multiprocessing.forkserver
+    multiprocessing.forkserver.set_forkserver_preload([])
+    multiprocessing.forkserver.ensure_running()
+from preflight.executor import driver, pool
+keys = sorted(driver.WORKER_ENV)
+with pool.Pool(2) as workers:
+    seen = list(workers.ordered([(os.getpid, ())] * 2 + [(os.getppid, ())] * 2
+                                + [(os.getenv, (key,)) for key in keys]))
+Path(sys.argv[2]).write_text(json.dumps({"me": os.getpid(), "seen": seen}))
+"""
+
+
+def _run(tmp_path: Path, mode: str) -> tuple[list[str], dict]:
+    script, runs, out = tmp_path / "caller.py", tmp_path / "runs.txt", tmp_path / "out.json"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, str(script), str(runs), str(out), mode], env=env,
+                   check=True, timeout=300, cwd=tmp_path)
+    return runs.read_text().splitlines(), json.loads(out.read_text())
+
+
+def test_workers_forked_by_the_server_run_the_script_once(tmp_path: Path) -> None:
+    runs, got = _run(tmp_path, "plain")
+    assert runs == ["ran"]  # the workers did not run the caller's script
+    pids, parents, env = got["seen"][:2], got["seen"][2:4], got["seen"][4:]
+    assert got["me"] not in pids
+    # Forked by the fork server (a child of this process), not by this process itself.
+    assert got["me"] not in parents
+    assert env == [driver.WORKER_ENV[k] for k in sorted(driver.WORKER_ENV)]
+
+
+def test_a_fork_server_of_the_callers_own_means_spawned_workers(tmp_path: Path) -> None:
+    """That server has neither the checks imported nor the workers' variables: the pool
+    spawns its workers instead, which still get one thread per library."""
+    runs, got = _run(tmp_path, "own-server")
+    assert runs == ["ran"]
+    parents, env = got["seen"][2:4], got["seen"][4:]
+    assert parents == [got["me"], got["me"]]  # spawned by this process
+    assert env == [driver.WORKER_ENV[k] for k in sorted(driver.WORKER_ENV)]
+
+
+def test_workers_take_the_variables_of_each_pools_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork server outlives a pool; a later pool's workers still see the variables
+    this process has when that pool starts (a tokenizer's cache folder, say)."""
+    from preflight.executor import pool
+
+    with pool.Pool(1) as first:  # the fork server runs from here on, if not already
+        list(first.ordered([(os.getpid, ())]))
+    monkeypatch.setenv("PREFLIGHT_TEST_MARK", "set after the server started")
+    monkeypatch.delenv("HOME", raising=False)
+    with pool.Pool(1) as second:
+        seen = list(second.ordered([(os.getenv, ("PREFLIGHT_TEST_MARK",)),
+                                    (os.getenv, ("HOME",))]))
+    assert seen == ["set after the server started", None]
