@@ -72,6 +72,8 @@ _SETUP = b""  # ... and the setup they were built from
 # by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
 # its own way out (skipped where one is not installed).
 PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
+# Checks whose kernels are numba's: with one of them the server imports numba too.
+_MINHASH_CHECKS = frozenset({"near_duplicate", "overlap"})
 _SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 
 
@@ -93,7 +95,8 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
     from preflight.pipeline import Read
 
     # The workers start (spawn, imports) while this process plans and starts the checks.
-    with Pool(workers) as pool:
+    minhash = any(rule.check in _MINHASH_CHECKS for rule in rule_list)
+    with Pool(workers, preload=("numba",) if minhash else ()) as pool:
         t0 = time.perf_counter()
         plan = _plan(src, workers, limit)
         if plan is not None:
@@ -180,9 +183,9 @@ class Pool:
     started at once; results come back in submission order. A call's first argument may be the
     workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, preload: tuple[str, ...] = ()) -> None:
         self.workers = workers
-        self._context = _context()
+        self._context = _context(preload)
         # The fork server keeps the variables of its own start: each worker takes this
         # process's current ones, as a spawned worker does.
         environ = {**os.environ, **driver.WORKER_ENV}
@@ -346,18 +349,19 @@ class _ForkServerWithEnv(_Workers, multiprocessing.context.ForkServerContext):
             forkserver.ensure_running()
 
 
-def _context() -> _Workers:
+def _context(preload: tuple[str, ...] = ()) -> _Workers:
     """Workers forked from a fork server that has imported the checks (one import for all
     workers, and no thread of this process copied), where there is one to start (POSIX)
     and no other code of this process started it with other modules or variables; else
-    spawned."""
+    spawned. ``preload``: modules the server imports besides ``PRELOAD``, when it starts."""
     global _SERVER_OURS
     if "forkserver" in multiprocessing.get_all_start_methods():
         import multiprocessing.forkserver as forkserver
 
         server = forkserver._forkserver  # type: ignore[attr-defined]
         if _SERVER_OURS or server._forkserver_pid is None:
-            forkserver.set_forkserver_preload(list(PRELOAD))
+            if server._forkserver_pid is None:
+                forkserver.set_forkserver_preload([*PRELOAD, *preload])
             _SERVER_OURS = True
             return _ForkServerWithEnv()
     return _SpawnWithEnv()
