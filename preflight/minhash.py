@@ -106,9 +106,10 @@ def choose_bands(threshold: float, num_perm: int) -> tuple[int, int]:
             return 1, rows
         if hit <= 0.0:
             continue
-        bands = math.ceil(math.log1p(-CATCH_AT_THRESHOLD) / math.log1p(-hit) - 1e-9)
-        if bands * rows <= num_perm:
-            return max(bands, 1), rows
+        needed = math.log1p(-CATCH_AT_THRESHOLD) / math.log1p(-hit) - 1e-9
+        # a hit too rare for a float ratio (a low threshold, many rows) needs too many bands
+        if math.isfinite(needed) and math.ceil(needed) * rows <= num_perm:
+            return max(math.ceil(needed), 1), rows
     return num_perm, 1
 
 

@@ -208,6 +208,17 @@ def test_choose_bands_for_recall():
     assert choose_bands(0.1, 8) == (8, 1)  # out of reach: every permutation its own band
 
 
+@pytest.mark.parametrize("threshold,num_perm", [(0.5, 1024), (0.25, 512), (0.06, 256),
+                                                (0.001, 128), (1e-6, 2000)])
+def test_choose_bands_survives_hits_too_rare_for_a_float(threshold: float, num_perm: int):
+    """threshold ** rows underflows towards zero for many rows: the search goes on to fewer
+    rows instead of raising on an infinite band count (a hostile review's crash)."""
+    bands, rows = choose_bands(threshold, num_perm)
+    assert 1 <= bands and bands * rows <= num_perm
+    if rows > 1:
+        assert catch_probability(threshold, bands, rows) >= CATCH_AT_THRESHOLD
+
+
 def test_catch_probability():
     assert catch_probability(1.0, 16, 8) == 1.0
     assert catch_probability(0.0, 16, 8) == 0.0
