@@ -127,6 +127,14 @@ def run(
         if off := [repr(r.id) for r in rules.rules if not r.enabled]:
             notes.append(f"rule(s) {', '.join(off)} not run (enabled: false, --only, --skip)")
 
+        if executor == "local" and workers > 1:
+            from preflight import cores
+
+            if workers > (usable := cores.available_cores()):
+                notes.append(f"workers: {workers} asked, {usable} run: this process may use "
+                             f"{usable} core(s) (its affinity and cgroup quota), and a worker "
+                             "past them adds memory, not speed")
+                workers = usable
         if executor == "ray":
             from preflight.executor.ray import scan_on_ray
 

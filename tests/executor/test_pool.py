@@ -336,3 +336,21 @@ def test_a_full_disk_under_the_pool_is_exit_3_and_ends_the_workers(
     assert "No space left on device" in str(caught.value)
     assert not [p for p in multiprocessing.active_children() if p.is_alive()]
     assert not [p for p in out.rglob("*") if ".tmp" in p.name or p.name.startswith(".")]
+
+
+def test_workers_past_the_usable_cores_are_capped_with_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workers 64 copied from a bigger machine runs one worker per usable core, says so,
+    and finds what one process finds."""
+    from preflight import cores
+
+    monkeypatch.setattr(cores, "available_cores", lambda: 2)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": f"record {i} " * 20}) + "\n"
+                            for i in range(3000)) + "{broken\n")
+    one = run_preflight(data, None, tmp_path / "one", workers=1, smoke=False)
+    many = run_preflight(data, None, tmp_path / "many", workers=64, smoke=False)
+    assert many.environment["workers"] == 2 and "pool:scan" in many.timings
+    assert any("workers: 64 asked, 2 run" in n for n in many.rules_file.notes)
+    assert not any("workers:" in n for n in one.rules_file.notes)
+    same_findings(one, many, tmp_path / "one", tmp_path / "many")
