@@ -3,7 +3,8 @@
 Sources produce batches; checks read them. Records are held column-wise in a polars frame.
 A field whose values have mixed JSON types in a batch (a number here, a string there) cannot
 be one typed column: the frame then holds its string values only, and ``raw`` keeps every
-record's Python value so type-aware checks still see what was written.
+record's Python value so type-aware checks still see what was written. So does a field that
+nests deeper than ``RAW_DEPTH`` levels (see ``split_deep``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from preflight.text import fold
 # Joins a record's text fields into one document; a private-use character, so folding
 # (whitespace, case, format characters) can never merge two fields' words.
 FIELD_SEPARATOR = "\ue000"
+# A column nesting deeper than this many levels of lists and structs is kept as Python values
+# (``raw``) beside a null column: polars converts such a column at a cost of rows x depth
+# (a few records 200 levels deep among a block's 65,536 rows took seconds per block and GBs),
+# and no check reads inside one.
+RAW_DEPTH = 32
 # Code points Arrow strings cannot carry; the reader replaces them and notes where.
 _SURROGATES = range(0xD800, 0xE000)
 
@@ -261,9 +267,40 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
             raw[name] = values
             arrays[name] = pa.array([v if isinstance(v, str) else None for v in values],
                                     type=pa.string())
-    frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
+    table, deep = split_deep(pa.table(arrays)) if arrays else (pa.table({}), {})
+    frame = pl.from_arrow(table) if arrays else pl.DataFrame()
     assert isinstance(frame, pl.DataFrame)
-    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
+    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw={**raw, **deep},
+                 **kwargs)
+
+
+def type_depth(t: pa.DataType) -> int:
+    """How many levels of lists and structs an Arrow type nests (a scalar is 0)."""
+    deepest, stack = 0, [(t, 0)]
+    while stack:
+        t, depth = stack.pop()
+        if pa.types.is_struct(t):
+            children = [t.field(i).type for i in range(t.num_fields)]
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            children = [t.value_type]
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def split_deep(table: pa.Table) -> tuple[pa.Table, dict[str, list[Any]]]:
+    """``table`` with each column nesting deeper than ``RAW_DEPTH`` levels replaced by a
+    null string column, and those columns' Python values (a batch's ``raw``)."""
+    deep = [i for i, f in enumerate(table.schema) if type_depth(f.type) > RAW_DEPTH]
+    raw: dict[str, list[Any]] = {}
+    for i in deep:
+        name = table.schema.field(i).name
+        raw[name] = table.column(i).to_pylist()
+        table = table.set_column(i, pa.field(name, pa.string()), pa.nulls(len(table),
+                                                                          pa.string()))
+    return table, raw
 
 
 def _array(values: list[Any]) -> pa.Array:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from polars.exceptions import PanicException, PolarsError
 
-from preflight.batch import Batch
+from preflight.batch import Batch, split_deep
 from preflight.errors import InputError
 from preflight.source.tracked import hash_file, note_file
 
@@ -37,7 +37,7 @@ BATCH_ROWS = 65_536
 def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
                    label: str | None) -> Batch:
     """Wrap an Arrow table as a batch; ``rows`` is the row array or the first row number."""
-    table = polars_readable(table)
+    table, raw = split_deep(polars_readable(table))
     try:
         frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
     except (PolarsError, PanicException) as e:  # a type this module does not know yet
@@ -51,7 +51,7 @@ def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
         frame = frame.with_columns(pl.col(categorical).cast(pl.String))
     if isinstance(rows, int):
         rows = np.arange(rows, rows + table.num_rows, dtype=np.int64)
-    return Batch(frame=frame, rows=rows, file=label, file_index=file_index)
+    return Batch(frame=frame, rows=rows, file=label, file_index=file_index, raw=raw)
 
 
 def polars_readable(table: pa.Table) -> pa.Table:

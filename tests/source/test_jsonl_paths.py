@@ -4,7 +4,9 @@ exact line-by-line path gives, on random mixes of good and bad lines."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -100,3 +102,52 @@ def test_a_deep_line_among_objects_never_reaches_arrow(deep: bytes) -> None:
     batch, _ = jsonl._block(b"\n".join(lines) + b"\n", 0, 0, None, 0)
     assert batch.rows.tolist() == [*range(150), *range(151, 301)]
     assert [(m.row, m.code) for m in batch.malformed] == [(150, "too_deep")]
+
+
+def _nested(depth: int, leaf: object = 1) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("piece_bytes", [256, 1 << 20], ids=["many-pieces", "one-piece"])
+def test_a_column_nested_past_raw_depth_is_kept_as_python_values(piece_bytes: int) -> None:
+    # A few allowed records 150 levels deep among flat ones: polars would convert the
+    # column at a cost of rows x depth (minutes, GBs at scale); the batch keeps their values.
+    import json
+
+    deep_at = {3, 40, 77}
+    records = [{"i": k, "t": "x", **({"m": _nested(150)} if k in deep_at else {})}
+               for k in range(100)]
+    lines = [json.dumps(r).encode() for r in records]
+    block = b"\n".join(lines) + b"\n"
+    saved = jsonl.PIECE_BYTES
+    jsonl.PIECE_BYTES = piece_bytes
+    try:
+        fast, _ = jsonl._block(block, 0, 0, None, 0)
+    finally:
+        jsonl.PIECE_BYTES = saved
+    slow = jsonl._merge([jsonl._slow(lines, 0)])
+    for batch in (fast, slow):
+        assert batch.malformed == []  # 151 levels is allowed (MAX_DEPTH 200)
+        assert batch.frame.schema["m"] == pl.String and batch.frame["m"].null_count() == 100
+        assert batch.values("m") == [r.get("m") for r in records]
+        assert batch.values("i") == list(range(100))  # the other columns stay typed
+    _same(fast, slow)
+
+
+def test_a_deep_parquet_column_is_kept_as_python_values(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from preflight.batch import RAW_DEPTH
+    from preflight.source import open_source
+
+    values = [_nested(RAW_DEPTH + 1) if k % 7 == 0 else None for k in range(50)]
+    shallow = [_nested(RAW_DEPTH) if k % 7 == 0 else None for k in range(50)]
+    pq.write_table(pa.table({"deep": values, "shallow": shallow,
+                             "t": ["a"] * 50}), tmp_path / "d.parquet")
+    batch = next(open_source(tmp_path / "d.parquet").batches())
+    assert batch.values("deep") == values and "deep" in batch.raw
+    assert "shallow" not in batch.raw and batch.values("shallow") == shallow  # at the limit
