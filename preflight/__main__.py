@@ -1,5 +1,5 @@
 """``python -m preflight`` runs the CLI."""
 
-from preflight.cli import main
+from preflight.cli import run
 
-main()
+run()

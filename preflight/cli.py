@@ -827,3 +827,30 @@ def _type_name(annotation: Any) -> str:
 
 if __name__ == "__main__":
     main()
+
+
+def run() -> None:
+    """The ``preflight`` command (and ``python -m preflight``): ``main``, then out of the
+    process without tearing the interpreter down, once the exit handlers have run (temporary
+    folders, the fork server) and the streams are flushed: freeing a large corpus's arrays
+    object by object took 0.4 s of a 7 s gate. With another thread still running, or an exit
+    status that is not a number, the normal exit."""
+    import atexit
+    import threading
+
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+    else:  # pragma: no cover - click's standalone mode always exits
+        code = 0
+    if code is None:
+        code = 0
+    if not isinstance(code, int) or threading.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a reader gone: the status stays the run's
+            if stream is not None:
+                stream.flush()
+    os._exit(code)

@@ -214,7 +214,7 @@ def test_choose_bands_survives_hits_too_rare_for_a_float(threshold: float, num_p
     """threshold ** rows underflows towards zero for many rows: the search goes on to fewer
     rows instead of raising on an infinite band count (a hostile review's crash)."""
     bands, rows = choose_bands(threshold, num_perm)
-    assert 1 <= bands and bands * rows <= num_perm
+    assert bands >= 1 and bands * rows <= num_perm
     if rows > 1:
         assert catch_probability(threshold, bands, rows) >= CATCH_AT_THRESHOLD
 
