@@ -208,8 +208,7 @@ class NearDuplicate(Check):
         members, kept = nodes[is_member], labels[is_member]
         partner, best = partners(nodes, linked)
         partner, best = partner[is_member], best[is_member]
-        detail = [self._detail(k, p, s, files, rows)
-                  for k, p, s in zip(kept, partner, best, strict=True)]
+        detail = self._details(kept, partner, best, files, rows)
         return findings(
             {"file_index": pl.Series(files[members]), "row": pl.Series(rows[members])},
             "near_duplicate_of",
@@ -249,21 +248,44 @@ class NearDuplicate(Check):
 
         return similarity
 
-    def _detail(self, kept: int, partner: int, similarity: float, files: np.ndarray,
-                rows: np.ndarray) -> str:
-        """"near-duplicate of row 4 (Jaccard 0.87)"; for a member whose partner is not the
-        kept row (a chain), the partner with its Jaccard, then the cluster's kept row."""
-        where = self._where(files[kept], rows[kept])
-        if similarity != similarity:  # NaN: not confirmed, no Jaccard to quote
-            return f"near-duplicate of {where}"
-        if partner == kept:
-            return f"near-duplicate of {where} (Jaccard {similarity:.2f})"
-        via = self._where(files[partner], rows[partner])
-        return f"near-duplicate of {via} (Jaccard {similarity:.2f}), in the cluster of {where}"
+    def _details(self, kept: np.ndarray, partner: np.ndarray, similarity: np.ndarray,
+                 files: np.ndarray, rows: np.ndarray) -> pl.Series:
+        """"near-duplicate of row 4 (Jaccard 0.87)" per finding; for a member whose partner is
+        not the kept row (a chain), the partner with its Jaccard, then the cluster's kept
+        row; no Jaccard where none was computed (NaN: not confirmed). Built column-wise: a
+        large corpus has hundreds of thousands."""
+        values, inverse = np.unique(similarity, return_inverse=True)
+        jaccard = pl.Series([f"{v:.2f}" for v in values], dtype=pl.String)
+        frame = pl.DataFrame({
+            "at": self._wheres(files[kept], rows[kept]),
+            "via": self._wheres(files[partner], rows[partner]),
+            "j": jaccard.gather(inverse.ravel()),
+            "unconfirmed": np.isnan(similarity),
+            "direct": partner == kept,
+        })
+        return frame.select(
+            pl.when("unconfirmed").then(pl.format("near-duplicate of {}", "at"))
+            .when("direct").then(pl.format("near-duplicate of {} (Jaccard {})", "at", "j"))
+            .otherwise(pl.format("near-duplicate of {} (Jaccard {}), in the cluster of {}",
+                                 "via", "j", "at"))
+        ).to_series()
 
-    def _where(self, file_index: int, row: int) -> str:
-        label = self._labels.get(int(file_index))
-        return f"row {row:,}" + (f" of {label}" if label else "")
+    def _wheres(self, files: np.ndarray, rows: np.ndarray) -> pl.Series:
+        """"row 1,234" per record, with " of FILE" where the corpus has several files."""
+        # thousands separators: 21 digits in groups of three, leading zeros and commas cut
+        digits = pl.Series(rows).cast(pl.String).str.zfill(21)
+        grouped = pl.DataFrame({"d": digits}).select(
+            pl.concat_str([pl.col("d").str.slice(k, 3) for k in range(0, 21, 3)], separator=",")
+            .str.strip_chars_start("0,")
+        ).to_series()
+        text = ("row " + grouped.replace("", "0"))
+        if not any(self._labels.values()):
+            return text
+        label = pl.Series(files).replace_strict(
+            {k: v for k, v in self._labels.items() if v}, default=None, return_dtype=pl.String)
+        return pl.DataFrame({"t": text, "l": label}).select(
+            pl.when(pl.col("l").is_null()).then("t")
+            .otherwise(pl.format("{} of {}", "t", "l"))).to_series()
 
     def _cluster_stats(self, labels: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
         kept, sizes = unique_counts(labels)
