@@ -118,9 +118,10 @@ def run_preflight(
     ``executor``: ``local`` (default: this process, every core) or ``ray`` (Ray Data, extra
     ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
     ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
-    ``workers``: the local executor's processes (default 1: this process alone, with its
-    reader threads; a pool of N helps only where cores are plenty, see the README); every
-    number gives the findings, report and smoke sample of ``workers=1``.
+    ``workers``: the local executor's processes (default None: one per usable core for an
+    input of 250 MB or more, else this process alone with its reader threads; more than
+    the usable cores run one per core, with a note); every number gives the findings,
+    report and smoke sample of ``workers=1``.
     """
     from preflight.config import RuleSet, load_rules
     from preflight.source.csv import check_delimiter
@@ -152,16 +153,14 @@ def run_preflight(
                        address=address, delimiter=delimiter, workers=workers)
 
 
-def check_workers(workers: int | None, executor: str) -> int:
+def check_workers(workers: int | None, executor: str) -> int | None:
     """The local executor's processes: ``workers``, or the cores this process may use; a
     ``ConfigError`` (exit 2) for a number below 1, or with the Ray executor."""
-    if workers is None:
-        # One process: with its reader and library threads it beat the pool on every machine
-        # measured so far (2 cores: the pool 0.64x idle at 100 MB, benchmarks/RESULTS.md).
-        return 1
+    if workers is None:  # one per core from 250 MB of input (``pool.default_workers``)
+        return None
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be a whole number of processes, at least 1, got "
-                          f"{workers!r} (1, the default, runs in this process)")
+                          f"{workers!r} (1 runs in this process)")
     if executor != "local":
         raise ConfigError("workers sizes the local executor's pool; Ray runs one worker per "
                           "CPU of its cluster: drop --workers or --executor ray")
@@ -172,7 +171,7 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
                 limit: int | None, strict: bool, show_text: bool, progress: Progress | None,
                 fix: FixOptions | None, smoke: bool | None, formats: Iterable[str],
                 md_max_chars: int | None, executor: str, address: str | None,
-                delimiter: str | None, workers: int) -> Report:
+                delimiter: str | None, workers: int | None) -> Report:
     from preflight.fix import run_fix
     from preflight.pipeline import run
     from preflight.source import open_source

@@ -183,9 +183,9 @@ def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--workers: the local executor's processes."""
     return click.option(
         "--workers", type=click.IntRange(min=1), metavar="N",
-        help="Processes that scan the data (default 1: this process alone, with its reader "
-             "threads; at most the cores this process may use help). Any number gives the "
-             "same findings.")(fn)
+        help="Processes that scan the data (default: one per usable core for an input of "
+             "250 MB or more, else this process alone; more than the usable cores run one "
+             "per core). Any number gives the same findings.")(fn)
 
 
 def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -81,7 +81,7 @@ def run(
     executor: str = "local",
     address: str | None = None,
     findings_dir: Path | None = None,
-    workers: int = 1,
+    workers: int | None = 1,
 ) -> Report:
     """Run the gate over ``source`` with ``rules``; write outputs into ``out`` if given
     (with no ``out``, ``findings_dir`` receives ``findings.parquet`` alone, for
@@ -90,8 +90,8 @@ def run(
     they flagged) and its verdict joins the gate's. ``executor`` is ``local`` (this
     process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
     locally or join ``RAY_ADDRESS``); ``workers``: processes of the local executor (1: this
-    process alone; more: a process pool, for inputs large enough). All give the same
-    findings."""
+    process alone; more: a process pool, for inputs large enough; None: one per core from
+    250 MB of input, see ``pool.default_workers``). All give the same findings."""
     started = time.perf_counter()
     rules, notes = with_model_folder(rules)
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read
@@ -127,7 +127,11 @@ def run(
         if off := [repr(r.id) for r in rules.rules if not r.enabled]:
             notes.append(f"rule(s) {', '.join(off)} not run (enabled: false, --only, --skip)")
 
-        if executor == "local" and workers > 1:
+        if workers is None:
+            from preflight.executor.pool import default_workers
+
+            workers = default_workers(src, rule_list) if executor == "local" else 1
+        elif executor == "local" and workers > 1:
             from preflight import cores
 
             if workers > (usable := cores.available_cores()):

@@ -251,11 +251,10 @@ def test_workers_on_the_cli(tmp_path: Path) -> None:
     assert report["environment"]["workers"] == 2 and "pool:scan" in report["timings"]
 
 
-def test_default_is_one_process_until_the_pool_wins() -> None:
+def test_unset_workers_are_left_to_the_input_size() -> None:
     from preflight import check_workers
 
-    # The pool was slower than one process on the 2-core machines measured (RESULTS.md).
-    assert check_workers(None, "local") == 1
+    assert check_workers(None, "local") is None  # decided by pool.default_workers
     assert check_workers(3, "local") == 3
 
 
@@ -354,3 +353,24 @@ def test_workers_past_the_usable_cores_are_capped_with_a_note(
     assert any("workers: 64 asked, 2 run" in n for n in many.rules_file.notes)
     assert not any("workers:" in n for n in one.rules_file.notes)
     same_findings(one, many, tmp_path / "one", tmp_path / "many")
+
+
+def test_no_workers_asked_means_a_pool_per_core_for_large_inputs_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from preflight import cores
+
+    monkeypatch.setattr(cores, "available_cores", lambda: 2)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": f"record {i} " * 20}) + "\n"
+                            for i in range(3000)) + "{broken\n")
+    small = run_preflight(data, None, tmp_path / "small", smoke=False)
+    assert small.environment["workers"] == 1 and "pool:scan" not in small.timings
+    monkeypatch.setattr(pool, "AUTO_POOL_BYTES", data.stat().st_size)  # now large enough
+    large = run_preflight(data, None, tmp_path / "large", smoke=False)
+    assert large.environment["workers"] == 2 and "pool:scan" in large.timings
+    assert not any("workers:" in n for n in large.rules_file.notes)  # nothing was capped
+    same_findings(small, large, tmp_path / "small", tmp_path / "large")
+    # a MinHash rule: one process keeps its shingle sets, a pool would read again
+    near = {"rules": [{"id": "near", "check": "near_duplicate"}]}
+    alone = run_preflight(data, near, tmp_path / "near", smoke=False)
+    assert alone.environment["workers"] == 1 and "pool:scan" not in alone.timings
