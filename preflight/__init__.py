@@ -119,9 +119,9 @@ def run_preflight(
     ``[ray]``; ``address`` is the cluster's, e.g. ``ray://head:10001``, default
     ``RAY_ADDRESS`` or a Ray started on this machine). Both give the same findings.
     ``workers``: the local executor's processes (default None: one per usable core for an
-    input of 250 MB or more, else this process alone with its reader threads; more than
-    the usable cores run one per core, with a note); every number gives the findings,
-    report and smoke sample of ``workers=1``.
+    input of 250 MB or more on 4 cores or more, else this process alone with its reader
+    threads; more than the usable cores run one per core, with a note); every number gives
+    the findings, report and smoke sample of ``workers=1``.
     """
     from preflight.config import RuleSet, load_rules
     from preflight.source.csv import check_delimiter
@@ -156,7 +156,7 @@ def run_preflight(
 def check_workers(workers: int | None, executor: str) -> int | None:
     """The local executor's processes: ``workers``, or the cores this process may use; a
     ``ConfigError`` (exit 2) for a number below 1, or with the Ray executor."""
-    if workers is None:  # one per core from 250 MB of input (``pool.default_workers``)
+    if workers is None:  # decided by the input and cores (``pool.default_workers``)
         return None
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be a whole number of processes, at least 1, got "

@@ -184,8 +184,8 @@ def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--workers", type=click.IntRange(min=1), metavar="N",
         help="Processes that scan the data (default: one per usable core for an input of "
-             "250 MB or more, else this process alone; more than the usable cores run one "
-             "per core). Any number gives the same findings.")(fn)
+             "250 MB or more on 4 cores or more, else this process alone; more than the "
+             "usable cores run one per core). Any number gives the same findings.")(fn)
 
 
 def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:

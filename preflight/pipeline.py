@@ -91,7 +91,8 @@ def run(
     process) or ``ray`` (Ray Data; ``address`` names the cluster, default: start one
     locally or join ``RAY_ADDRESS``); ``workers``: processes of the local executor (1: this
     process alone; more: a process pool, for inputs large enough; None: one per core from
-    250 MB of input, see ``pool.default_workers``). All give the same findings."""
+    250 MB of input on 4 cores or more, see ``pool.default_workers``). All give the same
+    findings."""
     started = time.perf_counter()
     rules, notes = with_model_folder(rules)
     tokenizer = rules_tokenizer(rules)  # a config error: exit 2 before any data is read

@@ -57,10 +57,13 @@ if TYPE_CHECKING:
 
 # Inputs smaller than this run in this process: starting workers costs more than it saves.
 POOL_MIN_BYTES = 16 << 20
-# With no --workers, inputs from this size get one worker per core: on the idle 2-core VM,
-# where one process already keeps 1.4 cores busy, the pool first won at 250 MB (1.06x) and
-# 1 GB (1.07x) and lost below (0.64x at 100 MB); on more cores it wins sooner and by more.
+# With no --workers, inputs from this size on this many cores get one worker per core. One
+# process already keeps about 1.4 cores busy, so on the idle 2-core VM the pool of 2 lost at
+# 100 MB (0.64x) and came out even from 250 MB (0.88-1.06x at 250 MB, 0.76-1.07x at 1 GB:
+# no reliable win for twice the memory); with 4 cores or more, 2.6 or more of them idle,
+# the pool's 1-2 CPU s of start are repaid (an estimate: no such machine was measured).
 AUTO_POOL_BYTES = 250 * 10**6
+AUTO_POOL_CORES = 4
 # Pieces: about four per worker, so a slow one does not hold the others up.
 PIECES_PER_WORKER = 4
 MIN_PIECE_BYTES = 4 << 20
@@ -88,14 +91,16 @@ def uses_pool(src: Source, workers: int) -> bool:
 
 def default_workers(src: Source, rule_list: list[Rule]) -> int:
     """The workers when none are asked for: one per usable core for an input of
-    ``AUTO_POOL_BYTES`` or more, else this process alone; this process too when a MinHash
+    ``AUTO_POOL_BYTES`` or more on ``AUTO_POOL_CORES`` cores or more, else this process
+    alone; this process too when a MinHash
     rule runs (one process keeps its shingle sets, a pool reads the candidates again: the
     pool of 2 was 0.85x of one process for near_duplicate at 250 MB)."""
     from preflight.cores import available_cores
 
     if any(rule.check in _MINHASH_CHECKS for rule in rule_list):
         return 1
-    return available_cores() if _input_bytes(src) >= AUTO_POOL_BYTES else 1
+    cores = available_cores()
+    return cores if cores >= AUTO_POOL_CORES and _input_bytes(src) >= AUTO_POOL_BYTES else 1
 
 
 def _input_bytes(src: Source) -> int:

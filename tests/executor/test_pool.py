@@ -360,12 +360,17 @@ def test_no_workers_asked_means_a_pool_per_core_for_large_inputs_only(
     from preflight import cores
 
     monkeypatch.setattr(cores, "available_cores", lambda: 2)
+    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 2)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"id": i, "text": f"record {i} " * 20}) + "\n"
                             for i in range(3000)) + "{broken\n")
     small = run_preflight(data, None, tmp_path / "small", smoke=False)
     assert small.environment["workers"] == 1 and "pool:scan" not in small.timings
     monkeypatch.setattr(pool, "AUTO_POOL_BYTES", data.stat().st_size)  # now large enough
+    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 3)  # but too few cores
+    few = run_preflight(data, None, tmp_path / "few", smoke=False)
+    assert few.environment["workers"] == 1 and "pool:scan" not in few.timings
+    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 2)
     large = run_preflight(data, None, tmp_path / "large", smoke=False)
     assert large.environment["workers"] == 2 and "pool:scan" in large.timings
     assert not any("workers:" in n for n in large.rules_file.notes)  # nothing was capped
