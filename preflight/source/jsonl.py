@@ -38,6 +38,7 @@ from preflight.batch import (
     records_table,
     records_to_batch,
     replace_lone_surrogates,
+    type_depth,
 )
 from preflight.source.arrow import table_to_batch
 from preflight.source.tracked import note_file, open_range, open_stream
@@ -247,18 +248,7 @@ def _may_nest_deeper(block: bytes, starts: np.ndarray, lengths: np.ndarray, limi
 
 def _schema_depth(schema: pa.Schema) -> int:
     """How deep the records of a table nest (a flat record is 1), from its types alone."""
-    deepest, stack = 1, [(f.type, 2) for f in schema]
-    while stack:
-        t, depth = stack.pop()
-        if pa.types.is_struct(t):
-            children = [t.field(i).type for i in range(t.num_fields)]
-        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            children = [t.value_type]
-        else:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((c, depth + 1) for c in children)
-    return deepest
+    return 1 + max((type_depth(f.type) for f in schema), default=0)
 
 
 def nesting_depth(obj: Any) -> int:
