@@ -87,17 +87,23 @@ class ExactDuplicate(Check):
     def finish(self) -> pl.DataFrame | None:
         if not self._h1:
             return None
-        h1, h2 = np.concatenate(self._h1), np.concatenate(self._h2)
-        files, rows = np.concatenate(self._file), np.concatenate(self._row)
-        self._h1, self._h2, self._file, self._row = [], [], [], []
+        # One array at a time, each freed once sorted: this is the gate's peak of memory at
+        # the end of a large corpus (28 bytes a row kept, not 80 at once).
+        h1, h2 = _joined(self._h1), _joined(self._h2)
+        files, rows = _joined(self._file), _joined(self._row)
         # A stable sort by hash keeps read order inside each group: its first is the kept one.
         order = np.lexsort((h2, h1))
-        sh1, sh2 = h1[order], h2[order]
         starts = np.ones(len(order), dtype=bool)
-        starts[1:] = (sh1[1:] != sh1[:-1]) | (sh2[1:] != sh2[:-1])
+        h1 = h1[order]
+        starts[1:] = h1[1:] != h1[:-1]
+        del h1
+        h2 = h2[order]
+        starts[1:] |= h2[1:] != h2[:-1]
+        del h2
         first = np.flatnonzero(starts)
         sizes = np.diff(np.append(first, len(order)))
-        group = np.cumsum(starts) - 1
+        group = np.cumsum(starts)
+        group -= 1
         member = order[~starts]
         kept = order[first[group[~starts]]]
         size = sizes[group[~starts]]
@@ -135,3 +141,10 @@ class ExactDuplicate(Check):
                 {"file_index": f, "kept_row": r, "size": s} for f, r, s in self._groups
             ],
         }
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts as one array, the list emptied (so they are freed as it is made)."""
+    joined = np.concatenate(parts)
+    parts.clear()
+    return joined
