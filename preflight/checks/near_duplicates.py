@@ -5,9 +5,12 @@ characters), shingle it, sign it (``preflight.minhash``, datasketch-compatible) 
 the LSH band keys (8 bytes per band per document). At the end, documents sharing a band key
 form buckets, and each member is compared with a few earlier members of its bucket
 (``preflight.checks.near_pairs``: bounded work, pairs already linked skipped). By default each
-pair is confirmed by its exact Jaccard on the shingles, so a hash collision can never fail a
-gate. In one process the scan keeps every document's sorted shingle set on disk as it goes
-(``preflight.spill``, about 4 bytes per shingle), so confirmation needs no second read; a
+pair is confirmed by its exact Jaccard on the shingles' 32-bit hashes. A text of one shingle
+(a few words) would make a single 32-bit collision a Jaccard of 1.0 (132 unrelated pairs
+among a million 5-word texts), so two one-shingle documents count as alike
+only when their folded texts' 64-bit hashes agree too. In one process the scan keeps every
+document's sorted shingle set on disk as it goes (``preflight.spill``, about 4 bytes per
+shingle), so confirmation needs no second read; a
 distributed scan (``--workers N``, Ray), whose workers' sets would have to travel, and a scan
 that fills ``TMPDIR`` instead read the corpus a second time (``revisit``) and rebuild the sets
 of bucketed documents only.
@@ -44,6 +47,7 @@ from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
 
 _TOP_CLUSTERS = 10
+_TEXT_SEED = 0x7E47
 _PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets mapped in at a time
 
 
@@ -89,7 +93,7 @@ class NearDuplicate(Check):
     Params = NearDuplicateParams
     fixes = ("keep_first", "quarantine", "none")
     merged = ("_labels",)
-    revisited = ("_set_keys", "_set_values", "_set_sizes")
+    revisited = ("_set_keys", "_set_values", "_set_sizes", "_set_texts")
     needs_text = True
 
     def __init__(self, params: NearDuplicateParams, ctx: Any) -> None:
@@ -105,6 +109,7 @@ class NearDuplicate(Check):
         self._set_keys: list[np.ndarray] = []
         self._set_values = Spilled()  # on disk: they grow with text, not with rows
         self._set_sizes: list[np.ndarray] = []
+        self._set_texts: list[np.ndarray] = []  # 64-bit hash of each kept document's text
         self._stats: dict[str, Any] = {}
         self._labels: dict[int, str | None] = {}
         # Sets kept by ``scan`` (one process); a distributed run's ``scan_plan`` turns it off.
@@ -125,10 +130,11 @@ class NearDuplicate(Check):
             self._row.append(batch.rows[present])
             if self._keep_sets:
                 try:
-                    self._keep(record_key(self._file[-1], self._row[-1]), values, offsets)
+                    self._keep(record_key(self._file[-1], self._row[-1]), docs, values,
+                               offsets)
                 except OutputError:  # TMPDIR is full: keep the candidates' sets only, later
                     self._keep_sets = False
-                    self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+                    self._drop_sets()
         return None
 
     def scan_plan(self, first: Batch) -> dict[str, Any]:
@@ -137,12 +143,18 @@ class NearDuplicate(Check):
         self._keep_sets = False
         return {"_keep_sets": False}
 
-    def _keep(self, keys: np.ndarray, values: np.ndarray, offsets: np.ndarray) -> None:
-        """Add documents' shingle sets (sorted, distinct) for confirmation."""
+    def _keep(self, keys: np.ndarray, docs: pl.Series, values: np.ndarray,
+              offsets: np.ndarray) -> None:
+        """Add documents' shingle sets (sorted, distinct) and text hashes for confirmation."""
         sets, set_offsets = sorted_sets(values, offsets)
         self._set_keys.append(keys)
         self._set_values.append(sets)
         self._set_sizes.append(np.diff(set_offsets))
+        self._set_texts.append(docs.hash(_TEXT_SEED).to_numpy())
+
+    def _drop_sets(self) -> None:
+        self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+        self._set_texts = []
 
     def key_groups(self) -> tuple[tuple[str, ...], ...]:
         return tuple((f"k{band}",) for band in range(self.lsh.bands))
@@ -187,7 +199,7 @@ class NearDuplicate(Check):
         if hit.any():  # shingle only the candidates
             # The view the scan shingled (empty fields leave no separator behind).
             docs = batch.folded(self.ctx.text_fields, self.ctx.messages).filter(hit)
-            self._keep(keys[hit], *self.lsh.shingles(docs))
+            self._keep(keys[hit], docs, *self.lsh.shingles(docs))
 
     def finish(self) -> pl.DataFrame | None:
         if self._buckets is None:
@@ -196,7 +208,7 @@ class NearDuplicate(Check):
         files, rows = self._concat(self._file), self._concat(self._row)
         compare = self._jaccard(files, rows) if self.params.confirm else _unconfirmed
         linked = link(members, ranks, len(files), compare, self.params.threshold)
-        self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
+        self._drop_sets()
         self._stats = {"candidate_pairs": linked.compared, "confirmed_pairs": len(linked.u),
                        "window": WINDOW}
         nodes = unique(np.concatenate([linked.u, linked.v]))
@@ -229,7 +241,9 @@ class NearDuplicate(Check):
         the second read."""
         keys = self._concat(self._set_keys)  # ascending: both reads are in read order
         offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(self._concat(self._set_sizes), out=offsets[1:])
+        sizes = self._concat(self._set_sizes)
+        np.cumsum(sizes, out=offsets[1:])
+        texts = self._concat(self._set_texts)
         values = self._set_values
 
         def similarity(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -244,6 +258,9 @@ class NearDuplicate(Check):
                 pick = order[start:start + _PAIRS_PER_CHUNK]
                 out[pick] = values.mapped(
                     lambda sets, pick=pick: jaccard_pairs(sets, offsets, su[pick], sv[pick]))
+            # one shingle each: alike only when the texts are (not a 32-bit collision)
+            single = (sizes[su] == 1) & (sizes[sv] == 1)
+            out[single & (texts[su] != texts[sv])] = 0.0
             return out
 
         return similarity

@@ -112,6 +112,9 @@ class Overlap(Check):
             merged = np.concatenate([sets, ev["sets"]])
             offsets = np.concatenate([set_offsets, ev["set_offsets"][1:] + set_offsets[-1]])
             sim = jaccard_pairs(merged, offsets, u, v + len(docs))
+            # One shingle each and not the same text (that was exact): a 32-bit collision.
+            sizes = np.diff(offsets)
+            sim[(sizes[u] == 1) & (sizes[v + len(docs)] == 1)] = 0.0
             keep = sim >= self.params.threshold
             order = np.lexsort((-sim[keep], u[keep]))
             ku, kv, ks = u[keep][order], v[keep][order], sim[keep][order]

@@ -627,3 +627,53 @@ def test_a_tmpdir_too_full_for_the_candidates_is_an_output_error(gate, monkeypat
     with pytest.raises(OutputError, match=r"No space left on device.*free some space"):
         gate([a, text(2), a.upper()], CHECK)
     assert opened == ["full", "full"]  # the scan's spill, then the second read's
+
+
+def _colliding_short_texts() -> tuple[str, str]:
+    """Two different one-shingle texts whose 32-bit shingle hashes collide (found by a
+    birthday search, so the test does not depend on the hash's constants)."""
+    from preflight.checks.near_duplicates import NearDuplicateParams
+    from preflight.minhash import LSH
+
+    lsh = LSH(**NearDuplicateParams().model_dump(exclude={"confirm"}))
+    texts = pl.Series([f"w{i} x" for i in range(300_000)])
+    values, offsets = lsh.shingles(texts)
+    assert (np.diff(offsets) == 1).all()  # one shingle each
+    order = np.argsort(values, kind="stable")
+    same = np.flatnonzero(values[order][1:] == values[order][:-1])
+    assert len(same), "no 32-bit collision among 300,000 texts"
+    return texts[int(order[same[0]])], texts[int(order[same[0] + 1])]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_32_bit_collision_of_short_texts_is_not_a_near_duplicate(
+        tmp_path, monkeypatch, workers: int) -> None:
+    """A hostile review's data loss: unrelated short texts flagged "Jaccard 1.00" (and
+    dropped by fix) because their one shingle's 32-bit hashes collided."""
+    from preflight.executor import pool
+
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
+    a, b = _colliding_short_texts()
+    filler = [f"filler record number {i} with enough words to matter" for i in range(400)]
+    texts = [a, *filler[:200], b, *filler[200:], a]  # the last one: a real copy of the first
+    data = tmp_path / "short.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
+                            for i, t in enumerate(texts)))
+    rules = {"rules": [{"id": "near", "check": "near_duplicate"}]}
+    report = run_preflight(data, rules, tmp_path / "out", smoke=False, workers=workers)
+    found = pl.read_parquet(tmp_path / "out" / "findings.parquet").filter(
+        pl.col("rule") == "near")
+    assert found.select("row", "cluster").rows() == [(len(texts) - 1, 0)]  # the real copy only
+    assert report.environment["workers"] == workers
+
+
+def test_overlap_ignores_a_32_bit_collision_of_short_texts(tmp_path) -> None:
+    a, b = _colliding_short_texts()
+    train, evals = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    train.write_text(json.dumps({"id": 0, "text": a}) + "\n"
+                     + json.dumps({"id": 1, "text": "an unrelated training record"}) + "\n")
+    evals.write_text(json.dumps({"id": 0, "text": b}) + "\n")
+    rules = {"eval": str(evals), "rules": [{"id": "ov", "check": "overlap"}]}
+    report = run_preflight(train, rules, tmp_path / "out", smoke=False)
+    assert report.rule("ov").codes == {}
