@@ -4,7 +4,7 @@ Sources produce batches; checks read them. Records are held column-wise in a pol
 A field whose values have mixed JSON types in a batch (a number here, a string there) cannot
 be one typed column: the frame then holds its string values only, and ``raw`` keeps every
 record's Python value so type-aware checks still see what was written. So does a field that
-nests deeper than ``RAW_DEPTH`` levels (see ``split_deep``).
+nests deeper than ``RAW_DEPTH`` levels (its frame column is then null).
 """
 
 from __future__ import annotations
@@ -262,16 +262,17 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
     raw: dict[str, list[Any]] = {}
     for name, values in _columns(records).items():
         try:
-            arrays[name] = _array(values)
+            array: pa.Array | None = _array(values)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            array = None
+        if array is None or type_depth(array.type) > RAW_DEPTH:
             raw[name] = values
-            arrays[name] = pa.array([v if isinstance(v, str) else None for v in values],
-                                    type=pa.string())
-    table, deep = split_deep(pa.table(arrays)) if arrays else (pa.table({}), {})
-    frame = pl.from_arrow(table) if arrays else pl.DataFrame()
+            array = pa.array([v if isinstance(v, str) else None for v in values],
+                             type=pa.string())
+        arrays[name] = array
+    frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
     assert isinstance(frame, pl.DataFrame)
-    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw={**raw, **deep},
-                 **kwargs)
+    return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
 
 
 def type_depth(t: pa.DataType) -> int:

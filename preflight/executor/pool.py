@@ -92,15 +92,18 @@ def uses_pool(src: Source, workers: int) -> bool:
 def default_workers(src: Source, rule_list: list[Rule]) -> int:
     """The workers when none are asked for: one per usable core for an input of
     ``AUTO_POOL_BYTES`` or more on ``AUTO_POOL_CORES`` cores or more, else this process
-    alone; this process too when a MinHash
-    rule runs (one process keeps its shingle sets, a pool reads the candidates again: the
-    pool of 2 was 0.85x of one process for near_duplicate at 250 MB)."""
+    alone; this process too when a MinHash rule runs (one process keeps its shingle sets, a
+    pool reads the candidates again: 0.85x of one process for near_duplicate at 250 MB)."""
     from preflight.cores import available_cores
 
-    if any(rule.check in _MINHASH_CHECKS for rule in rule_list):
+    if _minhash(rule_list):
         return 1
     cores = available_cores()
     return cores if cores >= AUTO_POOL_CORES and _input_bytes(src) >= AUTO_POOL_BYTES else 1
+
+
+def _minhash(rule_list: list[Rule]) -> bool:
+    return any(rule.check in _MINHASH_CHECKS for rule in rule_list)
 
 
 def _input_bytes(src: Source) -> int:
@@ -117,8 +120,7 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
     from preflight.pipeline import Read
 
     # The workers start (spawn, imports) while this process plans and starts the checks.
-    minhash = any(rule.check in _MINHASH_CHECKS for rule in rule_list)
-    with Pool(workers, preload=("numba",) if minhash else ()) as pool:
+    with Pool(workers, preload=("numba",) if _minhash(rule_list) else ()) as pool:
         t0 = time.perf_counter()
         plan = _plan(src, workers, limit)
         if plan is not None:
