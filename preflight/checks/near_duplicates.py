@@ -109,7 +109,7 @@ class NearDuplicate(Check):
         self._set_keys: list[np.ndarray] = []
         self._set_values = Spilled()  # on disk: they grow with text, not with rows
         self._set_sizes: list[np.ndarray] = []
-        self._set_texts: list[np.ndarray] = []  # 64-bit hash of each kept document's text
+        self._set_texts: list[np.ndarray] = []  # 64-bit text hashes of one-shingle documents
         self._stats: dict[str, Any] = {}
         self._labels: dict[int, str | None] = {}
         # Sets kept by ``scan`` (one process); a distributed run's ``scan_plan`` turns it off.
@@ -147,10 +147,15 @@ class NearDuplicate(Check):
               offsets: np.ndarray) -> None:
         """Add documents' shingle sets (sorted, distinct) and text hashes for confirmation."""
         sets, set_offsets = sorted_sets(values, offsets)
+        sizes = np.diff(set_offsets)
         self._set_keys.append(keys)
         self._set_values.append(sets)
-        self._set_sizes.append(np.diff(set_offsets))
-        self._set_texts.append(docs.hash(_TEXT_SEED).to_numpy())
+        self._set_sizes.append(sizes)
+        texts = np.zeros(len(sizes), dtype=np.uint64)  # hashed for one-shingle texts only
+        single = sizes == 1
+        if single.any():
+            texts[single] = docs.filter(pl.Series(single)).hash(_TEXT_SEED).to_numpy()
+        self._set_texts.append(texts)
 
     def _drop_sets(self) -> None:
         self._set_keys, self._set_values, self._set_sizes = [], Spilled(), []
