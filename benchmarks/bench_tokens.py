@@ -20,10 +20,10 @@ With ``--gate WINDOWS`` (issue 17, item 5) it times instead, in one run: plain
 ``encode_batch_fast`` over every text (all cores: the tokenizer's own threads), then for each
 window the whole gate (``run_preflight``, reading and report included) with only a
 ``token_length`` rule, once per ``--workers`` count, and prints each gate's ratio to plain
-``encode_batch`` with what it encoded (texts whole, texts settled by a prefix, texts the
-byte bounds skipped), and CPU seconds beside wall seconds (this process and its finished
-workers: on a shared machine the CPU ratio is the steadier one). The gate reads the whole
-file (no ``--limit-records``).
+``encode_batch`` with what it counted (texts counted, texts the byte bounds skipped; the
+gate's too_long must equal the texts plain ``encode_batch`` counts too long), and CPU
+seconds beside wall seconds (this process and its finished workers: on a shared machine the
+CPU ratio is the steadier one). The gate reads the whole file (no ``--limit-records``).
 """
 
 from __future__ import annotations
@@ -113,14 +113,16 @@ def gate(corpus: Path, texts: list[str], windows: list[int], workers: list[int])
         path = train(texts, Path(tmp))
         tok = Tokenizer.from_file(str(path))
         t0, c0 = time.perf_counter(), _cpu()
+        real: list[int] = []
         for k in range(0, len(texts), BATCH):
-            tok.encode_batch_fast(texts[k : k + BATCH])
+            real += [len(e) for e in tok.encode_batch_fast(texts[k : k + BATCH])]
         t_batch, c_batch = time.perf_counter() - t0, _cpu() - c0
+        real_counts = np.asarray(real)
         print(f"{len(texts):,} texts, {nbytes / 1e6:.1f} MB, {available_cores()} cores; "
               f"plain encode_batch {t_batch:.2f} s ({nbytes / 1e6 / t_batch:.1f} MB/s), "
               f"{c_batch:.2f} CPU s")
         print(f"{'window':>7}{'workers':>8}{'gate s':>9}{'vs batch':>10}{'CPU s':>8}"
-              f"{'vs batch':>10}{'encoded':>10}{'by prefix':>11}{'skipped':>10}{'too long':>10}")
+              f"{'vs batch':>10}{'counted':>10}{'skipped':>10}{'too long':>10}")
         for window in windows:
             rules = {"fields": {"text": "text"},
                      "model": {"context_window": window, "tokenizer": str(path)},
@@ -134,11 +136,12 @@ def gate(corpus: Path, texts: list[str], windows: list[int], workers: list[int])
                 stats = report.rule("tok").stats
                 codes = report.rule("tok").codes
                 assert found in (None, codes), "the worker counts must find the same"
+                assert codes.get("too_long", 0) == int((real_counts > window).sum()), \
+                    "the gate's too_long must be the texts encode_batch counts too long"
                 found = codes
                 print(f"{window:>7}{n:>8}{seconds:>9.2f}{t_batch / seconds:>9.2f}x"
                       f"{cpu:>8.2f}{c_batch / cpu:>9.2f}x"
-                      f"{stats['encoded']:>10,}{stats.get('settled_by_prefix', 0):>11,}"
-                      f"{stats['skipped_by_bound'] - stats.get('settled_by_prefix', 0):>10,}"
+                      f"{stats['encoded']:>10,}{stats['skipped_by_bound']:>10,}"
                       f"{codes.get('too_long', 0):>10,}")
 
 

@@ -16,62 +16,21 @@ copies of themselves.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-# numba loads when a kernel first runs, not on import: a run without near_duplicate or
-# overlap never pays for it (about 0.3 s). ``numba`` is the module from then on; the
-# kernels' bodies reach ``numba.prange`` only when numba compiles them.
+from preflight.jit import Kernels
+from preflight.text import utf8_buffers
+
+# The kernels compile (and numba loads) when the first one runs (``preflight.jit``).
 numba: Any = None
-_KERNELS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
-_compiled: dict[str, Any] | None = None
-_COMPILING = threading.Lock()
+_KERNELS = Kernels(globals())
+_kernel = _KERNELS.kernel
+kernels = _KERNELS.compiled
 
-
-def _kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Mark a function as a numba kernel (``njit(cache=True, **options)``), compiled with
-    every other kernel of this module when one of them is first called."""
-
-    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        _KERNELS[fn.__name__] = (fn, options)
-
-        @functools.wraps(fn)
-        def first_use(*args: Any) -> Any:
-            return kernels()[fn.__name__](*args)
-
-        return first_use
-
-    return mark
-
-
-def kernels() -> dict[str, Any]:
-    """Import numba and make this module's kernels numba dispatchers (all at once: a kernel
-    calls others by their global name). Compiled code is cached where numba's locators say:
-    ``NUMBA_CACHE_DIR`` if set, else ``__pycache__`` beside this file, else (a read-only
-    install) the user's cache folder, ``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``; with
-    none writable, the kernels compile in every run (numba alone would refuse to start)."""
-    global numba, _compiled
-    with _COMPILING:  # the rules set up in threads: one of them imports numba
-        if _compiled is None:
-            numba = importlib.import_module("numba")
-            _compiled = {name: _njit(fn, options) for name, (fn, options) in _KERNELS.items()}
-            globals().update(_compiled)
-    return _compiled
-
-
-def _njit(fn: Callable[..., Any], options: dict[str, Any]) -> Any:
-    try:
-        return numba.njit(cache=True, **options)(fn)
-    except RuntimeError as e:  # no folder to cache in: compile in every run rather than fail
-        if "cannot cache" not in str(e):
-            raise
-        return numba.njit(**options)(fn)
 
 _MIX64 = np.uint64(0x9E3779B97F4A7C15)
 
@@ -119,12 +78,7 @@ def shingles(folded: pl.Series, *, n: int, char_n: int, unit: str, seed: int
     ``values[offsets[k]:offsets[k+1]]``. Texts must be non-null and folded (single spaces,
     no space at either end); ``unit`` is ``word``, ``char`` or ``auto`` (characters for a
     text with no space). Works on the UTF-8 bytes directly, one text per core at a time."""
-    arr = folded.to_arrow(compat_level=pl.CompatLevel.oldest())
-    _, offsets_buf, data_buf = arr.buffers()
-    start = arr.offset
-    text_offsets = np.frombuffer(offsets_buf, dtype=np.int64)[start : start + len(arr) + 1]
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, np.uint8))
+    data, text_offsets = utf8_buffers(folded)
     mode = {"word": 0, "char": 1, "auto": 2}[unit]
     counts = _shingle_counts(data, text_offsets, n, char_n, mode)
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)

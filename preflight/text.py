@@ -67,6 +67,22 @@ def fold(texts: pl.Series) -> pl.Series:
     return collapse_ascii_spaces(folded)
 
 
+def utf8_buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of a string Series and where each string starts: ``(data uint8,
+    offsets int64)``, string ``k`` being ``data[offsets[k]:offsets[k + 1]]`` (empty for a
+    null). Views of Arrow's buffers, not copies."""
+    arr = texts.to_arrow(compat_level=pl.CompatLevel.oldest())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1, arr.offset * 8)
+    data_buf = arr.buffers()[2]
+    if data_buf is None or offsets[-1] == offsets[0]:
+        return np.zeros(0, _U8), np.zeros(n + 1, np.int64)
+    data = np.frombuffer(data_buf, _U8, offsets[-1] - offsets[0], offsets[0])
+    return data, offsets - offsets[0]
+
+
 def collapse_ascii_spaces(texts: pl.Series) -> pl.Series:
     """Each run of ASCII whitespace (space, \\t, \\n, \\v, \\f, \\r) becomes one space and the
     ends are trimmed: ``" ".join(text.split())`` for ASCII whitespace.
@@ -74,15 +90,9 @@ def collapse_ascii_spaces(texts: pl.Series) -> pl.Series:
     It works on the UTF-8 bytes of the whole batch at once (whitespace bytes never occur
     inside a multi-byte character), which costs about half of a regex replacement that
     rewrites every line break separately. Nulls stay null."""
-    arr = texts.to_arrow(compat_level=pl.CompatLevel.oldest())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    n = len(arr)
-    offsets = np.frombuffer(arr.buffers()[1], np.int64, n + 1, arr.offset * 8)
-    if offsets[-1] == offsets[0]:  # only empty strings and nulls
+    data, offsets = utf8_buffers(texts)
+    if not len(data):  # only empty strings and nulls
         return texts
-    data = np.frombuffer(arr.buffers()[2], _U8, offsets[-1] - offsets[0], offsets[0])
-    offsets = offsets - offsets[0]
     # Branch-free uint8 arithmetic throughout: masked assignment is several times slower.
     ws = np.less(np.subtract(data, _U8(9)), _U8(5))  # \t \n \v \f \r
     ws |= data == _U8(32)
@@ -115,7 +125,7 @@ def collapse_ascii_spaces(texts: pl.Series) -> pl.Series:
     partial = keep[np.minimum(byte, len(keep) - 1)] & ((1 << bit) - 1).astype(_U8)
     new_offsets = before[byte] + _POPCOUNT[partial]
     result = pl.Series(texts.name, pa.LargeStringArray.from_buffers(
-        n, pa.py_buffer(new_offsets), pa.py_buffer(out)))
+        len(texts), pa.py_buffer(new_offsets), pa.py_buffer(out)))
     if texts.has_nulls():
         result = result.scatter(texts.is_null().arg_true(), None)
     return result

@@ -23,8 +23,9 @@ Bounds (tested per family in ``tests/test_tokenizer.py``):
   ``tokens >= ceil(utf8_bytes / longest_token_bytes) + specials``;
 - byte-level BPE whose pieces never join a non-space character and the space after it
   (``splits_before_spaces``: GPT-2's or Llama 3's split, no added token holding a space):
-  a text's tokens are those of its start cut before such a space plus those of the rest,
-  so a prefix proves a bound (``preflight.checks.token_bounds``);
+  a text's tokens are those of its start cut before such a space plus those of the rest;
+- the same tokenizers count a text as the sum of its pieces' counts, each distinct piece
+  encoded once (``preflight.token_pieces``);
 - any other tokenizer: no bound is proven, every text is tokenised.
 """
 
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +49,10 @@ from preflight.cores import available_cores
 from preflight.errors import ConfigError
 from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
+from preflight.token_pieces import PieceCounter
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # A tokenizer file (tokenizer.json, tokenizer_config.json, chat_template.jinja) is read
 # whole; the largest real ones are tens of MB.
@@ -96,6 +101,8 @@ class TokenCounter:
     template_ids: tuple[int, ...] = ()
     # The vocabulary entry of an id, for messages (None when unknown).
     token_text: Callable[[int], str | None] | None = None
+    # Counts from the counts of text pieces (tokenizers that split before spaces).
+    pieces: PieceCounter | None = None
     _compiled: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +136,14 @@ class TokenCounter:
         if self.encode is None:
             return self.estimate(np.array([len(t.encode()) for t in texts]))
         return np.asarray(self.encode(texts, add_special_tokens), dtype=np.int64)
+
+    def count_series(self, texts: pl.Series, *, add_special_tokens: bool = True) -> np.ndarray:
+        """Token counts of a String Series of texts (no nulls): from the counts of their
+        pieces when the tokenizer splits before spaces (``preflight.token_pieces``), else
+        as ``count``."""
+        if self.pieces is None:
+            return self.count(texts.to_list(), add_special_tokens=add_special_tokens)
+        return self.pieces.count(texts) + (self.specials if add_special_tokens else 0)
 
     def truncate(self, text: str, limit: int, marker: str = "") -> str:
         """``text`` cut on a token boundary so that it plus ``marker`` counts at most
@@ -248,6 +263,12 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return [e.ids for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
+    def word_ids(groups: list[list[str]]) -> list[list[int | None]]:
+        # encode_batch_fast leaves word_ids empty
+        return [e.word_ids for e in tok.encode_batch(groups, is_pretokenized=True,
+                                                     add_special_tokens=False)]
+
+    splits = byte_bound and _splits_before_spaces(spec)
     added_ids = set(added)
     post = tuple(tok.encode("", add_special_tokens=True).ids)
     roles = _special_roles(variables, config.parent / "special_tokens_map.json")
@@ -258,7 +279,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         specials=len(post),
         byte_bound=byte_bound,
         longest_token_bytes=longest,
-        splits_before_spaces=byte_bound and _splits_before_spaces(spec),
+        splits_before_spaces=splits,
         chat_template=template,
         template_vars=variables,
         prefix=prefix,
@@ -271,6 +292,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         special_tokens={role: (token, tok.token_to_id(token)) for role, token in roles.items()},
         template_ids=post,
         token_text=tok.id_to_token,
+        pieces=PieceCounter(word_ids) if splits else None,
     )
 
 

@@ -52,7 +52,8 @@ def made_up_text(n: int, *, seed: int = 0) -> list[str]:
 
 
 def _byte_level_bpe(
-    *, add_prefix_space: bool = False, normalizer: Any = None, split_digits: bool = False
+    *, add_prefix_space: bool = False, normalizer: Any = None, split_digits: bool = False,
+    corpus: list[str] | None = None,
 ) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     if normalizer is not None:
@@ -70,7 +71,7 @@ def _byte_level_bpe(
         special_tokens=SPECIALS,
         show_progress=False,
     )
-    tok.train_from_iterator(made_up_text(400), trainer=trainer)
+    tok.train_from_iterator(corpus or made_up_text(400), trainer=trainer)
     tok.post_processor = TemplateProcessing(
         single="<s> $A </s>",
         pair="<s> $A </s> $B </s>",
@@ -86,11 +87,13 @@ def _save(tok: Tokenizer, folder: Path, name: str = "tokenizer.json") -> Path:
     return path
 
 
-def build_bpe(folder: Path, *, add_prefix_space: bool = False, split_digits: bool = False) -> Path:
+def build_bpe(folder: Path, *, add_prefix_space: bool = False, split_digits: bool = False,
+              corpus: list[str] | None = None) -> Path:
     """A byte-level BPE (~1000 tokens, no normalizer) adding ``<s> ... </s>``; with
     ``split_digits`` its pre-tokenizer is a Sequence (digits split, then ByteLevel), as in
-    Llama 3-style tokenizers."""
-    tok = _byte_level_bpe(add_prefix_space=add_prefix_space, split_digits=split_digits)
+    Llama 3-style tokenizers; trained on ``corpus`` (default: ``made_up_text``)."""
+    tok = _byte_level_bpe(add_prefix_space=add_prefix_space, split_digits=split_digits,
+                          corpus=corpus)
     return _save(tok, folder)
 
 
@@ -99,13 +102,13 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
-def build_bpe_split(folder: Path, *, pattern: str = LLAMA3_SPLIT, use_regex: bool = False
-                    ) -> Path:
+def build_bpe_split(folder: Path, *, pattern: str = LLAMA3_SPLIT, use_regex: bool = False,
+                    corpus: list[str] | None = None) -> Path:
     """The byte-level BPE with a ``Split`` pre-tokenizer on ``pattern`` before ByteLevel
     (Llama 3's layout)."""
     from tokenizers import Regex
 
-    tok = _byte_level_bpe()
+    tok = _byte_level_bpe(corpus=corpus)
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=use_regex),
@@ -221,14 +224,15 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
 
 def build_bpe_with_added(folder: Path, added: list[str], *, special: bool = True,
                          config: dict[str, Any] | None = None,
-                         template_end: str | None = None) -> Path:
+                         template_end: str | None = None, **options: bool) -> Path:
     """The byte-level BPE (ids 0-999) plus ``added`` tokens (ids from 1000, in order), saved
     as ``tokenizer.json``; with ``config``, a ``tokenizer_config.json`` beside it; with
-    ``template_end``, its post-processor appends that added token to every text."""
+    ``template_end``, its post-processor appends that added token to every text;
+    ``options`` go to each ``AddedToken`` (``lstrip``, ``single_word``, ...)."""
     from tokenizers import AddedToken
 
     tok = _byte_level_bpe()
-    tok.add_tokens([AddedToken(t, special=special) for t in added])
+    tok.add_tokens([AddedToken(t, special=special, **options) for t in added])
     if template_end is not None:
         tok.post_processor = TemplateProcessing(
             single=f"<s> $A {template_end}",

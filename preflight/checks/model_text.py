@@ -61,7 +61,7 @@ def token_counts(batch: Batch, ctx: Context, counter: TokenCounter,
     check reads the ids, so they are not encoded again)."""
     if counter.ids is None or "token_ids" not in ctx.needs:
         docs = documents(batch, ctx, counter)[0]
-        return counter.count(docs.gather(index).to_list(), add_special_tokens=add_specials(ctx))
+        return counter.count_series(docs.gather(index), add_special_tokens=add_specials(ctx))
     return np.fromiter((len(x) for x in token_ids(batch, ctx, counter, index)),
                        dtype=np.int64, count=len(index))
 

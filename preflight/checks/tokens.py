@@ -2,14 +2,14 @@
 too short to teach anything, counted with the model's real tokenizer.
 
 Tokenising is the slow part of a gate (a BPE encodes a few MB/s per core), so texts whose
-proven bounds (see ``preflight.tokenizer``) already settle the answer are not encoded: with a
+proven bounds (see ``preflight.tokenizer``) already settle the answer are not counted: with a
 4,096-token window and a byte-level BPE, a text of at most 4,095 UTF-8 bytes cannot be too
-long, and a longer text may be proven to fit by the tokens of its start alone
-(``preflight.checks.token_bounds``). The verdict stays exact; only the histogram of the
-skipped texts is estimated (from the bytes-per-token ratio of the texts that were encoded),
-and the report says so. With no tokenizer at all every count is an estimate: the finding
-code is ``too_long_estimated`` and the rule carries a note saying so wherever its verdict is
-shown.
+long. The others are counted exactly; for a byte-level BPE that splits before spaces, from
+the counts of their pieces, each distinct piece encoded once (``preflight.token_pieces``).
+The verdict stays exact; only the histogram of the skipped texts is estimated (from the
+bytes-per-token ratio of the texts that were counted), and the report says so. With no
+tokenizer at all every count is an estimate: the finding code is ``too_long_estimated`` and
+the rule carries a note saying so wherever its verdict is shown.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.model_text import add_specials, documents, token_counts
 from preflight.checks.registry import register
-from preflight.checks.token_bounds import cut_and_count, rest_counts
 from preflight.limits import MAX_TOKENS
 from preflight.tokenizer import TokenCounter, estimate_counter
 
@@ -65,7 +64,7 @@ class TokenLength(Check):
     description = "Token count (real tokenizer) against the context window and a minimum."
     Params = TokenLengthParams
     fixes = ("truncate", "quarantine", "drop", "none")
-    merged = ("_hist_exact", "_hist_estimated", "_counts", "_encoded", "_skipped", "_by_prefix")
+    merged = ("_hist_exact", "_hist_estimated", "_counts", "_encoded", "_skipped")
     needs_text = True
 
     def __init__(self, params: TokenLengthParams, ctx: Any) -> None:
@@ -83,7 +82,6 @@ class TokenLength(Check):
         self._bytes_per_token: float | None = None
         self._encoded = 0
         self._skipped = 0
-        self._by_prefix = 0
 
     def config_problem(self) -> str | None:
         if self.limit is None:
@@ -113,54 +111,16 @@ class TokenLength(Check):
                 need |= lower < self.params.min_tokens if lower is not None else True
         counts = self._estimates(batch, index, nbytes, upper, lower, chat)
         todo = np.flatnonzero(need)
-        in_parts = np.zeros(0, dtype=np.int64)
-        if len(todo) and upper is not None:
-            in_parts, todo = self._settle_by_prefix(docs, nbytes, counts, todo, lower, chat)
         if len(todo):
             counts[todo] = token_counts(batch, self.ctx, self.counter, index[todo])
         exact = np.zeros(len(docs), dtype=bool)
-        exact[todo] = exact[in_parts] = self.counter.exact
+        exact[todo] = self.counter.exact
         self._encoded += int(exact.sum())
         self._skipped += int((~exact).sum())
         self._hist_exact += np.histogram(counts[exact], self._edges)[0]
         self._hist_estimated += np.histogram(counts[~exact], self._edges)[0]
         self._counts.append(counts.astype(np.int32))
         return self._findings(index, counts, problems)
-
-    def _settle_by_prefix(self, docs: pl.Series, nbytes: np.ndarray, counts: np.ndarray,
-                          todo: np.ndarray, lower: np.ndarray | None, chat: bool
-                          ) -> tuple[np.ndarray, np.ndarray]:
-        """Count the texts of ``todo`` in two parts (``token_bounds``): those whose start
-        proves they fit are settled (estimates capped by the bound), the others get their
-        exact count from the rest's tokens. Return the texts counted exactly so, and
-        those still to encode whole."""
-        assert self.limit is not None
-        none = np.zeros(0, dtype=np.int64)
-        if not self.counter.splits_before_spaces or self._bytes_per_token is None:
-            return none, todo
-        low = (lower[todo] < self.params.min_tokens if lower is not None
-               else np.full(len(todo), self.params.min_tokens > 0))
-        tries = todo[~low]  # a text that may be too short needs its exact count
-        if not len(tries):
-            return none, todo
-        added = 0 if chat else self.counter.specials
-        texts = docs.gather(tries).to_list()
-        cut = cut_and_count(self.counter, texts, nbytes[tries], self.limit - added,
-                            self._bytes_per_token)
-        bounds = cut.bounds(len(tries), self.limit - added) + added
-        fits = np.zeros(len(tries), dtype=bool)
-        fits[cut.chosen] = bounds[cut.chosen] <= self.limit
-        settled = tries[fits]
-        counts[settled] = np.minimum(counts[settled], bounds[fits])
-        self._by_prefix += len(settled)
-        again = ~fits[cut.chosen]  # cut, not proven: the rest's tokens complete the count
-        if again.any():
-            rest = rest_counts(self.counter, [texts[k] for k in cut.chosen[again]],
-                               [c for c, a in zip(cut.cuts, again, strict=True) if a])
-            counts[tries[cut.chosen[again]]] = cut.tokens[again] + rest + added
-        in_parts = tries[cut.chosen[again]]
-        return in_parts, np.setdiff1d(todo, np.concatenate([settled, in_parts]),
-                                      assume_unique=True)
 
     def scan_plan(self, first: Batch) -> dict[str, Any]:
         """The bytes-per-token calibration, on the first batch as in the local run."""
@@ -236,8 +196,6 @@ class TokenLength(Check):
             "min_tokens": self.params.min_tokens,
             "encoded": self._encoded,
             "skipped_by_bound": self._skipped if self.counter.exact else 0,
-            # of which proven to fit by a prefix's tokens (their counts are estimates too)
-            "settled_by_prefix": self._by_prefix,
             "bytes_per_token": self._bytes_per_token,
             "histogram": {
                 "edges": [e if np.isfinite(e) else None for e in edges],

@@ -1,12 +1,15 @@
-"""Token counting on every worker: with ``--workers 2`` the texts are encoded (and proven
-by prefixes) in the worker processes, each with its own tokenizer, and the findings, counts
-and report equal ``--workers 1`` on a corpus with planted too-long and too-short texts."""
+"""Token counting on every worker: with ``--workers 2`` the texts are counted in the worker
+processes, each with its own tokenizer (and its own cache of piece counts), and the
+findings, counts and report equal ``--workers 1`` on a corpus with planted too-long and
+too-short texts."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 from preflight import run_preflight
@@ -51,18 +54,18 @@ def test_token_length_encodes_on_the_workers_with_one_processs_findings(
 
     def counted(spec: str, **kwargs: object) -> object:
         counter = load(spec, **kwargs)  # type: ignore[arg-type]
-        encode, ids = counter.encode, counter.ids
-        assert encode is not None and ids is not None
+        count, ids = counter.count_series, counter.ids
+        assert counter.pieces is not None and ids is not None
 
-        def spy_encode(batch: list[str], specials: bool) -> list[int]:
-            here.extend(batch)
-            return encode(batch, specials)
+        def spy_count(batch: pl.Series, *, add_special_tokens: bool = True) -> np.ndarray:
+            here.extend(batch.to_list())
+            return count(batch, add_special_tokens=add_special_tokens)
 
         def spy_ids(batch: list[str], specials: bool) -> list[list[int]]:
             here.extend(batch)
             return ids(batch, specials)
 
-        counter.encode, counter.ids = spy_encode, spy_ids
+        counter.count_series, counter.ids = spy_count, spy_ids  # type: ignore[method-assign]
         return counter
 
     import preflight.pipeline as pipeline
@@ -76,8 +79,8 @@ def test_token_length_encodes_on_the_workers_with_one_processs_findings(
                                      "too_short": sum(c < 5 for c in real)}
     assert {i for i, c in enumerate(real) if c > 96} >= LONG
     assert {i for i, c in enumerate(real) if c < 5} >= SHORT
-    assert stats["encoded"] > 0 and stats["settled_by_prefix"] > 0
+    assert stats["encoded"] > 0
     same_findings(one, two, tmp_path / "one", tmp_path / "two")
     same_report(one, two)
-    # Only the calibration ran here: the counts and prefix proofs were the workers'.
-    assert 0 < len(here) <= 256 < stats["encoded"] + stats["settled_by_prefix"]
+    # Only the calibration ran here: the counts were the workers'.
+    assert 0 < len(here) <= 256 < stats["encoded"]
