@@ -274,8 +274,8 @@ class NearDuplicate(Check):
                  files: np.ndarray, rows: np.ndarray) -> pl.Series:
         """"near-duplicate of row 4 (Jaccard 0.87)" per finding; for a member whose partner is
         not the kept row (a chain), the partner with its Jaccard, then the cluster's kept
-        row; no Jaccard where none was computed (NaN: not confirmed). Built column-wise: a
-        large corpus has hundreds of thousands."""
+        row; "LSH candidate, not confirmed" where no Jaccard was computed (NaN). Built
+        column-wise: a large corpus has hundreds of thousands."""
         values, inverse = np.unique(similarity, return_inverse=True)
         jaccard = pl.Series([f"{v:.2f}" for v in values], dtype=pl.String)
         frame = pl.DataFrame({
@@ -286,7 +286,11 @@ class NearDuplicate(Check):
             "direct": partner == kept,
         })
         return frame.select(
-            pl.when("unconfirmed").then(pl.format("near-duplicate of {}", "at"))
+            pl.when("unconfirmed", "direct")
+            .then(pl.format("near-duplicate of {} (LSH candidate, not confirmed)", "at"))
+            .when("unconfirmed")
+            .then(pl.format("near-duplicate of {} (LSH candidate, not confirmed), in the "
+                            "cluster of {}", "via", "at"))
             .when("direct").then(pl.format("near-duplicate of {} (Jaccard {})", "at", "j"))
             .otherwise(pl.format("near-duplicate of {} (Jaccard {}), in the cluster of {}",
                                  "via", "j", "at"))

@@ -184,6 +184,19 @@ def test_label_out_of_range_shows_a_csv_value_as_written(tmp_path: Path, name: s
     assert found.get_column("detail").to_list() == [f"label: {shown} outside [0, 4)"]
 
 
+def test_share_stays_within_the_records_when_every_record_and_the_corpus_fail(labels):
+    """Every record out of range plus a class that never occurs: 4 violations of 3
+    records, but the share is 100%, and max_fraction 1.0 (allow all) passes."""
+    values = [7, 8, 9]
+    g = labels(_records("label", values), fields={"label": "label"},
+               model={"num_classes": 3}, max_fraction=1.0)
+    assert g.result.violations > 3 and g.result.fraction == 1.0
+    assert g.result.status == "pass"
+    strict = labels(_records("label", values), fields={"label": "label"},
+                    model={"num_classes": 3}, max_fraction=0.99)
+    assert strict.result.fraction == 1.0 and strict.result.status == "fail"
+
+
 def test_class_absent_and_dominant_are_corpus_findings(labels):
     g = labels(_records("label", [0, 0, 0, 1, 7]), fields={"label": "label"},
                model={"num_classes": 3}, max_class_share=0.6)

@@ -128,6 +128,10 @@ def test_unconfirmed_findings_still_name_a_linked_partner(gate):
     rows = dict(g.findings().select("row", "partner").iter_rows())
     assert set(rows) == {2, 3} and all(p in (0, 2, 3) and p != r for r, p in rows.items())
     assert dict(g.findings().select("row", "cluster").iter_rows()) == {2: 0, 3: 0}
+    # the detail names the partner, says it is unconfirmed, and names the cluster of a chain
+    for partner, detail in g.findings().select("partner", "detail").iter_rows():
+        assert f"near-duplicate of row {partner} (LSH candidate, not confirmed)" in detail
+        assert detail.endswith("in the cluster of row 0") == (partner != 0)
 
 
 def test_a_huge_bucket_in_every_band_costs_linear_comparisons():
