@@ -37,7 +37,8 @@ class RuleResult(BaseModel):
     blocking: bool = Field(description="True when this rule's status fails the gate.")
     violations: int = Field(description="Records with at least one finding.")
     findings: int = Field(description="Findings (a record can have several).")
-    fraction: float = Field(description="violations / records checked.")
+    fraction: float = Field(description="violations / records checked, at most 1 (a "
+                            "corpus-level finding counts as a violation of its own).")
     threshold: dict[str, int | float | None] = Field(
         description="The effective max_count and max_fraction."
     )
