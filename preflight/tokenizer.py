@@ -24,8 +24,9 @@ Bounds (tested per family in ``tests/test_tokenizer.py``):
 - byte-level BPE whose pieces never join a non-space character and the space after it
   (``splits_before_spaces``: GPT-2's or Llama 3's split, no added token holding a space):
   a text's tokens are those of its start cut before such a space plus those of the rest;
-- the same tokenizers count a text as the sum of its pieces' counts, each distinct piece
-  encoded once (``preflight.token_pieces``);
+- those tokenizers, and tiktoken encodings on GPT-2's, r50k's, cl100k's or o200k's pattern,
+  count a text as the sum of its pieces' counts, each distinct piece encoded once
+  (``preflight.token_pieces``);
 - any other tokenizer: no bound is proven, every text is tokenised.
 """
 
@@ -49,7 +50,7 @@ from preflight.cores import available_cores
 from preflight.errors import ConfigError
 from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
-from preflight.token_pieces import PieceCounter
+from preflight.token_pieces import PieceCounter, pretokenized_counts
 
 if TYPE_CHECKING:
     import polars as pl
@@ -263,11 +264,6 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return [e.ids for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
-    def word_ids(groups: list[list[str]]) -> list[list[int | None]]:
-        # encode_batch_fast leaves word_ids empty
-        return [e.word_ids for e in tok.encode_batch(groups, is_pretokenized=True,
-                                                     add_special_tokens=False)]
-
     splits = byte_bound and _splits_before_spaces(spec)
     added_ids = set(added)
     post = tuple(tok.encode("", add_special_tokens=True).ids)
@@ -292,7 +288,8 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         special_tokens={role: (token, tok.token_to_id(token)) for role, token in roles.items()},
         template_ids=post,
         token_text=tok.id_to_token,
-        pieces=PieceCounter(word_ids) if splits else None,
+        # encode_batch: encode_batch_fast leaves word_ids empty
+        pieces=PieceCounter(pretokenized_counts(tok.encode_batch)) if splits else None,
     )
 
 
@@ -335,6 +332,29 @@ _SPACE_SPLITTING = frozenset({
     r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
     r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+})
+
+
+# tiktoken patterns none of whose matches holds a non-space character followed by a space:
+# GPT-2's (as released, and tiktoken's r50k/p50k with possessive quantifiers), cl100k's and
+# o200k's. A match may read the end of the text (``\s++$``) only through whitespace, and a
+# cut text's start ends with a non-space character.
+_TIKTOKEN_SPACE_SPLITTING = frozenset({
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""",
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""
+    r"""\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    "|".join([
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+        r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"""
+        r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]),
 })
 
 
@@ -652,6 +672,11 @@ def _tiktoken(name: str) -> TokenCounter:
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return enc.encode_ordinary_batch(texts, num_threads=threads)
 
+    def count_words(words: list[str]) -> np.ndarray:
+        return np.fromiter((len(x) for x in enc.encode_ordinary_batch(words, num_threads=threads)),
+                           np.int64, len(words))
+
+    splits = getattr(enc, "_pat_str", None) in _TIKTOKEN_SPACE_SPLITTING
     longest = max((len(b) for b in enc.token_byte_values()), default=1)
     # Ordinary encoding never yields a special token: the largest id below them all.
     specials = {enc.encode_single_token(t) for t in enc.special_tokens_set}
@@ -661,5 +686,7 @@ def _tiktoken(name: str) -> TokenCounter:
     return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
                         byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix,
                         ids=ids, vocab_size=enc.n_vocab, base_max_id=base_max,
+                        splits_before_spaces=splits,
+                        pieces=PieceCounter(count_words) if splits else None,
                         token_text=lambda i: enc.decode_single_token_bytes(i).decode(
                             "utf-8", "backslashreplace"))

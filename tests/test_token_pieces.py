@@ -20,7 +20,7 @@ from preflight.batch import Batch
 from preflight.checks.base import Context
 from preflight.checks.tokens import TokenLength
 from preflight.config import Fields, ModelFacts
-from preflight.tokenizer import TokenCounter, load_tokenizer
+from preflight.tokenizer import _TIKTOKEN_SPACE_SPLITTING, TokenCounter, load_tokenizer
 from tests.tokenizers import (
     build_bpe,
     build_bpe_nfkc,
@@ -104,19 +104,68 @@ def test_counts_equal_encoding_every_text(counters: dict[str, TokenCounter], nam
     assert got.tolist() == whole.tolist()
 
 
+def _with_space_tokens(ranks: dict[bytes, int]) -> dict[bytes, int]:
+    """``ranks`` plus tokens for a space after other whitespace (each prefix merged first,
+    so that tiktoken reaches them): a cut after such whitespace would change a count."""
+    for run in ["\xa0 ", "\u3000 ", "\u2009 ", "\x85 ", "\t ", "\n ", "  ", "   ", "\x1c "]:
+        raw = run.encode()
+        for end in range(2, len(raw) + 1):
+            ranks.setdefault(raw[:end], len(ranks))
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def tiktoken_counters() -> dict[str, TokenCounter]:
+    """tiktoken encodings on each pattern that qualifies (GPT-2's, r50k's, cl100k's,
+    o200k's), with merges trained on ``odd_corpus``, and one on a pattern that does not."""
+    import tiktoken
+    from tiktoken._educational import bpe_train
+
+    rng = random.Random(1)  # and runs of whitespace of every kind, so that they merge
+    spaces = "".join(rng.choices([" ", "\xa0", "\u3000", "\u2009", "\x85", "\u200b", "\t",
+                                  "\n", "a", "é", "東"], k=6000))
+    data = "".join(odd_corpus()[:300]) + spaces
+    patterns = {f"pat{k}": p for k, p in enumerate(sorted(_TIKTOKEN_SPACE_SPLITTING))}
+    patterns["odd"] = r"\S+ \S+|\s+"
+    encodings = {name: tiktoken.Encoding(name=name, pat_str=pat, special_tokens={},
+                                         mergeable_ranks=_with_space_tokens(
+                                             bpe_train(data, 300, pat, visualise=None)))
+                 for name, pat in patterns.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiktoken, "get_encoding", encodings.__getitem__)
+        return {name: load_tokenizer(f"tiktoken:{name}") for name in encodings}
+
+
+def test_tiktoken_patterns_that_qualify(tiktoken_counters: dict[str, TokenCounter]) -> None:
+    assert {name: c.pieces is not None for name, c in tiktoken_counters.items()} == {
+        **{f"pat{k}": True for k in range(len(_TIKTOKEN_SPACE_SPLITTING))}, "odd": False}
+
+
+@pytest.mark.parametrize("name", [f"pat{k}" for k in range(4)])
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(texts, min_size=1, max_size=12))
+def test_tiktoken_counts_equal_encoding_every_text(tiktoken_counters: dict[str, TokenCounter],
+                                                   name: str, batch: list[str]) -> None:
+    counter = tiktoken_counters[name]
+    got = counter.count_series(pl.Series(batch, dtype=pl.String))
+    assert got.tolist() == counter.count(batch).tolist()
+
+
 @pytest.fixture
 def fresh(counters: dict[str, TokenCounter]) -> tuple[TokenCounter, list[list[str]]]:
-    """A newly loaded GPT-2-style counter whose encoder records the words it is given."""
+    """A newly loaded GPT-2-style counter whose piece counter records the words it encodes
+    (one list per call)."""
     counter = load_tokenizer(counters["bpe"].name)
     assert counter.pieces is not None
     given_words: list[list[str]] = []
-    word_ids = counter.pieces._word_ids
+    count_words = counter.pieces._count_words
 
-    def spy(groups: list[list[str]]) -> list[list[int | None]]:
-        given_words.extend(groups)
-        return word_ids(groups)
+    def spy(words: list[str]) -> np.ndarray:
+        given_words.append(list(words))
+        return count_words(words)
 
-    counter.pieces._word_ids = spy
+    counter.pieces._count_words = spy
     return counter, given_words
 
 
@@ -139,14 +188,15 @@ def test_each_distinct_piece_is_encoded_once(fresh: tuple[TokenCounter, list[lis
 def test_limits_keep_counts_exact(fresh: tuple[TokenCounter, list[list[str]]],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A table of at most 32 slots that stops at 16 pieces, pieces over 6 bytes never
-    remembered, rounds of 7 pieces: the counts stay exact and the table within its limits."""
+    remembered, rounds of 7 pieces, inputs of 3 words: the counts stay exact and the table
+    within its limits."""
     counter, given_words = fresh
     monkeypatch.setattr(token_pieces, "_FIRST_SLOTS", 4)
     monkeypatch.setattr(token_pieces, "MAX_ENTRIES", 16)
     monkeypatch.setattr(token_pieces, "MAX_PIECE_BYTES", 6)
     monkeypatch.setattr(token_pieces, "_ROUND", 7)
     monkeypatch.setattr(token_pieces, "_WORDS_PER_INPUT", 3)
-    pieces = token_pieces.PieceCounter(counter.pieces._word_ids)  # type: ignore[union-attr]
+    pieces = token_pieces.PieceCounter(counter.pieces._count_words)  # type: ignore[union-attr]
     docs = [*made_up_text(80, seed=5), "", "x", " " * 30, "a " * 40]
     for _ in range(2):
         given_words.clear()
@@ -154,7 +204,6 @@ def test_limits_keep_counts_exact(fresh: tuple[TokenCounter, list[list[str]]],
         assert got.tolist() == counter.count(docs, add_special_tokens=False).tolist()
         assert pieces._entries == 16 and len(pieces._values) == 32
         assert int((pieces._values >= 0).sum()) == pieces._entries
-        assert max(len(g) for g in given_words) <= 3
     # the second time, the long pieces and those past the table's limit were encoded again
     again = {w for g in given_words for w in g}
     assert any(len(w.encode()) > 6 for w in again) and any(len(w.encode()) <= 6 for w in again)
@@ -164,7 +213,7 @@ def test_the_table_grows_and_keeps_what_it_knew(fresh: tuple[TokenCounter, list[
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     counter, given_words = fresh
     monkeypatch.setattr(token_pieces, "_FIRST_SLOTS", 8)
-    pieces = token_pieces.PieceCounter(counter.pieces._word_ids)  # type: ignore[union-attr]
+    pieces = token_pieces.PieceCounter(counter.pieces._count_words)  # type: ignore[union-attr]
     docs = made_up_text(200, seed=8)
     got = pieces.count(pl.Series(docs[:100]))
     grown = len(pieces._values)
@@ -183,16 +232,16 @@ def test_a_failed_encode_leaves_no_placeholder(fresh: tuple[TokenCounter, list[l
     count is exact, not a stale placeholder's."""
     counter, _ = fresh
     assert counter.pieces is not None
-    word_ids = counter.pieces._word_ids
+    count_words = counter.pieces._count_words
     calls = {"n": 0}
 
-    def fails_once(groups: list[list[str]]) -> list[list[int | None]]:
+    def fails_once(words: list[str]) -> np.ndarray:
         calls["n"] += 1
         if calls["n"] == 1:
             raise KeyboardInterrupt
-        return word_ids(groups)
+        return count_words(words)
 
-    counter.pieces._word_ids = fails_once
+    counter.pieces._count_words = fails_once
     docs = made_up_text(50, seed=2)
     with pytest.raises(KeyboardInterrupt):
         counter.count_series(pl.Series(docs))
