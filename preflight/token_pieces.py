@@ -1,7 +1,8 @@
 """Exact token counts from the tokens of text pieces, each distinct piece encoded once.
 
 For a byte-level BPE whose pieces never join a non-space character and the space after it
-(``TokenCounter.splits_before_spaces``: GPT-2's or Llama 3's split, no normalizer), a text
+(``TokenCounter.splits_before_spaces``: GPT-2's, Llama 3's or Qwen 2's split with no
+normalizer; tiktoken's GPT-2, r50k, cl100k and o200k patterns), a text
 cut before every such space is a list of pieces whose token counts add up to the text's:
 the pre-tokenizer splits there (no regex alternative holds a space after another
 character), it reads nothing before a cut (no look-behind) and BPE never merges across its
@@ -18,11 +19,14 @@ descriptions hold 27.7 million pieces, 0.36 million distinct, 2.4% of the text's
 3. their counts enter the table and the texts that hold them.
 
 A piece longer than ``MAX_PIECE_BYTES`` is encoded every time instead of being remembered,
-and the table stops growing at ``MAX_ENTRIES`` pieces (about 40 MB); counts stay exact
-either way. Only a space after a character known not to be whitespace cuts: an ASCII
-letter, digit or sign, or a non-ASCII character outside Unicode's whitespace and the
-invisible separators beside it. The counts equal encoding every text (hypothesis, on
-random texts and tokenizers of each qualifying kind: ``tests/test_token_pieces.py``).
+and the table holds at most ``MAX_ENTRIES`` pieces (about 40 MB). Full, it drops the pieces
+not found since the last time it was full (a corpus's pieces drift: one language's shards,
+then another's). Counts stay exact either way. Where pieces rarely repeat, whole texts are
+encoded instead (``FRESH_LIMIT``). Only a space after a character known not to be
+whitespace cuts: an ASCII letter, digit or sign, or a non-ASCII character outside Unicode's
+whitespace and the invisible separators beside it. The counts equal encoding every text
+(hypothesis, on random texts and tokenizers of each qualifying kind:
+``tests/test_token_pieces.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,14 @@ _FIRST_SLOTS = 1 << 16
 _WORDS_PER_INPUT = 1024
 # Pieces per round of the compiled pass (5 int64 arrays of this length).
 _ROUND = 1 << 20
+# Counting by pieces pays while the new pieces' bytes stay under this share of the bytes
+# counted (per block of _BLOCK_BYTES): a word encoded alone costs the tokenizer more than
+# inside its text. Past it (hashes, all-distinct words, text with few spaces), whole texts
+# are encoded, and one batch in _PROBE_EVERY still goes by pieces, so that a corpus that
+# starts repeating itself is noticed.
+FRESH_LIMIT = 0.4
+_BLOCK_BYTES = 2_000_000
+_PROBE_EVERY = 8
 _EMPTY = -1
 
 # Words -> the tokens of each, encoded alone, without the special tokens.
@@ -67,12 +79,35 @@ class PieceCounter:
         # Bytes given to the tokenizer, and bytes counted: what the cache saved.
         self.encoded_bytes = 0
         self.counted_bytes = 0
+        self._block = [0, 0]  # the same, in the block being measured
+        self._fresh = 0.0  # the new pieces' share of the last block's bytes
+        self._waited = 0
+
+    def worth(self) -> bool:
+        """Whether to count the next batch by pieces (``FRESH_LIMIT``)."""
+        with self._lock:
+            if self._fresh <= FRESH_LIMIT:
+                return True
+            self._waited += 1
+            if self._waited < _PROBE_EVERY:
+                return False
+            self._waited = 0
+            return True
 
     def _clear(self, slots: int) -> None:
         self._keys1 = np.zeros(slots, np.uint64)
         self._keys2 = np.zeros(slots, np.uint64)
         self._values = np.full(slots, _EMPTY, np.int32)
+        self._used = np.zeros(slots, np.uint8)  # found or added since the last eviction
         self._entries = 0
+
+    def _move(self, slots: int, *, used_only: bool) -> int:
+        """Rebuild the table with ``slots`` slots, keeping every piece or (``used_only``)
+        those used since the last eviction; return how many were dropped."""
+        old = self._keys1, self._keys2, self._values, self._used
+        self._clear(slots)
+        self._entries = _rehash(*old, self._keys1, self._keys2, self._values, used_only)
+        return int((old[2] >= 0).sum()) - self._entries
 
     def count(self, texts: pl.Series) -> np.ndarray:
         """The token count of each text of ``texts`` (a String Series; a null counts 0)."""
@@ -85,13 +120,16 @@ class PieceCounter:
         starts, lengths, slots, occ_text, occ_new = (np.empty(most, np.int64)
                                                      for _ in range(5))
         t, at = 0, 0
+        evict = True  # stop when the table is full, to drop the pieces not in use
         with self._lock:
+            encoded_before = self.encoded_bytes
             while t < n:
                 room = self._make_room(most)
                 try:
-                    new, occ, added, t, at = _scan(
-                        data, offsets, t, at, self._keys1, self._keys2, self._values, room,
-                        MAX_PIECE_BYTES, counts, starts, lengths, slots, occ_text, occ_new)
+                    new, occ, added, t, at, full = _scan(
+                        data, offsets, t, at, self._keys1, self._keys2, self._values,
+                        self._used, room, evict, MAX_PIECE_BYTES, counts, starts, lengths,
+                        slots, occ_text, occ_new)
                     self._entries += added
                     tokens = self._encode(data, starts[:new], lengths[:new])
                     known = slots[:new] >= 0
@@ -102,8 +140,19 @@ class PieceCounter:
                     raise
                 counts += np.bincount(occ_text[:occ], weights=tokens[occ_new[:occ]],
                                       minlength=n).astype(np.int64)
-        self.counted_bytes += len(data)
+                if full:  # every piece in use since the last eviction: go on without adding
+                    evict = self._move(len(self._values), used_only=True) > 0
+            self._measure(len(data), self.encoded_bytes - encoded_before)
         return counts
+
+    def _measure(self, counted: int, encoded: int) -> None:
+        """Add a batch's bytes to the block; a full block sets the new pieces' share."""
+        self.counted_bytes += counted
+        self._block[0] += encoded
+        self._block[1] += counted
+        if self._block[1] >= _BLOCK_BYTES:
+            self._fresh = self._block[0] / self._block[1]
+            self._block = [0, 0]
 
     def _make_room(self, most: int) -> int:
         """Grow the table for up to ``most`` new pieces if it may; return how many pieces
@@ -114,19 +163,15 @@ class PieceCounter:
             most_slots = 1 << (2 * MAX_ENTRIES).bit_length() - 1
             grown = min(1 << (2 * want - 1).bit_length(), most_slots)
             if grown > slots:
-                keys1, keys2, values = self._keys1, self._keys2, self._values
-                self._keys1 = np.zeros(grown, np.uint64)
-                self._keys2 = np.zeros(grown, np.uint64)
-                self._values = np.full(grown, _EMPTY, np.int32)
-                _rehash(keys1, keys2, values, self._keys1, self._keys2, self._values)
+                self._move(grown, used_only=False)
         return max(min(MAX_ENTRIES, len(self._values) // 2) - self._entries, 0)
 
     def _encode(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Each new piece's token count."""
         if not len(starts):
             return np.zeros(0, np.int64)
-        blob = data.tobytes()
-        words = [blob[s: s + k].decode("utf-8")
+        view = memoryview(data)
+        words = [str(view[s: s + k], "utf-8")
                  for s, k in zip(starts.tolist(), lengths.tolist(), strict=True)]
         self.encoded_bytes += int(lengths.sum())
         return np.asarray(self._count_words(words), dtype=np.int64)
@@ -204,16 +249,18 @@ def _cuts_at(data: np.ndarray, p: int, lo: int) -> bool:
 
 @_kernel()
 def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.ndarray,
-          keys2: np.ndarray, values: np.ndarray, room: int, max_piece: int,
-          counts: np.ndarray, starts: np.ndarray, lengths: np.ndarray, slots: np.ndarray,
-          occ_text: np.ndarray, occ_new: np.ndarray) -> tuple[int, int, int, int, int]:
+          keys2: np.ndarray, values: np.ndarray, used: np.ndarray, room: int, evict: bool,
+          max_piece: int, counts: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+          slots: np.ndarray, occ_text: np.ndarray, occ_new: np.ndarray
+          ) -> tuple[int, int, int, int, int, bool]:
     """Cut the texts into pieces, from text ``t``'s piece at byte ``start`` on, and count
     the known pieces into ``counts``. Each new piece (once per round) gets
     ``starts``/``lengths`` and its table slot (-1: not remembered); each occurrence of a
     new piece gets its text and the new piece's number. A new piece waits in the table as
-    ``-2 - number``. A round ends when the occurrences fill their arrays. Returns (new
-    pieces, occurrences, pieces added, and the text and byte to go on from: ``t`` is the
-    number of texts when all are done)."""
+    ``-2 - number``. A piece found or added is marked ``used``. A round ends when the
+    occurrences fill their arrays, or (``evict``) when a new piece finds no ``room``.
+    Returns (new pieces, occurrences, pieces added, the text and byte to go on from (``t``
+    is the number of texts when all are done), and whether the table was full)."""
     mask = np.uint64(len(values) - 1)
     n = len(offsets) - 1
     new = 0
@@ -227,7 +274,7 @@ def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.n
             if p < hi and not _cuts_at(data, p, lo):
                 continue
             if occ == len(occ_text):
-                return new, occ, added, t, start
+                return new, occ, added, t, start, False
             size = p - start
             slot = -1
             if size <= max_piece:
@@ -245,6 +292,7 @@ def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.n
                     at = (at + np.uint64(1)) & mask
                 value = values[at]
                 if value >= 0:
+                    used[at] = 1
                     counts[t] += value
                     start = p
                     continue
@@ -258,8 +306,11 @@ def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.n
                     keys1[at] = h1
                     keys2[at] = h2
                     values[at] = -2 - new
+                    used[at] = 1
                     added += 1
                     slot = np.int64(at)
+                elif evict:
+                    return new, occ, added, t, start, True
             starts[new] = start
             lengths[new] = size
             slots[new] = slot
@@ -269,16 +320,18 @@ def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.n
             new += 1
             start = p
         t += 1
-    return new, occ, added, t, 0
+    return new, occ, added, t, 0, False
 
 
 @_kernel()
-def _rehash(keys1: np.ndarray, keys2: np.ndarray, values: np.ndarray, to1: np.ndarray,
-            to2: np.ndarray, to_values: np.ndarray) -> None:
-    """Move every remembered piece into a larger table."""
+def _rehash(keys1: np.ndarray, keys2: np.ndarray, values: np.ndarray, used: np.ndarray,
+            to1: np.ndarray, to2: np.ndarray, to_values: np.ndarray, used_only: bool) -> int:
+    """Move the remembered pieces (``used_only``: those marked used) into an empty table;
+    return how many moved."""
     mask = np.uint64(len(to_values) - 1)
+    moved = 0
     for k in range(len(values)):
-        if values[k] < 0:
+        if values[k] < 0 or (used_only and used[k] == 0):
             continue
         at = keys1[k] & mask
         while to_values[at] != -1:
@@ -286,3 +339,5 @@ def _rehash(keys1: np.ndarray, keys2: np.ndarray, values: np.ndarray, to1: np.nd
         to1[at] = keys1[k]
         to2[at] = keys2[k]
         to_values[at] = values[k]
+        moved += 1
+    return moved

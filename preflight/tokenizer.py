@@ -17,8 +17,10 @@ one that breaks it on a record is that record's ``chat_template_error``.
 
 Bounds (tested per family in ``tests/test_tokenizer.py``):
 
-- byte-level BPE with no normalizer (GPT-2, RoBERTa, Llama 3, tiktoken): every token covers at
-  least one byte of the text, so ``tokens <= utf8_bytes + 1 (prefix space) + specials``, and
+- byte-level BPE with no normalizer, ByteLevel last in its pre-tokenizer (GPT-2, RoBERTa,
+  Llama 3, tiktoken): every token covers at least one byte of the text, so
+  ``tokens <= utf8_bytes + 1 (prefix space) + specials`` (twice the bytes when ByteLevel adds
+  a space before every split: ``prefix_per_split``), and
   no token covers more than the longest vocabulary entry, so
   ``tokens >= ceil(utf8_bytes / longest_token_bytes) + specials``;
 - byte-level BPE whose pieces never join a non-space character and the space after it
@@ -80,6 +82,9 @@ class TokenCounter:
     encode: Callable[[list[str], bool], list[int]] | None
     specials: int = 0
     byte_bound: bool = False
+    # ByteLevel may add a space before every split, not only the text's start: the upper
+    # bound is two tokens a byte.
+    prefix_per_split: bool = False
     longest_token_bytes: int | None = None
     # Tokens never cross a space that follows a non-space character (see the docstring).
     splits_before_spaces: bool = False
@@ -140,9 +145,9 @@ class TokenCounter:
 
     def count_series(self, texts: pl.Series, *, add_special_tokens: bool = True) -> np.ndarray:
         """Token counts of a String Series of texts (no nulls): from the counts of their
-        pieces when the tokenizer splits before spaces (``preflight.token_pieces``), else
-        as ``count``."""
-        if self.pieces is None:
+        pieces when the tokenizer splits before spaces and its pieces repeat
+        (``preflight.token_pieces``), else as ``count``."""
+        if self.pieces is None or not self.pieces.worth():
             return self.count(texts.to_list(), add_special_tokens=add_special_tokens)
         return self.pieces.count(texts) + (self.specials if add_special_tokens else 0)
 
@@ -170,7 +175,8 @@ class TokenCounter:
         """A proven upper bound on the token count per text, or None."""
         if not self.byte_bound:
             return None
-        return nbytes + 1 + (self.specials if specials else 0)
+        return (2 if self.prefix_per_split else 1) * nbytes + 1 + (self.specials if specials
+                                                                    else 0)
 
     def lower_bound(self, nbytes: np.ndarray, *, specials: bool = True) -> np.ndarray | None:
         """A proven lower bound on the token count per text, or None."""
@@ -242,7 +248,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     tok.no_truncation()
     tok.no_padding()
     spec = json.loads(tok.to_str())
-    byte_bound = _is_byte_level_bpe(spec)
+    byte_bound = _byte_level_steps(spec) is not None
     longest = None
     base = tok.get_vocab(with_added_tokens=False)
     added = tok.get_added_tokens_decoder()
@@ -250,6 +256,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         # Byte-level vocabulary strings hold one character per byte.
         longest = max([len(t) for t in base] + [len(a.content.encode()) for a in added.values()]
                       + [1])
+    shortest_added = min((len(a.content.encode()) for a in added.values()), default=0)
     template, variables = _chat_template(config)
     encode_fast = getattr(tok, "encode_batch_fast", tok.encode_batch)
 
@@ -274,6 +281,7 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         encode=encode,
         specials=len(post),
         byte_bound=byte_bound,
+        prefix_per_split=_prefix_space_per_split(spec, shortest_added),
         longest_token_bytes=longest,
         splits_before_spaces=splits,
         chat_template=template,
@@ -316,13 +324,37 @@ def _special_roles(variables: dict[str, Any], special_map: Path) -> dict[str, st
     return {role: found[role] for role in SPECIAL_ROLES if role in found}
 
 
-def _is_byte_level_bpe(spec: dict[str, Any]) -> bool:
-    """Byte-level BPE with no normalizer: the family whose byte bound is proven."""
+# Pre-tokenizer steps that only cut the text (or drop some of it) before ByteLevel maps it.
+_CUTTING_STEPS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit",
+                            "UnicodeScripts", "CharDelimiterSplit"})
+
+
+def _byte_level_steps(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The steps before a byte-level BPE's ByteLevel, and that step: None unless the model
+    is BPE with no normalizer and the pre-tokenizer is ByteLevel alone or last in a Sequence
+    after cutting steps only. (After ByteLevel a space is ``Ġ``, a letter to any regex: a
+    later step would join a word and the space after it, and a second ByteLevel would map
+    every byte twice.)"""
     if spec.get("model", {}).get("type") != "BPE" or spec.get("normalizer") is not None:
-        return False
+        return None
     pre = spec.get("pre_tokenizer") or {}
     parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
-    return any(p.get("type") == "ByteLevel" for p in parts)
+    if not parts or parts[-1].get("type") != "ByteLevel":
+        return None
+    if any(p.get("type") not in _CUTTING_STEPS for p in parts[:-1]):
+        return None
+    return parts[:-1], parts[-1]
+
+
+def _prefix_space_per_split(spec: dict[str, Any], shortest_added: int) -> bool:
+    """Whether ByteLevel may add a space before more than the text's start: it prefixes
+    every split that does not start with one, and a cutting step before it, or an added
+    token of one byte (which saves no token to pay for the next split's space), can make
+    a split of every byte."""
+    steps = _byte_level_steps(spec)
+    if steps is None or not steps[1].get("add_prefix_space"):
+        return False
+    return bool(steps[0]) or shortest_added == 1
 
 
 # Pre-tokenizer regexes none of whose matches holds a non-space character followed by a
@@ -360,22 +392,21 @@ _TIKTOKEN_SPACE_SPLITTING = frozenset({
 
 def _splits_before_spaces(spec: dict[str, Any]) -> bool:
     """Whether a byte-level BPE's pieces all end before a space that follows a non-space
-    character: its pre-tokenizers are ByteLevel with GPT-2's regex, a known ``Split`` and
-    ``Digits`` only, no BPE dropout, and no added token holds whitespace or strips the
+    character: before its ByteLevel (GPT-2's regex, ``use_regex``) only a known ``Split``
+    and ``Digits``, no BPE dropout, and no added token holds whitespace or strips the
     whitespace after it (added tokens are matched before the pre-tokenizer)."""
-    pre = spec.get("pre_tokenizer") or {}
-    parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
-    regex = False
-    for part in parts:
-        kind = part.get("type")
-        if kind == "ByteLevel":
-            regex = regex or part.get("use_regex", True)
-        elif kind == "Split":
+    steps = _byte_level_steps(spec)
+    if steps is None:
+        return False
+    before, byte_level = steps
+    regex = bool(byte_level.get("use_regex", True))
+    for part in before:
+        if part.get("type") == "Split":
             if (part.get("pattern", {}).get("Regex") not in _SPACE_SPLITTING
                     or part.get("behavior") != "Isolated" or part.get("invert")):
                 return False
             regex = True
-        elif kind != "Digits":
+        elif part.get("type") != "Digits":
             return False
     if not regex or spec.get("model", {}).get("dropout"):
         return False

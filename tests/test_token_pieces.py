@@ -8,12 +8,14 @@ encoding every text on random texts and windows."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import Regex, pre_tokenizers
 
 from preflight import token_pieces
 from preflight.batch import Batch
@@ -22,10 +24,12 @@ from preflight.checks.tokens import TokenLength
 from preflight.config import Fields, ModelFacts
 from preflight.tokenizer import _TIKTOKEN_SPACE_SPLITTING, TokenCounter, load_tokenizer
 from tests.tokenizers import (
+    LLAMA3_SPLIT,
     build_bpe,
     build_bpe_nfkc,
     build_bpe_no_regex,
     build_bpe_split,
+    build_bpe_steps,
     build_bpe_with_added,
     build_wordpiece,
     made_up_text,
@@ -88,6 +92,70 @@ def test_which_tokenizers_count_by_pieces(counters: dict[str, TokenCounter]) -> 
 
 
 texts = st.lists(st.sampled_from(_CHARS), min_size=0, max_size=60).map("".join)
+
+
+def _llama3_split() -> object:
+    return pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False)
+
+
+def test_byte_level_must_be_the_last_step(tmp_path: Path) -> None:
+    """After ByteLevel a space is "Ġ", a letter to any regex: a Split after it joins a word
+    and the space after it ("the of" is 2 tokens, ``theĠ`` ``of``), and a second ByteLevel
+    maps each byte twice. Neither layout is counted by pieces or given a byte bound."""
+    after = build_bpe_steps(tmp_path / "after", [
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False), _llama3_split()])
+    twice = build_bpe_steps(tmp_path / "twice", [
+        pre_tokenizers.ByteLevel(), pre_tokenizers.ByteLevel(use_regex=False)])
+    for path in (after, twice):
+        counter = load_tokenizer(str(path))
+        assert not counter.byte_bound and counter.pieces is None
+        docs = ["the of", "the package", "\x07" * 20, *made_up_text(30)]
+        assert counter.count_series(pl.Series(docs)).tolist() == counter.count(docs).tolist()
+    assert load_tokenizer(str(after)).count(["the of"], add_special_tokens=False)[0] == 2
+
+
+@pytest.fixture(scope="module")
+def per_split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TokenCounter]:
+    """ByteLevel(add_prefix_space) after a Split, and after nothing but with a one-byte
+    added token: both prefix a space to every split, not only to the text's start."""
+    root = tmp_path_factory.mktemp("per_split")
+    return {
+        "split": load_tokenizer(str(build_bpe_steps(root / "split", [
+            _llama3_split(), pre_tokenizers.ByteLevel(add_prefix_space=True,
+                                                      use_regex=False)]))),
+        "added": load_tokenizer(str(build_bpe_steps(root / "added", [
+            pre_tokenizers.ByteLevel(add_prefix_space=True)], added=["|"]))),
+    }
+
+
+@pytest.mark.parametrize("name", ["split", "added"])
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from([*_CHARS, "|", "|a", "\x07|"]), max_size=40).map("".join))
+def test_the_byte_bound_holds_when_every_split_gets_a_space(per_split: dict[str, TokenCounter],
+                                                            name: str, text: str) -> None:
+    counter = per_split[name]
+    assert counter.prefix_per_split and counter.byte_bound
+    nbytes = np.array([len(text.encode())])
+    for specials in (True, False):
+        upper = counter.upper_bound(nbytes, specials=specials)
+        assert upper is not None
+        assert int(counter.count([text], add_special_tokens=specials)[0]) <= int(upper[0])
+    got = counter.count_series(pl.Series([text]))
+    assert got.tolist() == counter.count([text]).tolist()
+
+
+def test_a_text_over_the_window_by_prefix_spaces_is_found(per_split: dict[str, TokenCounter]
+                                                          ) -> None:
+    """"|\\x07" × 10 is 20 bytes and 32 tokens here ("|", then " \\x07", two tokens, ten
+    times, and the specials): a bound of bytes + 3 would settle it as fitting a 24-token
+    window without counting it."""
+    counter = per_split["added"]
+    docs = ["|\x07" * 10, "ok"]
+    real = counter.count(docs).tolist()
+    assert real[0] > 24 >= len(docs[0].encode()) + 1 + counter.specials
+    found, _ = _scan(counter, docs, 24, 0, batch=2)
+    assert found.rows() == [(0, "too_long", f"{real[0]:,} tokens > limit 24")]
 
 
 @pytest.mark.parametrize("name", SPLITTING)
@@ -202,11 +270,62 @@ def test_limits_keep_counts_exact(fresh: tuple[TokenCounter, list[list[str]]],
         given_words.clear()
         got = pieces.count(pl.Series(docs))
         assert got.tolist() == counter.count(docs, add_special_tokens=False).tolist()
-        assert pieces._entries == 16 and len(pieces._values) == 32
+        assert 0 < pieces._entries <= 16 and len(pieces._values) == 32
         assert int((pieces._values >= 0).sum()) == pieces._entries
     # the second time, the long pieces and those past the table's limit were encoded again
     again = {w for g in given_words for w in g}
     assert any(len(w.encode()) > 6 for w in again) and any(len(w.encode()) <= 6 for w in again)
+
+
+def test_a_full_table_drops_the_pieces_out_of_use(
+        fresh: tuple[TokenCounter, list[list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full, the table drops the pieces not found since it was last full and remembers the
+    ones that come next (a corpus's pieces drift: one language's shards, then another's);
+    pieces still in use stay, so a working set that fits is never encoded again."""
+    counter, given_words = fresh
+    monkeypatch.setattr(token_pieces, "MAX_ENTRIES", 8)
+    pieces = token_pieces.PieceCounter(counter.pieces._count_words)  # type: ignore[union-attr]
+    first = "alpha" + "".join(f" w{k}" for k in range(7))
+    then = "omega" + "".join(f" v{k}" for k in range(7))
+    expected = counter.count([then], add_special_tokens=False).tolist()
+    pieces.count(pl.Series([first]))
+    assert pieces._entries == 8
+    for _ in range(3):  # the first pass finds first's pieces fresh; then they go
+        assert pieces.count(pl.Series([then, then])).tolist() == expected * 2
+    given_words.clear()
+    assert pieces.count(pl.Series([then])).tolist() == expected
+    assert given_words == [] and pieces._entries == 8
+    for _ in range(3):  # a working set that fits stays
+        pieces.count(pl.Series([then]))
+    assert given_words == []
+    pieces.count(pl.Series([first]))
+    assert given_words == [first.replace(" ", "\0 ").split("\0")]  # first's went
+
+
+def test_pieces_that_rarely_repeat_are_encoded_whole(counters: dict[str, TokenCounter],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past FRESH_LIMIT of new bytes per block, batches are encoded whole (a word alone
+    costs the tokenizer more than inside its text), but one in _PROBE_EVERY still goes by
+    pieces, and a corpus that turns repetitive goes back to pieces. Counts stay exact."""
+    monkeypatch.setattr(token_pieces, "_BLOCK_BYTES", 2_000)
+    counter = load_tokenizer(counters["bpe"].name)
+    assert counter.pieces is not None
+    rng = random.Random(4)
+    distinct = [" ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=9))
+                         for _ in range(40)) for _ in range(100)]
+    ways = []
+    for k in range(0, 100, 5):
+        before = counter.pieces.counted_bytes
+        batch = distinct[k: k + 5]
+        got = counter.count_series(pl.Series(batch))
+        assert got.tolist() == counter.count(batch).tolist()
+        ways.append(counter.pieces.counted_bytes > before)
+    assert ways[0] and ways.count(False) >= 10  # by pieces until a block is measured
+    assert ways[-8:].count(True) >= 1  # still probing
+    same = made_up_text(50, seed=1)
+    for _ in range(40):  # repetitive now: the probes see it and pieces come back
+        counter.count_series(pl.Series(same))
+    assert counter.pieces.worth() and counter.pieces._fresh <= token_pieces.FRESH_LIMIT
 
 
 def test_the_table_grows_and_keeps_what_it_knew(fresh: tuple[TokenCounter, list[list[str]]],

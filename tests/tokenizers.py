@@ -53,14 +53,15 @@ def made_up_text(n: int, *, seed: int = 0) -> list[str]:
 
 def _byte_level_bpe(
     *, add_prefix_space: bool = False, normalizer: Any = None, split_digits: bool = False,
-    corpus: list[str] | None = None,
+    corpus: list[str] | None = None, steps: list[Any] | None = None,
 ) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     if normalizer is not None:
         tok.normalizer = normalizer
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
     tok.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        pre_tokenizers.Sequence(steps) if steps is not None
+        else pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
         if split_digits
         else byte_level
     )
@@ -113,6 +114,16 @@ def build_bpe_split(folder: Path, *, pattern: str = LLAMA3_SPLIT, use_regex: boo
         pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=use_regex),
     ])
+    return _save(tok, folder)
+
+
+def build_bpe_steps(folder: Path, steps: list[Any], *, added: list[str] | None = None
+                    ) -> Path:
+    """A byte-level BPE trained under the pre-tokenizer ``Sequence(steps)``, with
+    ``added`` (non-special) added tokens."""
+    tok = _byte_level_bpe(steps=steps)
+    if added:
+        tok.add_tokens(added)
     return _save(tok, folder)
 
 
