@@ -58,10 +58,11 @@ _ROUND = 1 << 20
 # counted (per block of _BLOCK_BYTES): a word encoded alone costs the tokenizer more than
 # inside its text. Past it (hashes, all-distinct words, text with few spaces), whole texts
 # are encoded, and one batch in _PROBE_EVERY still goes by pieces, so that a corpus that
-# starts repeating itself is noticed.
+# starts repeating itself is noticed (the wait doubles while it does not, to _PROBE_MAX).
 FRESH_LIMIT = 0.4
 _BLOCK_BYTES = 2_000_000
 _PROBE_EVERY = 8
+_PROBE_MAX = 256
 _EMPTY = -1
 
 # Words -> the tokens of each, encoded alone, without the special tokens.
@@ -82,16 +83,19 @@ class PieceCounter:
         self._block = [0, 0]  # the same, in the block being measured
         self._fresh = 0.0  # the new pieces' share of the last block's bytes
         self._waited = 0
+        self._wait = _PROBE_EVERY
 
     def worth(self) -> bool:
         """Whether to count the next batch by pieces (``FRESH_LIMIT``)."""
         with self._lock:
             if self._fresh <= FRESH_LIMIT:
+                self._wait = _PROBE_EVERY
                 return True
             self._waited += 1
-            if self._waited < _PROBE_EVERY:
+            if self._waited < self._wait:
                 return False
             self._waited = 0
+            self._wait = min(2 * self._wait, _PROBE_MAX)
             return True
 
     def _clear(self, slots: int) -> None:
