@@ -21,17 +21,41 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 # One lock for every module: the rules set up in threads, and one of them imports numba.
 _COMPILING = threading.Lock()
 
 
+# 64-bit FNV-1a and the golden-ratio multiplier, for the kernels' hashes.
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def fmix64(h: np.uint64) -> np.uint64:
+    """MurmurHash3's 64-bit finalizer (a helper every module's kernels may call)."""
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+# Compiled into each module that uses kernels, under these names.
+HELPERS = (fmix64,)
+
+
 class Kernels:
     """The kernels of one module: ``@kernels.kernel(**njit_options)`` marks a function,
-    ``kernels.compiled()`` compiles them all (once) and returns them by name."""
+    ``kernels.compiled()`` compiles them all (once), with ``HELPERS``, and returns them by
+    name."""
 
     def __init__(self, module_globals: dict[str, Any]) -> None:
         self._globals = module_globals
-        self._marked: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
+        self._marked: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+            fn.__name__: (fn, {}) for fn in HELPERS}
         self._compiled: dict[str, Any] | None = None
 
     def kernel(self, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preflight.jit import Kernels
+from preflight.jit import FNV_OFFSET, FNV_PRIME, GOLDEN, Kernels, fmix64
 from preflight.text import utf8_buffers
 
 # The kernels compile (and numba loads) when the first one runs (``preflight.jit``).
@@ -30,9 +30,6 @@ numba: Any = None
 _KERNELS = Kernels(globals())
 _kernel = _KERNELS.kernel
 kernels = _KERNELS.compiled
-
-
-_MIX64 = np.uint64(0x9E3779B97F4A7C15)
 
 
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,8 +85,6 @@ def shingles(folded: pl.Series, *, n: int, char_n: int, unit: str, seed: int
     return values, offsets
 
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 
 
 @_kernel()
@@ -128,18 +123,18 @@ def _shingle_counts(data: np.ndarray, text_offsets: np.ndarray, n: int, char_n: 
 def _next_unit(data: np.ndarray, k: int, hi: int, by_char: bool, seed: np.uint64
                ) -> tuple[np.uint64, int]:
     """Hash of the word or character starting at ``k``, and where the next one starts."""
-    h = _FNV_OFFSET ^ seed
+    h = FNV_OFFSET ^ seed
     if by_char:
-        h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+        h = (h ^ np.uint64(data[k])) * FNV_PRIME
         k += 1
         while k < hi and data[k] & 0xC0 == 0x80:
-            h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+            h = (h ^ np.uint64(data[k])) * FNV_PRIME
             k += 1
-        return _mix(h), k
+        return fmix64(h), k
     while k < hi and data[k] != 32:
-        h = (h ^ np.uint64(data[k])) * _FNV_PRIME
+        h = (h ^ np.uint64(data[k])) * FNV_PRIME
         k += 1
-    return _mix(h), k + 1
+    return fmix64(h), k + 1
 
 
 @_kernel(parallel=True)
@@ -158,24 +153,14 @@ def _fill_shingles(data: np.ndarray, text_offsets: np.ndarray, offsets: np.ndarr
             if units >= size:
                 g = np.uint64(0)
                 for j in range(size):
-                    g = (g ^ ring[(units - size + j) % size]) * _MIX64 + np.uint64(j + 1)
-                out[at] = np.uint32(_mix(g) >> np.uint64(32))
+                    g = (g ^ ring[(units - size + j) % size]) * GOLDEN + np.uint64(j + 1)
+                out[at] = np.uint32(fmix64(g) >> np.uint64(32))
                 at += 1
         if units < size:  # shorter than one shingle: the whole text is its only shingle
-            whole = _FNV_OFFSET ^ seed ^ np.uint64(0x5BD1E995)
+            whole = FNV_OFFSET ^ seed ^ np.uint64(0x5BD1E995)
             for k in range(lo, hi):
-                whole = (whole ^ np.uint64(data[k])) * _FNV_PRIME
-            out[at] = np.uint32(_mix(whole) >> np.uint64(32))
-
-
-@_kernel()
-def _mix(h: np.uint64) -> np.uint64:
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    h ^= h >> np.uint64(33)
-    return h
+                whole = (whole ^ np.uint64(data[k])) * FNV_PRIME
+            out[at] = np.uint32(fmix64(whole) >> np.uint64(32))
 
 
 @_kernel(parallel=True)
@@ -213,7 +198,7 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
         for band in range(bands):
             h = np.uint64(band + 1)
             for j in range(band * rows, (band + 1) * rows):
-                h = (h ^ np.uint64(sig[d, j])) * _MIX64
+                h = (h ^ np.uint64(sig[d, j])) * GOLDEN
                 h ^= h >> np.uint64(29)
             keys[d, band] = h
     return keys

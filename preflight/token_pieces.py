@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preflight.jit import Kernels
+from preflight.jit import FNV_OFFSET, FNV_PRIME, GOLDEN, Kernels, fmix64
 from preflight.text import utf8_buffers
 
 numba: Any = None
@@ -198,21 +198,7 @@ def pretokenized_counts(encode_batch: Callable[..., list[Any]]) -> CountWords:
     return count
 
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SEED2 = np.uint64(0x2545F4914F6CDD1D)
-
-
-@_kernel()
-def _fmix(h: np.uint64) -> np.uint64:
-    """MurmurHash3's 64-bit finalizer."""
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    h ^= h >> np.uint64(33)
-    return h
 
 
 @_kernel()
@@ -282,15 +268,15 @@ def _scan(data: np.ndarray, offsets: np.ndarray, t: int, start: int, keys1: np.n
             size = p - start
             slot = -1
             if size <= max_piece:
-                h1 = _FNV_OFFSET
+                h1 = FNV_OFFSET
                 h2 = _SEED2
                 for k in range(start, p):
                     b = np.uint64(data[k])
-                    h1 = (h1 ^ b) * _FNV_PRIME
-                    h2 = (h2 ^ b) * _GOLDEN
+                    h1 = (h1 ^ b) * FNV_PRIME
+                    h2 = (h2 ^ b) * GOLDEN
                     h2 ^= h2 >> np.uint64(29)
-                h1 = _fmix(h1 ^ np.uint64(size))
-                h2 = _fmix(h2 + np.uint64(size))
+                h1 = fmix64(h1 ^ np.uint64(size))
+                h2 = fmix64(h2 + np.uint64(size))
                 at = h1 & mask
                 while values[at] != -1 and not (keys1[at] == h1 and keys2[at] == h2):
                     at = (at + np.uint64(1)) & mask

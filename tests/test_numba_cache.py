@@ -125,7 +125,7 @@ def test_no_writable_cache_folder_compiles_instead_of_failing(tmp_path: Path,
     script = ("import json; import numpy as np; from preflight import minhash; "
               "k = minhash.kernels(); "
               "print(json.dumps({'paths': sorted({str(d.stats.cache_path) for d in k.values()}),"
-              " 'mix': int(minhash._mix(np.uint64(1)))}))")
+              " 'mix': int(minhash.fmix64(np.uint64(1)))}))")
     proc = subprocess.run([*_command(), "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     nowhere.chmod(0o755)
