@@ -158,8 +158,11 @@ class Batch:
         return self._cache[key]
 
     def _text_column(self, name: str) -> pl.DataFrame:
-        if name in self.frame.columns and self.frame.schema[name] == pl.String:
+        dtype = self.frame.schema.get(name)
+        if dtype == pl.String:
             col = self.frame.get_column(name)
+        elif dtype == pl.Binary:
+            col = binary_text(self.frame.get_column(name))
         else:
             col = pl.Series(name, [None] * len(self), dtype=pl.String)
         return pl.DataFrame(
@@ -393,6 +396,17 @@ def json_type(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def binary_text(col: pl.Series) -> pl.Series:
+    """A binary column's values as text: a Parquet or Arrow text column written without the
+    UTF-8 annotation (some Spark and Hive writers) holds text all the same. Invalid UTF-8
+    is decoded with U+FFFD, which the ``encoding`` check reports."""
+    try:
+        return col.cast(pl.String)
+    except pl.exceptions.ComputeError:  # invalid UTF-8 somewhere: decode value by value
+        return pl.Series(col.name, [None if v is None else v.decode("utf-8", "replace")
+                                    for v in col.to_list()], dtype=pl.String)
 
 
 def dtype_kind(dtype: pl.DataType) -> str:

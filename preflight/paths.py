@@ -15,5 +15,6 @@ def find_beside(name: str, base: Path | None, *, what: str, hint: str = "") -> P
         tried.append(base / name)
     found = next((p for p in tried if p.exists()), None)
     if found is None:
-        raise ConfigError(f"{what} not found: tried {', '.join(map(str, tried))}{hint}")
+        shown = dict.fromkeys(map(str, tried))  # the rules file's folder may be the cwd
+        raise ConfigError(f"{what} not found: tried {', '.join(shown)}{hint}")
     return found

@@ -212,8 +212,17 @@ def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
     if path.is_dir():
         if (path / "tokenizer.json").is_file():
             return _hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")
+        if not any((path / name).is_file() for name in _TOKENIZER_FILES):
+            raise ConfigError(f"no tokenizer in folder {path}: it holds none of "
+                              f"{', '.join(_TOKENIZER_FILES)}; give the model's tokenizer "
+                              "folder or its tokenizer.json")
         return _transformers(path)
     return _hf_tokenizer(path, config=path.parent / "tokenizer_config.json")
+
+
+# What a tokenizer folder that only transformers can load holds (one of them at least).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+                    "vocab.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
 
 
 def _check_file(path: Path, what: str = "tokenizer") -> None:
@@ -244,15 +253,18 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises plain Exception subclasses
         raise ConfigError(f"cannot load tokenizer {path}: {e}") from e
-    # A truncating or padding tokenizer would report the cut length, not the real one.
+    # A truncating or padding tokenizer would report the cut length, not the real one, and
+    # BPE dropout (a training-time regularizer) random counts: all three are switched off.
     tok.no_truncation()
     tok.no_padding()
+    if getattr(tok.model, "dropout", None):
+        tok.model.dropout = None
     spec = json.loads(tok.to_str())
     byte_bound = _byte_level_steps(spec) is not None
     longest = None
     base = tok.get_vocab(with_added_tokens=False)
     added = tok.get_added_tokens_decoder()
-    if byte_bound:
+    if byte_bound and _lower_bound_holds(spec, base):
         # Byte-level vocabulary strings hold one character per byte.
         longest = max([len(t) for t in base] + [len(a.content.encode()) for a in added.values()]
                       + [1])
@@ -327,6 +339,8 @@ def _special_roles(variables: dict[str, Any], special_map: Path) -> dict[str, st
 # Pre-tokenizer steps that only cut the text (or drop some of it) before ByteLevel maps it.
 _CUTTING_STEPS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit",
                             "UnicodeScripts", "CharDelimiterSplit"})
+# ... of which these drop what they cut on.
+_DROPPING_STEPS = frozenset({"Whitespace", "WhitespaceSplit", "CharDelimiterSplit"})
 
 
 def _byte_level_steps(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
@@ -344,6 +358,25 @@ def _byte_level_steps(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[
     if any(p.get("type") not in _CUTTING_STEPS for p in parts[:-1]):
         return None
     return parts[:-1], parts[-1]
+
+
+def _lower_bound_holds(spec: dict[str, Any], base: dict[str, int]) -> bool:
+    """Whether no token covers more bytes than the longest vocabulary entry: no step before
+    ByteLevel drops text (``Whitespace``, ``WhitespaceSplit``, ``CharDelimiterSplit``, a
+    ``Removed`` behaviour), no added token swallows the whitespace beside it (``lstrip``,
+    ``rstrip``), and the vocabulary holds all 256 byte symbols (a missing one is dropped,
+    or fused into one unknown token with its neighbours)."""
+    steps = _byte_level_steps(spec)
+    if steps is None:
+        return False
+    for part in steps[0]:
+        if part.get("type") in _DROPPING_STEPS or part.get("behavior") == "Removed":
+            return False
+    if any(t.get("lstrip") or t.get("rstrip") for t in spec.get("added_tokens") or []):
+        return False
+    from tokenizers import pre_tokenizers
+
+    return set(pre_tokenizers.ByteLevel.alphabet()) <= base.keys()
 
 
 def _prefix_space_per_split(spec: dict[str, Any], shortest_added: int) -> bool:

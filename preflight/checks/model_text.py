@@ -73,11 +73,26 @@ class _Ids:
     encoded: int = 0
 
 
+def _not_text(batch: Batch, fields: tuple[str, ...]) -> pl.DataFrame | None:
+    """``not_text`` findings: a text field holding a number, a list or an object, which no
+    tokenizer counts (left out of the document, not passed in silence)."""
+    parts = []
+    for name in fields:
+        kinds = batch.json_types(name)
+        bad = ((kinds != "string") & (kinds != "null")).arg_true()
+        if len(bad):
+            parts.append(findings({"i": bad.cast(pl.UInt32)}, "not_text",
+                                  [f"{name}: {k}, not text; not counted"
+                                   for k in kinds.gather(bad).to_list()]))
+    return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+
 def _documents(batch: Batch, ctx: Context,
                counter: TokenCounter) -> tuple[pl.Series, pl.DataFrame | None]:
     if not ctx.messages:
+        problems = _not_text(batch, ctx.text_fields)
         if len(ctx.text_fields) == 1:
-            return batch.documents(ctx.text_fields, None), None
+            return batch.documents(ctx.text_fields, None), problems
         joined = (
             batch.texts(ctx.text_fields, None)
             .group_by("i", maintain_order=True)
@@ -89,7 +104,7 @@ def _documents(batch: Batch, ctx: Context,
             .join(joined, on="i", how="left", maintain_order="left")
             .get_column("text")
         )
-        return docs, None
+        return docs, problems
     rendered: list[str | None] = []
     bad: dict[str, list[Any]] = {"i": [], "code": [], "detail": []}
     # One template render per conversation: Jinja templates have no batch API.

@@ -85,9 +85,13 @@ class TokenLength(Check):
 
     def config_problem(self) -> str | None:
         if self.limit is None:
-            return "no token limit: set model.context_window (or max_tokens on the rule)"
+            return ("no token limit: set model.context_window (--context-window N) or "
+                    "max_tokens on the rule")
         if self.limit <= 0:
             return f"reserve {self.params.reserve} leaves no room in the context window"
+        if self.params.min_tokens > self.limit:
+            return (f"min_tokens {self.params.min_tokens:,} is above the token limit "
+                    f"{self.limit:,}: every text would fail; lower min_tokens")
         return super().config_problem()
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
