@@ -203,6 +203,19 @@ def test_strip_deletes_invisible_characters_and_keeps_the_allowed_joiners(
     assert manifest["findings_per_rule_and_action"]["hidden"]["strip"] >= len(STRIPPED) + 1
 
 
+def test_a_fix_that_leaves_no_text_quarantines_the_record(tmp_path: Path) -> None:
+    """Stripping the zero-width characters of " \u200b \u200b " leaves only spaces: nothing
+    to train on, so the record goes to the quarantine, saying why, and is not lost."""
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": " \u200b \u200b "},
+                                             {"id": "b", "text": "Fine\u200b text."}])
+    manifest, clean, entries = fix(src, tmp_path / "out", rules(
+        {"id": "hidden", "check": "invisible_unicode", "fix": "strip"}))
+    assert texts(clean) == {"b": "Fine text."}
+    assert [(e["code"], e["detail"]) for e in entries[0]["reasons"]] == [
+        ("empty_after_fix", "text: empty or only whitespace after strip")]
+    assert_balanced(manifest, 2)
+
+
 @pytest.fixture(scope="module")
 def bpe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_bpe(tmp_path_factory.mktemp("bpe"))

@@ -74,8 +74,10 @@ def write_round(
                 mended = mender.apply(record, actions)
                 emptied = mender.emptied(record, mended)
                 if emptied:  # nothing would be left to train on: set it aside instead
-                    set_aside(unit, [_reason("empty", "empty_after_fix", f"{emptied}: nothing "
-                                             "left after " + ", ".join(sorted(actions)))], at)
+                    done = ", ".join(sorted(actions))
+                    set_aside(unit, [_reason("empty", "empty_after_fix",
+                                             f"{emptied}: empty or only whitespace after "
+                                             f"{done}")], at)
                     continue
                 writer.change(unit, mended)
                 counts["changed"].add(at)
