@@ -166,4 +166,3 @@ def test_tokenizer_paths_say_what_is_wrong(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(ConfigError) as e:
         load_tokenizer("missing.json", base=Path("."))
     assert str(e.value).count("missing.json") == 1
-
