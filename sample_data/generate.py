@@ -101,11 +101,16 @@ class Fault:
         return out
 
 
+CONTEXT_WINDOW = 4096
+_CTX = {"model.context_window": CONTEXT_WINDOW}
+
 FAULTS: list[Fault] = [
     Fault(10, "malformed", "invalid_json", 'truncated: {"id": "doc-00010", "text": "unterminated'),
     Fault(20, "malformed", "not_an_object", "valid JSON but an array: [1, 2, 3]"),
     Fault(30, "malformed", "invalid_utf8", "JSON object whose text holds a raw 0xFF byte"),
     Fault(40, "schema", "wrong_type", '"text" is the number 12345'),
+    Fault(40, "token_length", "not_text", '"text" is the number 12345: nothing to count',
+          needs=_CTX),
     Fault(50, "empty", "empty_text", '"text" is ""'),
     Fault(55, "empty", "whitespace_only", '"text" is "  \\n\\t "'),
     Fault(60, "empty", "missing_field", 'no "text" key at all'),
@@ -291,12 +296,10 @@ N_REG = 160
 CHAT_SEED = 71
 CLS_SEED = 72
 REG_SEED = 73
-CONTEXT_WINDOW = 4096
 NUM_CLASSES = 4
 LONG_WORDS = 6000  # words in the one over-long assistant turn (~33 KB of ASCII)
 CLS_R0 = 30  # the original of the classification duplicate pair (clean, NOT a finding)
 
-_CTX = {"model.context_window": CONTEXT_WINDOW}
 _FP16 = {"dtype": "fp16"}
 
 CHAT_FAULTS: list[Fault] = [
