@@ -57,9 +57,10 @@ def token_ids(batch: Batch, ctx: Context, counter: TokenCounter,
 
 def token_counts(batch: Batch, ctx: Context, counter: TokenCounter,
                  index: np.ndarray) -> np.ndarray:
-    """Token counts of the documents at ``index`` (through ``token_ids`` when a started
-    check reads the ids, so they are not encoded again)."""
-    if counter.ids is None or "token_ids" not in ctx.needs:
+    """Token counts of the documents at ``index``: from their pieces where the tokenizer
+    counts so (cheaper than any encoding), else through ``token_ids`` when a started check
+    reads the ids, so that no text is encoded twice."""
+    if counter.pieces is not None or counter.ids is None or "token_ids" not in ctx.needs:
         docs = documents(batch, ctx, counter)[0]
         return counter.count_series(docs.gather(index), add_special_tokens=add_specials(ctx))
     return np.fromiter((len(x) for x in token_ids(batch, ctx, counter, index)),

@@ -62,8 +62,6 @@ class Vocab(Check):
         self.size = ctx.model.vocab_size
         self.tok: TokenCounter | None = ctx.tokenizer if ctx.tokenizer and ctx.tokenizer.ids \
             else None
-        if self.tok is not None:
-            ctx.needs.add("token_ids")
         self._searched = 0
         self._encoded = 0
         self._flagged = 0
@@ -74,6 +72,8 @@ class Vocab(Check):
         self._template: np.ndarray = np.zeros(0, dtype=np.uint32)
         if self.size is not None and self.tok is not None:
             self._plan(self.tok, self.size)
+            if self.encode_all is not None or self.suspects:
+                ctx.needs.add("token_ids")  # only then does this check encode texts
 
     def _plan(self, tok: TokenCounter, size: int) -> None:
         # What the post-processor adds to every text is reported once, at the end (a chat

@@ -335,7 +335,7 @@ def test_token_length_and_vocab_encode_each_text_once(
     report = run_preflight(data, rules, tmp_path / "out", smoke=False)
     texts = _texts(data)
     assert len(set(texts)) == N
-    # no text twice (token_length's prefix proofs encode starts of texts, not texts)
+    # no text twice (token_length counts by pieces: their words, not texts)
     assert seen and max(seen[t] for t in texts if t in seen) == 1
     assert texts[280] in seen  # past the calibration: encoded for vocab, counted once
     assert report.rule("vocab").codes["token_id_out_of_range"] == len(SEP_ROWS)
@@ -365,10 +365,31 @@ def test_token_length_alone_never_builds_token_ids(
                                | {"rules": [{"id": "len", "check": "token_length"},
                                             {"id": "vocab", "check": "vocab"}]},
                                tmp_path / "b", smoke=False)
-    assert built  # vocab reads ids: the counts come from them
+    assert built  # vocab reads the ids of the texts holding its suspect token
     assert alone.rule("len").stats == with_vocab.rule("len").stats
     fa, fb = findings(tmp_path / "a", "len"), findings(tmp_path / "b", "len")
     assert fa.height > 0 and fa.select("row", "detail").equals(fb.select("row", "detail"))
+
+
+def test_an_embedding_that_fits_the_tokenizer_builds_no_ids(
+        tmp_path: Path, sep_tok: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every id inside the embedding the implicit vocab rule encodes nothing, and
+    token_length keeps counting by pieces: no id list is built for any text."""
+    real = load_tokenizer(str(sep_tok))
+    built: list[int] = []
+
+    def ids(texts: list[str], specials: bool) -> list[list[int]]:
+        built.append(len(texts))
+        assert real.ids is not None
+        return real.ids(texts, specials)
+
+    counter = dataclasses.replace(real, ids=ids)
+    monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    rules = schema_only(sep_tok, 5000, context_window=60)
+    rules["rules"].append({"id": "len", "check": "token_length"})
+    report = run_preflight(corpus(tmp_path), rules, tmp_path / "out", smoke=False)
+    assert report.rule("vocab").status == "pass" and report.rule("vocab").stats["encoded"] == 0
+    assert built == [] and report.rule("len").stats["encoded"] > 0
 
 
 def test_counts_are_unchanged_by_the_shared_encoding(tmp_path: Path, sep_tok: Path) -> None:
