@@ -31,8 +31,11 @@ class Mender:
     def apply(self, record: dict[str, Any], actions: set[str]) -> dict[str, Any]:
         record = dict(record)
         for name in self.ctx.text_fields:
-            if isinstance(record.get(name), str):
-                record[name] = self._text(record[name], actions)
+            value = record.get(name)
+            if isinstance(value, str):
+                record[name] = self._text(value, actions)
+            elif isinstance(value, bytes):  # a binary text column stays binary
+                record[name] = self._text(value.decode("utf-8"), actions).encode("utf-8")
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
             record[messages] = [
@@ -43,11 +46,23 @@ class Mender:
             ]
         return record
 
+    def unmendable(self, record: dict[str, Any]) -> str | None:
+        """A binary text field that is not valid UTF-8 (its checks read it with U+FFFD,
+        which a fix cannot write back as the bytes it replaced), if any."""
+        for name in self.ctx.text_fields:
+            value = record.get(name)
+            if isinstance(value, bytes):
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    return name
+        return None
+
     def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
         """The text field a fix left empty (or only whitespace), if any."""
         for name in self.ctx.text_fields:
-            old, new = before.get(name), after.get(name)
-            if isinstance(old, str) and old.strip() and isinstance(new, str) and not new.strip():
+            old, new = _text_of(before.get(name)), _text_of(after.get(name))
+            if old is not None and old.strip() and new is not None and not new.strip():
                 return name
         return None
 
@@ -67,3 +82,10 @@ class Mender:
             elif action == "truncate" and self.limit and self.ctx.tokenizer:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
+
+
+def _text_of(value: Any) -> str | None:
+    """A text field's value as text (a binary column's bytes decoded), else None."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None

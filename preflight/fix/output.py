@@ -71,10 +71,15 @@ def write_round(
                 continue
             if key in the_plan.transforms:
                 actions = the_plan.transforms[key]
+                done = ", ".join(sorted(actions))
+                if bad := mender.unmendable(record):
+                    set_aside(unit, [_reason("encoding", "not_utf8", f"{bad}: binary value "
+                                             f"is not valid UTF-8, so {done} cannot be "
+                                             "written back")], at)
+                    continue
                 mended = mender.apply(record, actions)
                 emptied = mender.emptied(record, mended)
                 if emptied:  # nothing would be left to train on: set it aside instead
-                    done = ", ".join(sorted(actions))
                     set_aside(unit, [_reason("empty", "empty_after_fix",
                                              f"{emptied}: empty or only whitespace after "
                                              f"{done}")], at)
