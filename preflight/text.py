@@ -131,6 +131,14 @@ def collapse_ascii_spaces(texts: pl.Series) -> pl.Series:
     return result
 
 
+def as_text(value: object) -> str | None:
+    """A text field's value as text: a string as is, a binary column's bytes decoded as
+    UTF-8 (invalid bytes as U+FFFD), anything else None."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
 def non_ascii(texts: pl.Series | pl.Expr) -> pl.Series | pl.Expr:
     """True for texts holding any non-ASCII character (null counts as ASCII)."""
     return (texts.str.len_bytes() != texts.str.len_chars()).fill_null(False)

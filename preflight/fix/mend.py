@@ -11,6 +11,7 @@ from preflight.checks.invisible import InvisibleUnicode
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.fix.plan import ORDER
+from preflight.text import as_text
 
 
 class Mender:
@@ -61,7 +62,7 @@ class Mender:
     def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
         """The text field a fix left empty (or only whitespace), if any."""
         for name in self.ctx.text_fields:
-            old, new = _text_of(before.get(name)), _text_of(after.get(name))
+            old, new = as_text(before.get(name)), as_text(after.get(name))
             if old is not None and old.strip() and new is not None and not new.strip():
                 return name
         return None
@@ -83,9 +84,3 @@ class Mender:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
 
-
-def _text_of(value: Any) -> str | None:
-    """A text field's value as text (a binary column's bytes decoded), else None."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
