@@ -342,11 +342,10 @@ def test_token_length_and_vocab_encode_each_text_once(
     assert report.rule("len").stats["encoded"] > 0
 
 
-def test_token_length_alone_never_builds_token_ids(
-        tmp_path: Path, sep_tok: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a check that reads ids, counts come from the tokenizer's counts (no id list
-    per text), and they equal the counts through the ids."""
-    real = load_tokenizer(str(sep_tok))
+def building_ids(monkeypatch: pytest.MonkeyPatch, tok: Path) -> list[int]:
+    """Make the pipeline load ``tok`` with an ``ids`` that records how many texts each call
+    asks to encode; return that record."""
+    real = load_tokenizer(str(tok))
     built: list[int] = []
 
     def ids(texts: list[str], specials: bool) -> list[list[int]]:
@@ -356,6 +355,14 @@ def test_token_length_alone_never_builds_token_ids(
 
     counter = dataclasses.replace(real, ids=ids)
     monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    return built
+
+
+def test_token_length_alone_never_builds_token_ids(
+        tmp_path: Path, sep_tok: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a check that reads ids, counts come from the tokenizer's counts (no id list
+    per text), and they equal the counts through the ids."""
+    built = building_ids(monkeypatch, sep_tok)
     data = corpus(tmp_path)
     rules = {"model": {"tokenizer": str(sep_tok), "context_window": 60},
              "rules": [{"id": "len", "check": "token_length"}]}
@@ -375,16 +382,7 @@ def test_an_embedding_that_fits_the_tokenizer_builds_no_ids(
         tmp_path: Path, sep_tok: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With every id inside the embedding the implicit vocab rule encodes nothing, and
     token_length keeps counting by pieces: no id list is built for any text."""
-    real = load_tokenizer(str(sep_tok))
-    built: list[int] = []
-
-    def ids(texts: list[str], specials: bool) -> list[list[int]]:
-        built.append(len(texts))
-        assert real.ids is not None
-        return real.ids(texts, specials)
-
-    counter = dataclasses.replace(real, ids=ids)
-    monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    built = building_ids(monkeypatch, sep_tok)
     rules = schema_only(sep_tok, 5000, context_window=60)
     rules["rules"].append({"id": "len", "check": "token_length"})
     report = run_preflight(corpus(tmp_path), rules, tmp_path / "out", smoke=False)
