@@ -1,7 +1,8 @@
-"""``fix`` on a Parquet text column stored as ``binary`` (Spark and Hive writers): the text
-rules read it as UTF-8, so a fix must write its mended text back as bytes, in a binary
-column; a value that is not valid UTF-8 cannot be written back mended, so it goes to the
-quarantine instead of being counted as fixed and written unchanged."""
+"""``fix`` on a text column stored as ``binary`` (Parquet or Arrow written by Spark or Hive,
+a ``datasets`` folder of bytes): the text rules read it as UTF-8, so a fix must write its
+mended text back as bytes, in a binary column; a value that is not valid UTF-8 cannot be
+written back mended, so it goes to the quarantine instead of being counted as fixed and
+written unchanged. (JSON Lines and CSV hold no bytes.)"""
 
 from __future__ import annotations
 
@@ -9,30 +10,46 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
+import pytest
 
 from preflight import FixOptions, run_preflight
 
 RULES = {"fields": {"text": "text", "id": "id"},
          "rules": [{"id": "hid", "check": "invisible_unicode", "fix": "strip"},
                    {"id": "dup", "check": "exact_duplicate", "fix": "keep_first"}]}
+TEXTS = [b"fine text here", "zero\u200bwidth here".encode(), b"fine text here",
+         b"bad \xff byte\xe2\x80\x8b", None]
+IDS = ["a", "b", "c", "d", "e"]
 
 
-def test_strip_writes_binary_text_back_as_binary(tmp_path: Path) -> None:
-    src = tmp_path / "in.parquet"
-    texts = [b"fine text here", "zero\u200bwidth here".encode(), b"fine text here",
-             b"bad \xff byte\xe2\x80\x8b", None]
-    pq.write_table(pa.table({"id": ["a", "b", "c", "d", "e"],
-                             "text": pa.array(texts, pa.binary())}), src)
-    out, quarantine = tmp_path / "clean.parquet", tmp_path / "q.jsonl"
+def _write(tmp_path: Path, kind: str) -> Path:
+    table = pa.table({"id": IDS, "text": pa.array(TEXTS, pa.binary())})
+    if kind == "parquet":
+        pq.write_table(table, tmp_path / "in.parquet")
+        return tmp_path / "in.parquet"
+    if kind == "arrow":
+        feather.write_feather(table, tmp_path / "in.arrow")
+        return tmp_path / "in.arrow"
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset(table).save_to_disk(str(tmp_path / "saved"), num_shards=2)
+    return tmp_path / "saved"
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "datasets"])
+def test_strip_writes_binary_text_back_as_binary(tmp_path: Path, kind: str) -> None:
+    src = _write(tmp_path, kind)
+    suffix = ".parquet" if kind == "parquet" else ".arrow"
+    out, quarantine = tmp_path / f"clean{suffix}", tmp_path / "q.jsonl"
     report = run_preflight(src, RULES, fix=FixOptions(out=out, quarantine=quarantine),
                            smoke=False)
     assert report.fix is not None and report.fix["balanced"] is True
-    clean = pq.read_table(out)
+    clean = pq.read_table(out) if kind == "parquet" else feather.read_table(out)
     assert clean.schema.field("text").type == pa.binary()
-    assert clean.to_pylist() == [{"id": "a", "text": b"fine text here"},
-                                 {"id": "b", "text": b"zerowidth here"},
-                                 {"id": "e", "text": None}]
+    assert clean.select(["id", "text"]).to_pylist() == [
+        {"id": "a", "text": b"fine text here"}, {"id": "b", "text": b"zerowidth here"},
+        {"id": "e", "text": None}]
     reasons = {json.loads(x)["id"]: [(r["code"], r["detail"]) for r in json.loads(x)["reasons"]]
                for x in quarantine.read_text().splitlines()}
     assert reasons["c"][0][0] == "exact_duplicate_of"
