@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from preflight.text import fold
+from preflight.text import as_text, fold
 
 # Joins a record's text fields into one document; a private-use character, so folding
 # (whitespace, case, format characters) can never merge two fields' words.
@@ -405,8 +405,7 @@ def binary_text(col: pl.Series) -> pl.Series:
     try:
         return col.cast(pl.String)
     except pl.exceptions.ComputeError:  # invalid UTF-8 somewhere: decode value by value
-        return pl.Series(col.name, [None if v is None else v.decode("utf-8", "replace")
-                                    for v in col.to_list()], dtype=pl.String)
+        return pl.Series(col.name, [as_text(v) for v in col.to_list()], dtype=pl.String)
 
 
 def dtype_kind(dtype: pl.DataType) -> str:

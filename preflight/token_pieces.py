@@ -1,7 +1,7 @@
 """Exact token counts from the tokens of text pieces, each distinct piece encoded once.
 
 For a byte-level BPE whose pieces never join a non-space character and the space after it
-(``TokenCounter.splits_before_spaces``: GPT-2's, Llama 3's or Qwen 2's split with no
+(``TokenCounter.pieces`` is set for them: GPT-2's, Llama 3's or Qwen 2's split with no
 normalizer; tiktoken's GPT-2, r50k, cl100k and o200k patterns), a text
 cut before every such space is a list of pieces whose token counts add up to the text's:
 the pre-tokenizer splits there (no regex alternative holds a space after another

@@ -24,11 +24,11 @@ Bounds (tested per family in ``tests/test_tokenizer.py``):
   no token covers more than the longest vocabulary entry, so
   ``tokens >= ceil(utf8_bytes / longest_token_bytes) + specials``;
 - byte-level BPE whose pieces never join a non-space character and the space after it
-  (``splits_before_spaces``: GPT-2's or Llama 3's split, no added token holding a space):
-  a text's tokens are those of its start cut before such a space plus those of the rest;
-- those tokenizers, and tiktoken encodings on GPT-2's, r50k's, cl100k's or o200k's pattern,
-  count a text as the sum of its pieces' counts, each distinct piece encoded once
-  (``preflight.token_pieces``);
+  (GPT-2's or Llama 3's split, no added token holding a space; ``_splits_before_spaces``)
+  and tiktoken encodings on GPT-2's, r50k's, cl100k's or o200k's pattern: a text's tokens
+  are those of its start cut before such a space plus those of the rest, so a text counts
+  as the sum of its pieces' counts, each distinct piece encoded once (``pieces``:
+  ``preflight.token_pieces``);
 - any other tokenizer: no bound is proven, every text is tokenised.
 """
 
@@ -86,8 +86,6 @@ class TokenCounter:
     # bound is two tokens a byte.
     prefix_per_split: bool = False
     longest_token_bytes: int | None = None
-    # Tokens never cross a space that follows a non-space character (see the docstring).
-    splits_before_spaces: bool = False
     chat_template: str | None = None
     template_vars: dict[str, Any] = field(default_factory=dict)
     # Text of the first ``k`` tokens, cut on a token boundary (None when not supported).
@@ -107,7 +105,8 @@ class TokenCounter:
     template_ids: tuple[int, ...] = ()
     # The vocabulary entry of an id, for messages (None when unknown).
     token_text: Callable[[int], str | None] | None = None
-    # Counts from the counts of text pieces (tokenizers that split before spaces).
+    # Counts from the counts of text pieces: set for the tokenizers whose tokens never
+    # cross a space that follows a non-space character (see the docstring).
     pieces: PieceCounter | None = None
     _compiled: Any = field(default=None, repr=False)
 
@@ -260,11 +259,11 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     if getattr(tok.model, "dropout", None):
         tok.model.dropout = None
     spec = json.loads(tok.to_str())
-    byte_bound = _byte_level_steps(spec) is not None
+    steps = _byte_level_steps(spec)
     longest = None
     base = tok.get_vocab(with_added_tokens=False)
     added = tok.get_added_tokens_decoder()
-    if byte_bound and _lower_bound_holds(spec, base):
+    if steps is not None and _lower_bound_holds(spec, steps, base):
         # Byte-level vocabulary strings hold one character per byte.
         longest = max([len(t) for t in base] + [len(a.content.encode()) for a in added.values()]
                       + [1])
@@ -283,19 +282,19 @@ def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     def ids(texts: list[str], add_special_tokens: bool) -> list[list[int]]:
         return [e.ids for e in encode_fast(texts, add_special_tokens=add_special_tokens)]
 
-    splits = byte_bound and _splits_before_spaces(spec)
+    splits = steps is not None and _splits_before_spaces(spec, steps)
     added_ids = set(added)
     post = tuple(tok.encode("", add_special_tokens=True).ids)
     roles = _special_roles(variables, config.parent / "special_tokens_map.json")
     return TokenCounter(
         name=str(path),
-        family="byte_level_bpe" if byte_bound else spec.get("model", {}).get("type", "other"),
+        family=("byte_level_bpe" if steps is not None
+                else spec.get("model", {}).get("type", "other")),
         encode=encode,
         specials=len(post),
-        byte_bound=byte_bound,
-        prefix_per_split=_prefix_space_per_split(spec, shortest_added),
+        byte_bound=steps is not None,
+        prefix_per_split=steps is not None and _prefix_space_per_split(steps, shortest_added),
         longest_token_bytes=longest,
-        splits_before_spaces=splits,
         chat_template=template,
         template_vars=variables,
         prefix=prefix,
@@ -343,7 +342,11 @@ _CUTTING_STEPS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "Whi
 _DROPPING_STEPS = frozenset({"Whitespace", "WhitespaceSplit", "CharDelimiterSplit"})
 
 
-def _byte_level_steps(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+# The pre-tokenizer steps before a byte-level BPE's ByteLevel, and that step.
+_Steps = tuple[list[dict[str, Any]], dict[str, Any]]
+
+
+def _byte_level_steps(spec: dict[str, Any]) -> _Steps | None:
     """The steps before a byte-level BPE's ByteLevel, and that step: None unless the model
     is BPE with no normalizer and the pre-tokenizer is ByteLevel alone or last in a Sequence
     after cutting steps only. (After ByteLevel a space is ``Ġ``, a letter to any regex: a
@@ -360,15 +363,12 @@ def _byte_level_steps(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[
     return parts[:-1], parts[-1]
 
 
-def _lower_bound_holds(spec: dict[str, Any], base: dict[str, int]) -> bool:
+def _lower_bound_holds(spec: dict[str, Any], steps: _Steps, base: dict[str, int]) -> bool:
     """Whether no token covers more bytes than the longest vocabulary entry: no step before
     ByteLevel drops text (``Whitespace``, ``WhitespaceSplit``, ``CharDelimiterSplit``, a
     ``Removed`` behaviour), no added token swallows the whitespace beside it (``lstrip``,
     ``rstrip``), and the vocabulary holds all 256 byte symbols (a missing one is dropped,
     or fused into one unknown token with its neighbours)."""
-    steps = _byte_level_steps(spec)
-    if steps is None:
-        return False
     for part in steps[0]:
         if part.get("type") in _DROPPING_STEPS or part.get("behavior") == "Removed":
             return False
@@ -379,13 +379,12 @@ def _lower_bound_holds(spec: dict[str, Any], base: dict[str, int]) -> bool:
     return set(pre_tokenizers.ByteLevel.alphabet()) <= base.keys()
 
 
-def _prefix_space_per_split(spec: dict[str, Any], shortest_added: int) -> bool:
+def _prefix_space_per_split(steps: _Steps, shortest_added: int) -> bool:
     """Whether ByteLevel may add a space before more than the text's start: it prefixes
     every split that does not start with one, and a cutting step before it, or an added
     token of one byte (which saves no token to pay for the next split's space), can make
     a split of every byte."""
-    steps = _byte_level_steps(spec)
-    if steps is None or not steps[1].get("add_prefix_space"):
+    if not steps[1].get("add_prefix_space"):
         return False
     return bool(steps[0]) or shortest_added == 1
 
@@ -423,14 +422,11 @@ _TIKTOKEN_SPACE_SPLITTING = frozenset({
 })
 
 
-def _splits_before_spaces(spec: dict[str, Any]) -> bool:
+def _splits_before_spaces(spec: dict[str, Any], steps: _Steps) -> bool:
     """Whether a byte-level BPE's pieces all end before a space that follows a non-space
     character: before its ByteLevel (GPT-2's regex, ``use_regex``) only a known ``Split``
-    and ``Digits``, no BPE dropout, and no added token holds whitespace or strips the
-    whitespace after it (added tokens are matched before the pre-tokenizer)."""
-    steps = _byte_level_steps(spec)
-    if steps is None:
-        return False
+    and ``Digits``, and no added token holds whitespace or strips the whitespace after it
+    (added tokens are matched before the pre-tokenizer). BPE dropout is off by then."""
     before, byte_level = steps
     regex = bool(byte_level.get("use_regex", True))
     for part in before:
@@ -441,7 +437,7 @@ def _splits_before_spaces(spec: dict[str, Any]) -> bool:
             regex = True
         elif part.get("type") != "Digits":
             return False
-    if not regex or spec.get("model", {}).get("dropout"):
+    if not regex:
         return False
     return not any(t.get("rstrip") or any(c.isspace() for c in t.get("content", ""))
                    for t in spec.get("added_tokens") or [])
@@ -750,7 +746,6 @@ def _tiktoken(name: str) -> TokenCounter:
     return TokenCounter(name=f"tiktoken:{name}", family="tiktoken", encode=encode,
                         byte_bound=True, longest_token_bytes=math.ceil(longest), prefix=prefix,
                         ids=ids, vocab_size=enc.n_vocab, base_max_id=base_max,
-                        splits_before_spaces=splits,
                         pieces=PieceCounter(count_words) if splits else None,
                         token_text=lambda i: enc.decode_single_token_bytes(i).decode(
                             "utf-8", "backslashreplace"))

@@ -1,8 +1,10 @@
 """``fix`` on a text column stored as ``binary`` (Parquet or Arrow written by Spark or Hive,
-a ``datasets`` folder of bytes): the text rules read it as UTF-8, so a fix must write its
-mended text back as bytes, in a binary column; a value that is not valid UTF-8 cannot be
-written back mended, so it goes to the quarantine instead of being counted as fixed and
-written unchanged. (JSON Lines and CSV hold no bytes.)"""
+a folder of such shards, a ``datasets`` folder of bytes): the text rules read it as UTF-8,
+so a fix must write its mended text back as bytes, in a binary column; a value that is not
+valid UTF-8 cannot be written back mended, so it goes to the quarantine instead of being
+counted as fixed and written unchanged. (JSON Lines, JSON arrays and CSV hold no bytes; the
+output goes through the same writers as any other fix, whose full-disk and killed-run tests
+are in ``tests/test_fix_formats.py``.)"""
 
 from __future__ import annotations
 
@@ -32,20 +34,25 @@ def _write(tmp_path: Path, kind: str) -> Path:
     if kind == "arrow":
         feather.write_feather(table, tmp_path / "in.arrow")
         return tmp_path / "in.arrow"
+    if kind == "shards":
+        (tmp_path / "shards").mkdir()
+        pq.write_table(table.slice(0, 2), tmp_path / "shards" / "part-0.parquet")
+        pq.write_table(table.slice(2), tmp_path / "shards" / "part-1.parquet")
+        return tmp_path / "shards"
     datasets = pytest.importorskip("datasets")
     datasets.Dataset(table).save_to_disk(str(tmp_path / "saved"), num_shards=2)
     return tmp_path / "saved"
 
 
-@pytest.mark.parametrize("kind", ["parquet", "arrow", "datasets"])
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "shards", "datasets"])
 def test_strip_writes_binary_text_back_as_binary(tmp_path: Path, kind: str) -> None:
     src = _write(tmp_path, kind)
-    suffix = ".parquet" if kind == "parquet" else ".arrow"
+    suffix = ".parquet" if kind in ("parquet", "shards") else ".arrow"
     out, quarantine = tmp_path / f"clean{suffix}", tmp_path / "q.jsonl"
     report = run_preflight(src, RULES, fix=FixOptions(out=out, quarantine=quarantine),
                            smoke=False)
     assert report.fix is not None and report.fix["balanced"] is True
-    clean = pq.read_table(out) if kind == "parquet" else feather.read_table(out)
+    clean = pq.read_table(out) if suffix == ".parquet" else feather.read_table(out)
     assert clean.schema.field("text").type == pa.binary()
     assert clean.select(["id", "text"]).to_pylist() == [
         {"id": "a", "text": b"fine text here"}, {"id": "b", "text": b"zerowidth here"},

@@ -83,4 +83,3 @@ class Mender:
             elif action == "truncate" and self.limit and self.ctx.tokenizer:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
-
