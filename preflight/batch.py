@@ -10,6 +10,7 @@ nests deeper than ``RAW_DEPTH`` levels (its frame column is then null).
 from __future__ import annotations
 
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ FIELD_SEPARATOR = "\ue000"
 # and no check reads inside one.
 RAW_DEPTH = 32
 # Code points Arrow strings cannot carry; the reader replaces them and notes where.
-_SURROGATES = range(0xD800, 0xE000)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -347,10 +348,9 @@ def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
 def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
     """Replace lone surrogates (which Arrow cannot hold) with U+FFFD; return the count."""
     if isinstance(value, str):
-        n = sum(1 for ch in value if ord(ch) in _SURROGATES)
-        if not n:
+        if _SURROGATE.search(value) is None:
             return value, 0
-        return "".join("\ufffd" if ord(ch) in _SURROGATES else ch for ch in value), n
+        return _SURROGATE.subn("\ufffd", value)
     if isinstance(value, list):
         out, total = [], 0
         for v in value:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from preflight.errors import ConfigError
 from preflight.source.tracked import note_file, open_stream
 
 BATCH_ROWS = 20_000
+# Bytes that are not UTF-8, as the decoder (surrogateescape) leaves them in the text.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
@@ -202,7 +205,7 @@ def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
                 bad = Malformed(row, "wrong_field_count",
                                 f"{len(fields)} fields, header has {len(names)}")
                 yield CsvRow(row, raw, malformed=bad)
-            elif any(_has_escaped_bytes(f) for f in fields):
+            elif not raw.isascii() and _ESCAPED_BYTE.search(raw):
                 yield CsvRow(row, raw, malformed=Malformed(row, "invalid_utf8",
                                                            "row holds invalid UTF-8"))
             else:
@@ -262,10 +265,6 @@ def _typed(col: pl.Series) -> pl.Series:
         if cast.null_count() == 0:
             return col.replace("", None).str.strip_chars().cast(dtype)
     return col
-
-
-def _has_escaped_bytes(value: str) -> bool:
-    return any("\udc80" <= c <= "\udcff" for c in value) if not value.isascii() else False
 
 
 def _unique(header: list[str]) -> list[str]:

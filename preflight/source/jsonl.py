@@ -104,6 +104,12 @@ def _lines(stream: Any, raw: Any, file_index: int, label: str | None, *, row: in
         yield batch
 
 
+def parse_block(block: bytes, row0: int) -> tuple[Batch, int]:
+    """A block of whole lines parsed as JSON Lines, its rows numbered from ``row0``: its
+    batch and its number of lines."""
+    return _block(block, row0, 0, None, 0)
+
+
 def _block(block: bytes, row0: int, file_index: int, label: str | None, progress: int
            ) -> tuple[Batch, int]:
     """Parse a block of whole lines; return its batch and its number of lines."""
@@ -225,6 +231,9 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
         table = pj.read_json(io.BytesIO(block), read_options=options,
                              parse_options=pj.ParseOptions(explicit_schema=fixed))
+    # pyarrow 26 builds an invalid array for a list of only nulls (offsets past the
+    # values): such a block goes line by line (ArrowInvalid).
+    table.validate()
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
     return _Part(rows=nonblank + row0, table=table)
