@@ -78,12 +78,14 @@ def gate(cmd: list[str], path: Path, scratch: Path, env: dict[str, str] | None,
     out = scratch / "report"
     full = [*cmd, "check", str(path), "--no-smoke", "--format", "json", "-q", "--no-progress",
             "--workers", "1", "--out", str(out)]
-    saved = dict(os.environ)
+    saved, here = dict(os.environ), os.getcwd()
     if env:
         os.environ.update(env)
+    os.chdir(scratch)  # ``python -m`` puts the working folder before PYTHONPATH
     try:
         m = run_measured(full, scratch / "out", scratch / "err", timeout)
     finally:
+        os.chdir(here)
         os.environ.clear()
         os.environ.update(saved)
     if m.timed_out or m.exit_code not in (0, 1):
