@@ -145,14 +145,16 @@ class Prefixed:
 
 
 def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
-                 file_index: int, label: str | None
+                 file_index: int, label: str | None, size: int = CHUNK_BYTES
                  ) -> Iterator[Batch | tuple[bytes, int, int]]:
     """Batches of the clean stretch of elements at the start of ``stream`` (positioned
     where element ``index`` may start: after the array's ``[`` or a comma); last, ``(unread
     bytes, the next element's index, raw.pos when the last batch was made)`` for the
     scanner to go on from. ``parse(lines, row0)`` is the JSON Lines block reader;
-    ``raw.pos`` is the progress in file bytes (``done`` of them in earlier batches)."""
-    data, size = b"", CHUNK_BYTES
+    ``raw.pos`` is the progress in file bytes (``done`` of them in earlier batches). Blocks
+    start at ``size`` bytes and double up to ``CHUNK_BYTES``: after an odd element, little is
+    parsed twice if another one follows soon."""
+    data = b""
     while True:
         chunk = stream.read(size)
         data += chunk
@@ -173,7 +175,7 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 data = data[int(found.bounds[good]):]
             if good < n:
                 break
-            size = CHUNK_BYTES
+            size = min(2 * size, CHUNK_BYTES)
         elif not found.stop:
             size = max(CHUNK_BYTES, len(data))  # an element larger than the block: grow
         if found.stop:

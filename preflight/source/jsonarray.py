@@ -239,10 +239,11 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
                             label, done=0)
         return
     rest, index, after, done, units = array_scan.Prefixed(start[1:], stream), 0, "[", 0, 1
+    size = array_scan.CHUNK_BYTES
     while True:
         tail: tuple[bytes, int, int] = (b"", index, done)
         for item in array_scan.fast_batches(rest, raw, parse_block, index=index, done=done,
-                                            file_index=file_index, label=label):
+                                            file_index=file_index, label=label, size=size):
             if isinstance(item, Batch):
                 yield item
             else:
@@ -260,7 +261,7 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
         if handback.rest is None:
             return
         rest = array_scan.Prefixed(handback.rest, rest)
-        index, after = handback.index, ","
+        index, after, size = handback.index, ",", min(_READ, array_scan.CHUNK_BYTES)
 
 
 def _batches(units: Iterator[Element], raw: Tracked, file_index: int, label: str | None, *,
