@@ -128,22 +128,6 @@ def lines(data: bytes, found: Cut) -> bytes:
                                                         found.closes.tolist(), strict=True))
 
 
-class Prefixed:
-    """A binary stream that yields ``head`` first, then the rest of ``stream``."""
-
-    def __init__(self, head: bytes, stream: Any) -> None:
-        if isinstance(stream, Prefixed):  # one level, however often it is wrapped
-            head, stream = head + stream._head, stream._stream
-        self._head, self._stream = head, stream
-
-    def read(self, size: int = -1) -> bytes:
-        if not self._head:
-            return self._stream.read(size)
-        cut = len(self._head) if size < 0 else size
-        out, self._head = self._head[:cut], self._head[cut:]
-        return out
-
-
 def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                  file_index: int, label: str | None, size: int = CHUNK_BYTES
                  ) -> Iterator[Batch | tuple[bytes, int, int]]:

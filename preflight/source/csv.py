@@ -29,9 +29,11 @@ import polars as pl
 
 from preflight.batch import Batch, Malformed
 from preflight.errors import ConfigError
-from preflight.source.tracked import note_file, open_stream
+from preflight.source import csv_scan
+from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 BATCH_ROWS = 20_000
+_BOM = b"\xef\xbb\xbf"
 # Bytes that are not UTF-8, as the decoder (surrogateescape) leaves them in the text.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
@@ -157,13 +159,17 @@ def sniff_delimiter(sample: bytes) -> str:
     return best
 
 
-def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
-                                                       Iterator[CsvRow]]:
+def csv_rows(stream: Any, delimiter: str = ",", *, names: list[str] | None = None,
+             row0: int = 0) -> tuple[list[str] | None, str, Iterator[CsvRow]]:
     """The header (names made unique), its text as written, and the data records of the CSV
     in binary ``stream``, split at ``delimiter``. Parsed strictly: a quote that does not
     close where it should (one that swallows the rows after it) is a ``malformed`` row
-    holding every line it took."""
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    holding every line it took. With ``names``, ``stream`` starts at the record numbered
+    ``row0``, after a header already read."""
+    if not isinstance(stream, io.BufferedIOBase):
+        stream = io.BufferedReader(stream)
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig" if names is None else "utf-8",
+                            errors="surrogateescape", newline="")
     taken: list[str] = []
 
     def lines() -> Iterator[str]:
@@ -172,10 +178,12 @@ def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
             yield line
 
     reader = csv.reader(lines(), strict=True, delimiter=delimiter)
-    try:
-        header = next(reader, None)
-    except csv.Error:
-        header = None
+    header: list[str] | None = names
+    if names is None:
+        try:
+            header = next(reader, None)
+        except csv.Error:
+            header = None
     head_raw = "".join(taken)
     taken.clear()
     if header is None:
@@ -183,7 +191,7 @@ def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
     names = _unique(header)
 
     def rows() -> Iterator[CsvRow]:
-        row = 0
+        row = row0
         while True:
             try:
                 fields = next(reader)
@@ -225,23 +233,80 @@ def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, An
         state.setdefault("warnings", []).append(warning)
     stream, raw = open_stream(path)
     with stream:
-        header, _, units = csv_rows(stream, delimiter)
-        if header is not None:
-            done = 0
-            pending: list[tuple[int, list[str]]] = []
-            malformed: list[Malformed] = []
-            for unit in units:
-                if unit.fields is None:
-                    assert unit.malformed is not None
-                    malformed.append(unit.malformed)
-                else:
-                    pending.append((unit.row, unit.fields))
-                if len(pending) >= BATCH_ROWS:
-                    yield _batch(header, pending, malformed, file_index, label, raw.pos - done)
-                    done, pending, malformed = raw.pos, [], []
-            if pending or malformed:
-                yield _batch(header, pending, malformed, file_index, label, raw.pos - done)
+        yield from _read_records(stream, raw, delimiter, file_index, label)
     note_file(state, path, raw.hash.hexdigest(), raw.pos)
+
+
+def _read_records(stream: Any, raw: Tracked, delimiter: str, file_index: int,
+                  label: str | None) -> Iterator[Batch]:
+    """Clean stretches of records by Arrow (``csv_scan``), the rest by the exact reader."""
+    head = stream.read(csv_scan.CHUNK_BYTES)
+    body = head.removeprefix(_BOM)
+    header, data = _clean_header(body, delimiter)
+    if header is None:  # the exact reader says what the header is
+        yield from _exact(Prefixed(head, stream), raw, delimiter, file_index, label)
+        return
+    names, row, done, eof = _unique(header), 0, 0, False
+    while True:
+        found = csv_scan.clean_records(data, delimiter, eof=eof)
+        if found.end:
+            table = csv_scan.read_records(data[: found.end], names, delimiter)
+            if table is None:
+                break
+            if table.num_rows:
+                cells = {name: pl.Series(name, table.column(name), dtype=pl.String)
+                         for name in names}
+                rows = np.arange(row, row + table.num_rows, dtype=np.int64)
+                yield _frame_batch(cells, rows, [], file_index, label, raw.pos - done)
+                row, done = row + table.num_rows, raw.pos
+            data = data[found.end:]
+        if found.stop or eof or len(data) > csv_scan.MAX_PENDING:
+            break
+        chunk = stream.read(csv_scan.CHUNK_BYTES)
+        eof, data = not chunk, data + chunk
+    if data or not eof:
+        yield from _exact(Prefixed(data, stream), raw, delimiter, file_index, label,
+                          names=names, row0=row, done=done)
+
+
+def _clean_header(body: bytes, delimiter: str) -> tuple[list[str] | None, bytes]:
+    """The header read from the start of ``body`` when it is clean and ends in it (as the
+    exact reader reads it), and the bytes after it; else ``(None, b"")``."""
+    found = csv_scan.clean_records(body, delimiter, eof=False)
+    end = body.find(b"\n")
+    while 0 <= end < found.end and body.count(b'"', 0, end) % 2:
+        end = body.find(b"\n", end + 1)
+    if not 0 <= end < found.end:
+        return None, b""
+    try:
+        text = body[: end + 1].decode("utf-8")
+        header = next(csv.reader(io.StringIO(text, newline=""), strict=True,
+                                 delimiter=delimiter), None)
+    except (UnicodeDecodeError, csv.Error):
+        return None, b""
+    return (header, body[end + 1:]) if header else (None, b"")
+
+
+def _exact(stream: Any, raw: Tracked, delimiter: str, file_index: int, label: str | None,
+           *, names: list[str] | None = None, row0: int = 0, done: int = 0
+           ) -> Iterator[Batch]:
+    """Batches of the exact reader from where ``stream`` stands."""
+    header, _, units = csv_rows(stream, delimiter, names=names, row0=row0)
+    if header is None:
+        return
+    pending: list[tuple[int, list[str]]] = []
+    malformed: list[Malformed] = []
+    for unit in units:
+        if unit.fields is None:
+            assert unit.malformed is not None
+            malformed.append(unit.malformed)
+        else:
+            pending.append((unit.row, unit.fields))
+        if len(pending) >= BATCH_ROWS:
+            yield _batch(header, pending, malformed, file_index, label, raw.pos - done)
+            done, pending, malformed = raw.pos, [], []
+    if pending or malformed:
+        yield _batch(header, pending, malformed, file_index, label, raw.pos - done)
 
 
 def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: list[Malformed],
@@ -249,11 +314,17 @@ def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: l
     columns = list(zip(*(f for _, f in pending), strict=True)) if pending else [()] * len(header)
     cells = {name: pl.Series(name, list(col), dtype=pl.String)
              for name, col in zip(header, columns, strict=True)}
+    rows = np.asarray([r for r, _ in pending], dtype=np.int64)
+    return _frame_batch(cells, rows, malformed, file_index, label, progress)
+
+
+def _frame_batch(cells: dict[str, pl.Series], rows: np.ndarray, malformed: list[Malformed],
+                 file_index: int, label: str | None, progress: int) -> Batch:
+    """A batch of string cells, each column typed (``_typed``) with its text kept."""
     frame = pl.DataFrame([_typed(col) for col in cells.values()])
     written = {name: col for name, col in cells.items() if frame.schema[name] != pl.String}
-    return Batch(frame=frame, rows=np.asarray([r for r, _ in pending], dtype=np.int64),
-                 file=label, file_index=file_index, malformed=malformed, progress=progress,
-                 textual=True, written=written)
+    return Batch(frame=frame, rows=rows, file=label, file_index=file_index,
+                 malformed=malformed, progress=progress, textual=True, written=written)
 
 
 def _typed(col: pl.Series) -> pl.Series:

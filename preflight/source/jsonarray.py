@@ -23,7 +23,7 @@ from typing import Any
 from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
 from preflight.source import array_scan
 from preflight.source.jsonl import MAX_DEPTH, TOO_DEEP, parse_block, parse_line, read_jsonl
-from preflight.source.tracked import Tracked, note_file, open_stream
+from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 ARRAY_BATCH = 20_000
 _READ = 1 << 20
@@ -235,10 +235,10 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
     head = stream.read(_READ)  # ``is_array`` found the "[" in its first 4 KB
     start = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
     if not start.startswith(b"["):  # the scanner says what is wrong
-        yield from _batches(elements(array_scan.Prefixed(head, stream)), raw, file_index,
+        yield from _batches(elements(Prefixed(head, stream)), raw, file_index,
                             label, done=0)
         return
-    rest, index, after, done, units = array_scan.Prefixed(start[1:], stream), 0, "[", 0, 1
+    rest, index, after, done, units = Prefixed(start[1:], stream), 0, "[", 0, 1
     size = array_scan.CHUNK_BYTES
     while True:
         tail: tuple[bytes, int, int] = (b"", index, done)
@@ -254,13 +254,13 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
         # Odd elements close together: the scanner keeps going longer each time.
         units = 1 if fast_to - index >= _FAST_STRETCH else min(units * 8, 1 << 40)
         handback = Handback(units)
-        rest = array_scan.Prefixed(unread, rest)
+        rest = Prefixed(unread, rest)
         done = yield from _batches(
             elements(rest, index=fast_to, after=after, handback=handback), raw, file_index,
             label, done=done)
         if handback.rest is None:
             return
-        rest = array_scan.Prefixed(handback.rest, rest)
+        rest = Prefixed(handback.rest, rest)
         index, after, size = handback.index, ",", min(_READ, array_scan.CHUNK_BYTES)
 
 

@@ -36,6 +36,32 @@ class Tracked(io.RawIOBase):
         super().close()
 
 
+class Prefixed(io.RawIOBase):
+    """A binary stream that yields ``head`` first, then the rest of ``stream`` (a reader
+    that read ahead hands back what it did not use). Closing it leaves ``stream`` open."""
+
+    def __init__(self, head: bytes, stream: Any) -> None:
+        super().__init__()
+        if isinstance(stream, Prefixed):  # one level, however often it is wrapped
+            head, stream = head + stream._head, stream._stream
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._head:
+            return self._stream.read(size)
+        cut = len(self._head) if size is None or size < 0 else size
+        out, self._head = self._head[:cut], self._head[cut:]
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
 class _Zstd(io.RawIOBase):
     """Zstandard frames, one after another; a file cut off inside a frame is an error
     (the stock stream reader just stops early, which would lose records silently)."""
