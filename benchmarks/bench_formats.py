@@ -8,7 +8,9 @@ Usage::
 
 The scaled corpus (``scale_corpus.py``, cached like the other benchmarks), without its
 planted malformed lines (``bench_workers.clean_copy``: polars refuses them), is written once
-as a JSON array (one line), CSV, Parquet and Arrow IPC next to it (``fmt_<size>mb_seed<N>.*``).
+as a JSON array (one line), CSV, Parquet and Arrow IPC next to it (``fmt_<size>mb_seed<N>.*``),
+and the CSV again with 100 bad rows inserted (``csv-faults``: short and long rows, stray
+quotes; polars is not run on it, and its rule counts are compared between trees only).
 Per format and repeat, children run interleaved on a warm page cache:
 
     preflight check FILE --no-smoke --format json -q --no-progress --workers 1 --out DIR
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -38,9 +41,12 @@ sys.path.insert(0, str(HERE))
 from bench_check import ensure_corpus, find_preflight, machine, run_measured, warm_cache  # noqa: E402
 from bench_workers import clean_copy  # noqa: E402
 
-FORMATS = ("jsonl", "json", "csv", "parquet", "arrow")
+FORMATS = ("jsonl", "json", "csv", "parquet", "arrow", "csv-faults")
 _POLARS = {"jsonl": "read_ndjson", "json": "read_json", "csv": "read_csv",
            "parquet": "read_parquet", "arrow": "read_ipc"}
+# Rows planted in ``csv-faults`` (the CSV with 100 of them inserted at line starts, seed 0):
+# a short row, a stray quote, a long row.
+_BAD_ROWS = (b"1,2\n", b'7,pkg,"sec"x,text\n', b"8,a,b,c,d\n")
 _READ = """
 import sys, time, polars as pl
 t0 = time.perf_counter()
@@ -57,7 +63,7 @@ def write_formats(clean: Path, wanted: list[str]) -> dict[str, Path]:
     paths = {"jsonl": clean}
     frame = None
     for fmt in wanted:
-        if fmt == "jsonl":
+        if fmt in ("jsonl", "csv-faults"):
             continue
         path = clean.with_name(f"{stem}.{fmt}")
         paths[fmt] = path
@@ -69,7 +75,30 @@ def write_formats(clean: Path, wanted: list[str]) -> dict[str, Path]:
         {"json": frame.write_json, "csv": frame.write_csv, "parquet": frame.write_parquet,
          "arrow": frame.write_ipc}[fmt](partial)
         partial.replace(path)
+    if "csv-faults" in wanted:
+        paths["csv-faults"] = _with_faults(paths.get("csv") or clean.with_name(f"{stem}.csv"))
     return paths
+
+
+def _with_faults(csv_path: Path, count: int = 100) -> Path:
+    """A copy of ``csv_path`` with ``count`` bad rows inserted after line ends followed by a
+    digit (mostly record starts; one inside a quoted field makes a stray quote there)."""
+    import random
+
+    path = csv_path.with_name(csv_path.stem + "_faults.csv")
+    if path.is_file() and path.stat().st_mtime >= csv_path.stat().st_mtime:
+        return path
+    data, rng, out, pos = csv_path.read_bytes(), random.Random(0), [], 0
+    for at in sorted(rng.sample(range(1000, len(data) - 1000), count)):
+        j = data.find(b"\n", max(at, pos))
+        while j != -1 and not data[j + 1:j + 2].isdigit():
+            j = data.find(b"\n", j + 1)
+        if j == -1:
+            break
+        out += [data[pos:j + 1], rng.choice(_BAD_ROWS)]
+        pos = j + 1
+    path.write_bytes(b"".join([*out, data[pos:]]))
+    return path
 
 
 def gate(cmd: list[str], path: Path, scratch: Path, env: dict[str, str] | None,
@@ -135,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeat):
             for fmt in wanted:
                 warm_cache(paths[fmt])
-                runs[fmt]["polars"].append(polars_read(fmt, paths[fmt], args.timeout))
+                if fmt in _POLARS:  # (polars refuses the planted faults)
+                    runs[fmt]["polars"].append(polars_read(fmt, paths[fmt], args.timeout))
                 order = ["new", "old"] if rep % 2 == 0 else ["old", "new"]
                 for tree in order:
                     if tree == "old" and args.old is None:
@@ -151,11 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in wanted:
         size = paths[fmt].stat().st_size / 1e6
         new = statistics.median(r["seconds"] for r in runs[fmt]["new"])
-        pol = statistics.median(runs[fmt]["polars"])
+        pol = statistics.median(runs[fmt]["polars"]) if runs[fmt]["polars"] else math.nan
         old = (statistics.median(r["seconds"] for r in runs[fmt]["old"])
                if runs[fmt]["old"] else None)
         for tree in ("new", "old"):
-            counts.update(json.dumps(r["counts"], sort_keys=True) for r in runs[fmt][tree])
+            if fmt != "csv-faults":  # (its planted rows are findings of their own)
+                counts.update(json.dumps(r["counts"], sort_keys=True) for r in runs[fmt][tree])
         row = {"format": fmt, "file_mb": round(size, 1), "polars_s": round(pol, 3),
                "gate_s": round(new, 3), "mb_s": round(size / new, 1),
                "polars_over_gate": round(pol / new, 3),
@@ -166,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{pol / new:11.3f} {'' if old is None else f'{old:7.2f}':>7} "
               f"{'' if old is None else f'{old / new:7.2f}x':>8}")
     print(f"same rule counts in every format and tree: {len(counts) == 1}")
+    if "csv-faults" in runs:
+        faulty = {json.dumps(r["counts"], sort_keys=True)
+                  for tree in ("new", "old") for r in runs["csv-faults"][tree]}
+        print(f"csv-faults: same rule counts in both trees: {len(faulty) == 1}")
     out = args.cache / "formats_results.json"
     out.write_text(json.dumps({"machine": machine(), "size_mb": args.size_mb, "rows": rows,
                                "same_counts": len(counts) == 1, "runs": runs}, indent=1,

@@ -246,27 +246,75 @@ def _read_records(stream: Any, raw: Tracked, delimiter: str, file_index: int,
     if header is None:  # the exact reader says what the header is
         yield from _exact(Prefixed(head, stream), raw, delimiter, file_index, label)
         return
-    names, row, done, eof = _unique(header), 0, 0, False
+    names, eof = _unique(header), False
+    at = _At(raw, file_index, label)
     while True:
         found = csv_scan.clean_records(data, delimiter, eof=eof)
         if found.end:
-            table = csv_scan.read_records(data[: found.end], names, delimiter)
-            if table is None:
-                break
-            if table.num_rows:
-                cells = {name: pl.Series(name, table.column(name), dtype=pl.String)
-                         for name in names}
-                rows = np.arange(row, row + table.num_rows, dtype=np.int64)
-                yield _frame_batch(cells, rows, [], file_index, label, raw.pos - done)
-                row, done = row + table.num_rows, raw.pos
+            yield from _stretch(data[: found.end], found.ends, names, delimiter, at)
             data = data[found.end:]
-        if found.stop or eof or len(data) > csv_scan.MAX_PENDING:
+        if found.stop:  # a stray quote: the exact reader reads on from this record
+            break
+        if eof or len(data) > csv_scan.MAX_PENDING:  # (a record too long for a block)
             break
         chunk = stream.read(csv_scan.CHUNK_BYTES)
         eof, data = not chunk, data + chunk
     if data or not eof:
         yield from _exact(Prefixed(data, stream), raw, delimiter, file_index, label,
-                          names=names, row0=row, done=done)
+                          names=names, row0=at.row, done=at.done)
+
+
+class _At:
+    """Where the fast path stands: the next record's number and the bytes read at the
+    last batch; makes the batches."""
+
+    def __init__(self, raw: Tracked, file_index: int, label: str | None) -> None:
+        self.raw, self.file_index, self.label = raw, file_index, label
+        self.row = self.done = 0
+
+    def _progress(self) -> int:
+        progress, self.done = self.raw.pos - self.done, self.raw.pos
+        return progress
+
+    def table(self, names: list[str], table: Any) -> Iterator[Batch]:
+        if table.num_rows:
+            cells = {name: pl.Series(name, table.column(name), dtype=pl.String)
+                     for name in names}
+            rows = np.arange(self.row, self.row + table.num_rows, dtype=np.int64)
+            self.row += table.num_rows
+            yield _frame_batch(cells, rows, [], self.file_index, self.label,
+                               self._progress())
+
+    def exact(self, names: list[str], units: list[CsvRow]) -> Iterator[Batch]:
+        for start in range(0, len(units), BATCH_ROWS):
+            part = units[start:start + BATCH_ROWS]
+            pending = [(u.row, u.fields) for u in part if u.fields is not None]
+            malformed = [u.malformed for u in part if u.malformed is not None]
+            yield _batch(names, pending, malformed, self.file_index, self.label,
+                         self._progress())
+        if units:
+            self.row = units[-1].row + 1
+
+
+def _stretch(piece: bytes, ends: np.ndarray, names: list[str], delimiter: str, at: _At
+             ) -> Iterator[Batch]:
+    """A clean stretch by Arrow; one it refuses halved at line ends, down to a few records
+    that the exact reader reads."""
+    table = csv_scan.read_records(piece, names, delimiter)
+    if table is not None:
+        yield from at.table(names, table)
+    elif len(ends) <= csv_scan.EXACT_RECORDS:
+        yield from at.exact(names, _units(piece, names, delimiter, at.row))
+    else:
+        half = len(ends) // 2
+        mid = int(ends[half - 1])
+        yield from _stretch(piece[:mid], ends[:half], names, delimiter, at)
+        yield from _stretch(piece[mid:], ends[half:] - mid, names, delimiter, at)
+
+
+def _units(data: bytes, names: list[str], delimiter: str, row0: int) -> list[CsvRow]:
+    """The exact reader's rows of ``data`` (whole records), numbered from ``row0``."""
+    return list(csv_rows(io.BytesIO(data), delimiter, names=names, row0=row0)[2])
 
 
 def _clean_header(body: bytes, delimiter: str) -> tuple[list[str] | None, bytes]:

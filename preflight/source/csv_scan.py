@@ -7,11 +7,12 @@ blocks are cut at line feeds outside quotes. A stretch is clean when every quote
 the strict ``csv`` module reads it the same way: one outside a field's quotes opens a field
 (right after a delimiter, a line feed, the stretch's start, or the first quote of a doubled
 pair), one inside closes it or doubles (followed by a delimiter, a line end, another quote
-or the end of the file); and no block starts with a BOM (Arrow would drop it). Arrow then
-reads the stretch with the header's names; a row with the wrong number of cells, bytes that
-are not UTF-8, or anything else it refuses, and everything after the first unclean spot, go
-to the exact reader (``csv.csv_rows``), which numbers and words every row as before. Rows,
-cells and findings are the exact reader's either way (a hypothesis test checks).
+or the end of the file). Arrow then reads the stretch with the header's names; a stretch it
+refuses (a row with the wrong number of cells, bytes that are not UTF-8...) is halved at
+record ends down to a few records, which the exact reader (``csv.csv_rows``) reads, and
+Arrow reads on. From an unclean spot (a stray quote: where the exact reader's record ends
+is only known by reading on) the exact reader reads the rest of the file. Rows, cells and
+findings are the exact reader's either way (a hypothesis test checks).
 """
 
 from __future__ import annotations
@@ -25,17 +26,23 @@ import pyarrow.csv as pacsv
 
 CHUNK_BYTES = 8 << 20  # bytes read at a time (a block grows to hold its first record)
 MAX_PENDING = 64 << 20  # a record longer than this is left to the exact reader
+EXACT_RECORDS = 64  # a refused stretch is halved down to this many records
 _U8 = np.uint8
 _QUOTE, _LF, _CR = 0x22, 0x0A, 0x0D
 
 
 @dataclass
 class Clean:
-    """``end``: the clean stretch is ``data[:end]`` (whole records); ``stop``: the exact
-    reader must take over at ``end`` (else more bytes are needed)."""
+    """``ends``: where each line of the clean stretch ends (past its line feed; the
+    stretch is ``data[:end]``, whole records); ``stop``: the exact reader must read on from
+    ``end`` (else more bytes are needed)."""
 
-    end: int
+    ends: np.ndarray
     stop: bool
+
+    @property
+    def end(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
 
 
 def clean_records(data: bytes, delimiter: str, *, eof: bool) -> Clean:
@@ -48,8 +55,7 @@ def clean_records(data: bytes, delimiter: str, *, eof: bool) -> Clean:
     b = b[:limit]
     d = ord(delimiter)
     quotes = np.flatnonzero(b == _QUOTE)
-    # The first byte that is not clean (a block that starts with a BOM: Arrow drops it).
-    odd_at = 0 if data.startswith(b"\xef\xbb\xbf") else limit
+    odd_at = limit  # the first byte that is not clean
     if len(quotes):
         inside = (np.arange(len(quotes)) & 1) == 1  # the quote before it opened a field
         prev = b[np.maximum(quotes - 1, 0)]
@@ -63,16 +69,18 @@ def clean_records(data: bytes, delimiter: str, *, eof: bool) -> Clean:
     # Blocks are cut at line feeds outside quotes (an even number of quotes before them); a
     # bare carriage return also ends a record, for Arrow as for the csv module, inside a block.
     ends = np.flatnonzero(b[:odd_at] == _LF)
-    ends = ends[(np.searchsorted(quotes, ends) & 1) == 0]
-    end = int(ends[-1]) + 1 if len(ends) else 0
-    if eof and odd_at == limit and len(quotes) % 2 == 0:
-        end = limit  # the last record needs no line end
-    return Clean(end, stop=odd_at < limit)
+    ends = ends[(np.searchsorted(quotes, ends) & 1) == 0] + 1
+    if eof and odd_at == limit and len(quotes) % 2 == 0 and n > (ends[-1] if len(ends) else 0):
+        ends = np.append(ends, n)  # the last record needs no line end
+    return Clean(ends, stop=odd_at < limit)
 
 
 def read_records(data: bytes, names: list[str], delimiter: str) -> pa.Table | None:
     """Arrow's reading of whole clean records, every cell a string; None when it refuses
-    them (a row with the wrong number of cells, invalid UTF-8...)."""
+    them (a row with the wrong number of cells, invalid UTF-8, a BOM first, which Arrow
+    would drop...)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None
     try:
         return pacsv.read_csv(
             io.BytesIO(data),
