@@ -170,6 +170,25 @@ def test_near_copies_across_piece_boundaries(tmp_path: Path) -> None:
     assert one.rule("near").stats["clusters"] == len(originals)
 
 
+def test_near_copies_in_the_second_and_fourth_shard(tmp_path: Path) -> None:
+    """Near-copies that live in odd-numbered shards (and Parquet cut by row groups) are read
+    again for confirmation, as in one process."""
+    rng = random.Random(5)
+    vocabulary = [f"w{k}" for k in range(300)]
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(40)) for _ in range(400)]
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for k in range(4):  # each shard: 100 texts, the last 20 of them copies of earlier ones
+        part = texts[k * 100:k * 100 + 80] + [t + " edit" for t in texts[k * 20:k * 20 + 20]]
+        pl.DataFrame({"text": part}).write_parquet(folder / f"part-{k}.parquet",
+                                                   row_group_size=10)
+    rules = load_rules({"fields": {"text": "text"},
+                        "rules": [{"id": "near", "check": "near_duplicate"}]})
+    one, two = both(folder, rules, tmp_path, smoke=False)
+    assert one.rule("near").violations == 80
+    equal(one, two, tmp_path)
+
+
 def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """One reader feeds the workers a CSV: a record whose quoted text spans lines, at the
