@@ -304,20 +304,37 @@ def _worker_env() -> Iterator[None]:
     tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
     server's child) would run the caller's script again in every worker (a script without
     ``if __name__ == "__main__"`` would start the run again there). This process keeps its
-    own."""
+    own. SIGINT is blocked meanwhile, and so in the new process until it ignores it (the fork
+    server after its imports, a worker in ``_start``): a Ctrl-C at the terminal, which
+    reaches every process of the group, would print the traceback of their imports."""
     saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
     main = sys.modules["__main__"]
     os.environ.update(driver.WORKER_ENV)
     sys.modules["__main__"] = types.ModuleType("__main__")
+    mask = _block_sigint()
     try:
         yield
     finally:
+        if mask is not None:  # a Ctrl-C that came meanwhile is this process's now
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         sys.modules["__main__"] = main
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _block_sigint() -> set[signal.Signals] | None:
+    """Block SIGINT in this thread (inherited by the processes it starts); the mask before,
+    or None where there are no signal masks."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    from multiprocessing import resource_tracker
+
+    # Its first start unblocks SIGINT in this thread once it runs: let it start before.
+    resource_tracker.ensure_running()
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 class _EnvStart:
@@ -402,6 +419,8 @@ def _start(environ: dict[str, str]) -> None:
     os.environ.update(environ)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked while it started (``_worker_env``)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
 

@@ -81,3 +81,43 @@ def test_workers_take_the_variables_of_each_pools_start(
         seen = list(second.ordered([(os.getenv, ("PREFLIGHT_TEST_MARK",)),
                                     (os.getenv, ("HOME",))]))
     assert seen == ["set after the server started", None]
+
+
+# A Ctrl-C at the terminal reaches every process of the group: here the fork server, in the
+# middle of its imports (a module of ``preload`` that waits to be interrupted there).
+INTERRUPTED = """
+import os, signal, sys, time
+from pathlib import Path
+
+from preflight.executor import pool
+import multiprocessing.forkserver as forkserver
+
+with pool.Pool(1, preload=("slow_import",)) as workers:
+    server = forkserver._forkserver._forkserver_pid
+    while not Path("importing").exists():
+        time.sleep(0.05)
+    os.kill(server, signal.SIGINT)
+    Path("interrupted").touch()
+    print(list(workers.ordered([(os.getpid, ())])) != [])
+"""
+SLOW_IMPORT = """
+import time
+from pathlib import Path
+
+Path("importing").touch()
+for _ in range(600):  # until the test's process has sent SIGINT, and a moment more
+    if Path("interrupted").exists():
+        time.sleep(0.3)
+        break
+    time.sleep(0.05)
+"""
+
+
+def test_ctrl_c_while_the_fork_server_imports_prints_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "caller.py").write_text(INTERRUPTED)
+    (tmp_path / "slow_import.py").write_text(SLOW_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    done = subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "True"  # the server lived on
