@@ -27,11 +27,13 @@ the pool.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.connection
 import multiprocessing.context
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import types
 from collections import deque
@@ -412,17 +414,36 @@ def _context(preload: tuple[str, ...] = ()) -> _Workers:
 
 def _start(environ: dict[str, str]) -> None:
     """A worker's start: the driver's variables (``environ``), Ctrl-C is the driver's to
-    handle (it ends the pool), Arrow on one thread."""
+    handle (it ends the pool), Arrow on one thread, and ``fork`` for the default start
+    method where there is one: a worker starts no process, but numba makes a lock of that
+    kind on its first parallel kernel, and fork's is unnamed, where another's is left to
+    the driver's resource tracker when the pool ends the worker (Ctrl-C, an error), which
+    then warns of "leaked semaphore objects"."""
     import pyarrow as pa
 
     os.environ.clear()
     os.environ.update(environ)
+    if "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
+    driver_process = multiprocessing.parent_process()  # the driver, also for the server's
+    if driver_process is not None:
+        threading.Thread(target=_leave_with, args=(driver_process.sentinel,), daemon=True,
+                         name="preflight-driver-watch").start()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked while it started (``_worker_env``)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
+
+
+def _leave_with(sentinel: int) -> None:
+    """Exit this worker once the driver is gone (killed outright: SIGTERM from a scheduler,
+    SIGKILL from the out-of-memory killer), which nothing else tells it: an idle worker would
+    wait for its next task, a busy one finish its piece, and either keep the fork server,
+    the memory and any pipe of the driver's output (a CI job's) held forever."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 def _ready() -> None:
