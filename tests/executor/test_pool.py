@@ -189,6 +189,24 @@ def test_near_copies_in_the_second_and_fourth_shard(tmp_path: Path) -> None:
     equal(one, two, tmp_path)
 
 
+def test_whole_number_ids_beside_a_fraction_in_another_piece(tmp_path: Path) -> None:
+    """Ids are numbers, one of them with a fraction: the batch that holds it types the
+    column as floats; a record's id still reads as written ("7", never "7.0"), whichever
+    records share its batch or piece."""
+    lines = [{"id": i, "text": f"record {i}" + ("\u200b" if i % 50 == 0 else "")}
+             for i in range(3_000)]
+    lines[1] = {"id": 1.5, "text": "a fraction"}
+    lines[2_001] = {"id": "s2001", "text": "a string"}
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    one, two = both(path, None, tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+    found = pl.read_parquet(tmp_path / "one" / "findings.parquet").filter(
+        pl.col("check") == "invisible_unicode")
+    assert found.height == 60
+    assert found["id"].to_list() == [str(r) for r in found["row"].to_list()]
+
+
 def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """One reader feeds the workers a CSV: a record whose quoted text spans lines, at the
