@@ -212,14 +212,21 @@ def csv_rows(stream: Any, delimiter: str = ",") -> tuple[list[str] | None, str,
     return names, head_raw, rows()
 
 
-def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
-             ) -> Iterator[Batch]:
-    """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
-    delimiter (else see ``delimiter_of``)."""
+def note_dialect(path: Path, state: dict[str, Any]) -> str:
+    """The delimiter of ``path`` (forced by ``state["delimiter"]``), noted in ``state`` for
+    the report: ``dialects`` (file, delimiter, how chosen) and any ``warnings``."""
     delimiter, how, warning = dialect_of(path, state.get("delimiter"))
     state.setdefault("dialects", []).append((path.name, delimiter, how))
     if warning:
         state.setdefault("warnings", []).append(warning)
+    return delimiter
+
+
+def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
+             ) -> Iterator[Batch]:
+    """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
+    delimiter (else see ``delimiter_of``)."""
+    delimiter = note_dialect(path, state)
     stream, raw = open_stream(path)
     with stream:
         header, _, units = csv_rows(stream, delimiter)

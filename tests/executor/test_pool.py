@@ -224,6 +224,26 @@ def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
     equal(one, two, tmp_path)
 
 
+@pytest.mark.parametrize("delimiter", [None, ";"])
+def test_csv_shards_keep_each_files_delimiter_and_warning(tmp_path: Path,
+                                                          delimiter: str | None) -> None:
+    """Workers read the shards of a CSV folder: the report still names each file's delimiter
+    and warns of a forced one that leaves a header one column, as one process does."""
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    for k, d in enumerate([";", ",", "\t"]):
+        rows = [f"row {k} {i}" + ("\u200b" if i % 9 == 0 else "") + f"{d}{i % 3}"
+                for i in range(90)]
+        (folder / f"part-{k}.csv").write_text(f"text{d}label\n" + "\n".join(rows) + "\n")
+    one, two = both(folder, None, tmp_path, smoke=False, delimiter=delimiter)
+    warned = [w for w in one.source.warnings if "check --delimiter" in w]
+    if delimiter is None:  # sniffed, one per file
+        assert "part-1.csv: ," in (one.source.delimiter or "") and not warned
+    else:  # forced: the files with another delimiter read as one column, said so
+        assert one.source.delimiter == ";" and len(warned) == 2
+    equal(one, two, tmp_path)
+
+
 def test_gz_file_fed_by_one_reader(tmp_path: Path) -> None:
     path = tmp_path / "pretrain.jsonl.gz"
     path.write_bytes(gzip.compress((SAMPLE / "pretrain.jsonl").read_bytes()))
