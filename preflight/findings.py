@@ -12,6 +12,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -27,6 +28,7 @@ from preflight.text import redact, visible
 
 MAX_EXAMPLES = 20
 _FLUSH_ROWS = 65_536
+_EXACT_FLOAT = 2**53  # floats below this hold every whole number exactly
 PARQUET_SCHEMA = pa.schema(
     [
         ("row", pa.int64()),
@@ -248,11 +250,25 @@ def locate(frame: pl.DataFrame, batch: Batch, ids: pl.Series | None) -> pl.DataF
 
 
 def batch_ids(batch: Batch, id_field: str | None) -> pl.Series | None:
-    """The records' ids as strings, or None when no id field is known."""
+    """The records' ids as strings, or None when no id field is known. A whole number reads
+    "7" even where its batch typed the column as floats (beside a ``1.5``) or kept Python
+    values (beside a string): a record's id must not depend on the records read with it
+    (``--workers N`` batches them otherwise)."""
     if not id_field or not batch.has(id_field):
         return None
     if id_field in batch.raw:
-        return pl.Series([None if v is None else str(v) for v in batch.raw[id_field]],
+        return pl.Series([None if v is None else _id_text(v) for v in batch.raw[id_field]],
                          dtype=pl.String)
     col = batch.frame.get_column(id_field)
+    if col.dtype.is_float():
+        whole = col.is_finite() & (col == col.round()) & (col.abs() < _EXACT_FLOAT)
+        return pl.select(pl.when(whole).then(col.cast(pl.Int64, strict=False).cast(pl.String))
+                         .otherwise(col.cast(pl.String))).to_series().alias(id_field)
     return col if col.dtype == pl.String else col.cast(pl.String, strict=False)
+
+
+def _id_text(value: Any) -> str:
+    """One id as text (a whole float as its integer)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOAT:
+        return str(int(value))
+    return str(value)

@@ -63,12 +63,26 @@ def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                 scan_plans[index] = values
     if sampler is not None:
         sampler.id_field = fields.id
+    if src.format == "csv" and src.files:
+        _note_dialects(src)
     shapes = ShardShapes(fields) if inferred and len(src.files) > 1 else None
     setup = {"rules": portable(rules), "fields": fields,
              "keep_ids": any(r.reports_at_finish for r in running), "plans": scan_plans,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None,
              "shapes": shapes is not None}
     return Started(fields, inferred, ctx, running, setup, shapes)
+
+
+def _note_dialects(src: Source) -> None:
+    """Every CSV file's delimiter and warning, noted on ``src`` in file order as the local
+    reader notes them while it reads: the workers' readers keep their notes (where this
+    process reads the files itself, its read notes them again, ``--limit``'s only some)."""
+    from preflight.source.csv import note_dialect
+
+    state: dict[str, Any] = {"delimiter": src.delimiter, "dialects": [], "warnings": []}
+    for path in src.files:
+        note_dialect(path, state)
+    src.dialects, src.warnings = state["dialects"], state["warnings"]
 
 
 def revisit_plans(running: list[Running]) -> tuple[dict[int, dict[str, Any]],

@@ -222,9 +222,13 @@ def holding(pieces: list[Piece], keys: set[int]) -> list[Piece]:
     out = []
     for k, piece in enumerate(pieces):
         after = pieces[k + 1] if k + 1 < len(pieces) else None
-        last = (after.row0 if after is not None and after.file_index == piece.file_index
-                else 1 << 40)
-        lo, hi = record_key(np.array([piece.file_index] * 2), np.array([piece.row0, last]))
+        # Up to the next piece of the file, else to the next file's first key (a row of
+        # 1 << 40 would overflow into the file index's bits).
+        end = ((piece.file_index, after.row0)
+               if after is not None and after.file_index == piece.file_index
+               else (piece.file_index + 1, 0))
+        lo, hi = record_key(np.array([piece.file_index, end[0]]),
+                            np.array([piece.row0, end[1]]))
         if np.any((wanted >= lo) & (wanted < hi)):
             out.append(piece)
     return out

@@ -27,11 +27,13 @@ the pool.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.connection
 import multiprocessing.context
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import types
 from collections import deque
@@ -304,20 +306,37 @@ def _worker_env() -> Iterator[None]:
     tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
     server's child) would run the caller's script again in every worker (a script without
     ``if __name__ == "__main__"`` would start the run again there). This process keeps its
-    own."""
+    own. SIGINT is blocked meanwhile, and so in the new process until it ignores it (the fork
+    server after its imports, a worker in ``_start``): a Ctrl-C at the terminal, which
+    reaches every process of the group, would print the traceback of their imports."""
     saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
     main = sys.modules["__main__"]
     os.environ.update(driver.WORKER_ENV)
     sys.modules["__main__"] = types.ModuleType("__main__")
+    mask = _block_sigint()
     try:
         yield
     finally:
+        if mask is not None:  # a Ctrl-C that came meanwhile is this process's now
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         sys.modules["__main__"] = main
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _block_sigint() -> set[signal.Signals] | None:
+    """Block SIGINT in this thread (inherited by the processes it starts); the mask before,
+    or None where there are no signal masks."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    from multiprocessing import resource_tracker
+
+    # Its first start unblocks SIGINT in this thread once it runs: let it start before.
+    resource_tracker.ensure_running()
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 class _EnvStart:
@@ -395,15 +414,36 @@ def _context(preload: tuple[str, ...] = ()) -> _Workers:
 
 def _start(environ: dict[str, str]) -> None:
     """A worker's start: the driver's variables (``environ``), Ctrl-C is the driver's to
-    handle (it ends the pool), Arrow on one thread."""
+    handle (it ends the pool), Arrow on one thread, and ``fork`` for the default start
+    method where there is one: a worker starts no process, but numba makes a lock of that
+    kind on its first parallel kernel, and fork's is unnamed, where another's is left to
+    the driver's resource tracker when the pool ends the worker (Ctrl-C, an error), which
+    then warns of "leaked semaphore objects"."""
     import pyarrow as pa
 
     os.environ.clear()
     os.environ.update(environ)
+    if "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
+    driver_process = multiprocessing.parent_process()  # the driver, also for the server's
+    if driver_process is not None:
+        threading.Thread(target=_leave_with, args=(driver_process.sentinel,), daemon=True,
+                         name="preflight-driver-watch").start()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked while it started (``_worker_env``)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
+
+
+def _leave_with(sentinel: int) -> None:
+    """Exit this worker once the driver is gone (killed outright: SIGTERM from a scheduler,
+    SIGKILL from the out-of-memory killer), which nothing else tells it: an idle worker would
+    wait for its next task, a busy one finish its piece, and either keep the fork server,
+    the memory and any pipe of the driver's output (a CI job's) held forever."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 def _ready() -> None:

@@ -223,14 +223,21 @@ def csv_rows(stream: Any, delimiter: str = ",", *, names: list[str] | None = Non
     return names, head_raw, rows()
 
 
-def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
-             ) -> Iterator[Batch]:
-    """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
-    delimiter (else see ``delimiter_of``)."""
+def note_dialect(path: Path, state: dict[str, Any]) -> str:
+    """The delimiter of ``path`` (forced by ``state["delimiter"]``), noted in ``state`` for
+    the report: ``dialects`` (file, delimiter, how chosen) and any ``warnings``."""
     delimiter, how, warning = dialect_of(path, state.get("delimiter"))
     state.setdefault("dialects", []).append((path.name, delimiter, how))
     if warning:
         state.setdefault("warnings", []).append(warning)
+    return delimiter
+
+
+def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
+             ) -> Iterator[Batch]:
+    """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
+    delimiter (else see ``delimiter_of``)."""
+    delimiter = note_dialect(path, state)
     stream, raw = open_stream(path)
     with stream:
         yield from _read_records(stream, raw, delimiter, file_index, label)

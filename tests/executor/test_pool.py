@@ -170,6 +170,43 @@ def test_near_copies_across_piece_boundaries(tmp_path: Path) -> None:
     assert one.rule("near").stats["clusters"] == len(originals)
 
 
+def test_near_copies_in_the_second_and_fourth_shard(tmp_path: Path) -> None:
+    """Near-copies that live in odd-numbered shards (and Parquet cut by row groups) are read
+    again for confirmation, as in one process."""
+    rng = random.Random(5)
+    vocabulary = [f"w{k}" for k in range(300)]
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(40)) for _ in range(400)]
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for k in range(4):  # each shard: 100 texts, the last 20 of them copies of earlier ones
+        part = texts[k * 100:k * 100 + 80] + [t + " edit" for t in texts[k * 20:k * 20 + 20]]
+        pl.DataFrame({"text": part}).write_parquet(folder / f"part-{k}.parquet",
+                                                   row_group_size=10)
+    rules = load_rules({"fields": {"text": "text"},
+                        "rules": [{"id": "near", "check": "near_duplicate"}]})
+    one, two = both(folder, rules, tmp_path, smoke=False)
+    assert one.rule("near").violations == 80
+    equal(one, two, tmp_path)
+
+
+def test_whole_number_ids_beside_a_fraction_in_another_piece(tmp_path: Path) -> None:
+    """Ids are numbers, one of them with a fraction: the batch that holds it types the
+    column as floats; a record's id still reads as written ("7", never "7.0"), whichever
+    records share its batch or piece."""
+    lines = [{"id": i, "text": f"record {i}" + ("\u200b" if i % 50 == 0 else "")}
+             for i in range(3_000)]
+    lines[1] = {"id": 1.5, "text": "a fraction"}
+    lines[2_001] = {"id": "s2001", "text": "a string"}
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    one, two = both(path, None, tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+    found = pl.read_parquet(tmp_path / "one" / "findings.parquet").filter(
+        pl.col("check") == "invisible_unicode")
+    assert found.height == 60
+    assert found["id"].to_list() == [str(r) for r in found["row"].to_list()]
+
+
 def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """One reader feeds the workers a CSV: a record whose quoted text spans lines, at the
@@ -184,6 +221,26 @@ def test_csv_with_quoted_newlines_across_batches(tmp_path: Path,
     path.write_text("\n".join(rows) + "\n")
     one, two = both(path, None, tmp_path, smoke=False)
     assert one.source.records == 60
+    equal(one, two, tmp_path)
+
+
+@pytest.mark.parametrize("delimiter", [None, ";"])
+def test_csv_shards_keep_each_files_delimiter_and_warning(tmp_path: Path,
+                                                          delimiter: str | None) -> None:
+    """Workers read the shards of a CSV folder: the report still names each file's delimiter
+    and warns of a forced one that leaves a header one column, as one process does."""
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    for k, d in enumerate([";", ",", "\t"]):
+        rows = [f"row {k} {i}" + ("\u200b" if i % 9 == 0 else "") + f"{d}{i % 3}"
+                for i in range(90)]
+        (folder / f"part-{k}.csv").write_text(f"text{d}label\n" + "\n".join(rows) + "\n")
+    one, two = both(folder, None, tmp_path, smoke=False, delimiter=delimiter)
+    warned = [w for w in one.source.warnings if "check --delimiter" in w]
+    if delimiter is None:  # sniffed, one per file
+        assert "part-1.csv: ," in (one.source.delimiter or "") and not warned
+    else:  # forced: the files with another delimiter read as one column, said so
+        assert one.source.delimiter == ";" and len(warned) == 2
     equal(one, two, tmp_path)
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,128 @@ def test_workers_take_the_variables_of_each_pools_start(
         seen = list(second.ordered([(os.getenv, ("PREFLIGHT_TEST_MARK",)),
                                     (os.getenv, ("HOME",))]))
     assert seen == ["set after the server started", None]
+
+
+# A Ctrl-C at the terminal reaches every process of the group: here the fork server, in the
+# middle of its imports (a module of ``preload`` that waits to be interrupted there).
+INTERRUPTED = """
+import os, signal, sys, time
+from pathlib import Path
+
+from preflight.executor import pool
+import multiprocessing.forkserver as forkserver
+
+with pool.Pool(1, preload=("slow_import",)) as workers:
+    server = forkserver._forkserver._forkserver_pid
+    while not Path("importing").exists():
+        time.sleep(0.05)
+    os.kill(server, signal.SIGINT)
+    Path("interrupted").touch()
+    print(list(workers.ordered([(os.getpid, ())])) != [])
+"""
+SLOW_IMPORT = """
+import time
+from pathlib import Path
+
+Path("importing").touch()
+for _ in range(600):  # until the test's process has sent SIGINT, and a moment more
+    if Path("interrupted").exists():
+        time.sleep(0.3)
+        break
+    time.sleep(0.05)
+"""
+
+
+def test_ctrl_c_while_the_fork_server_imports_prints_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "caller.py").write_text(INTERRUPTED)
+    (tmp_path / "slow_import.py").write_text(SLOW_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    done = subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "True"  # the server lived on
+
+
+# numba makes a lock of the default start method's kind on its first parallel kernel, in
+# each worker; a worker ended by Ctrl-C must not leave it to the resource tracker, which
+# would warn of "leaked semaphore objects" as the run exits.
+LOCKING = """
+import multiprocessing
+import time
+
+
+def hold() -> None:
+    lock = multiprocessing.get_context().RLock()  # as numba.np.ufunc.parallel does
+    with lock:
+        time.sleep(600)
+"""
+HOLDING = """
+import os, signal, threading
+
+import locking
+from preflight.executor import pool
+
+threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    with pool.Pool(1) as workers:
+        list(workers.ordered([(locking.hold, ())]))
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_a_worker_ended_by_ctrl_c_leaves_no_semaphore_behind(tmp_path: Path) -> None:
+    (tmp_path / "caller.py").write_text(HOLDING)
+    (tmp_path / "locking.py").write_text(LOCKING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    done = subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.stdout.strip() == "interrupted"
+    assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+# A driver killed outright (SIGTERM from a scheduler, SIGKILL from the out-of-memory killer)
+# ends nothing itself: its workers, idle or busy, must notice and leave.
+KILLED = """
+import os, signal, sys, time
+
+from preflight.executor import pool
+
+workers = pool.Pool(2)
+list(workers.ordered([(time.sleep, (0.5,))] * 2))  # both started
+with open(sys.argv[1], "w") as f:
+    f.write(" ".join(str(p.pid) for p in workers.processes))
+workers._submit(time.sleep, (600,))  # one busy, one idle
+time.sleep(0.5)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_workers_leave_when_the_driver_is_killed(tmp_path: Path) -> None:
+    (tmp_path / "caller.py").write_text(KILLED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(tmp_path / "err.txt", "w") as err:  # not a pipe: a worker left would hold it
+        done = subprocess.run([sys.executable, "caller.py", "pids.txt"], env=env,
+                              timeout=300, cwd=tmp_path, stderr=err)
+    assert done.returncode == -9, (tmp_path / "err.txt").read_text()
+    pids = [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
+    assert len(pids) == 2
+    try:
+        waited = 0.0
+        while any(_running(p) for p in pids) and waited < 30:
+            time.sleep(0.1)
+            waited += 0.1
+        assert not any(_running(p) for p in pids)
+    finally:  # what this test started, if it failed
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, 9)

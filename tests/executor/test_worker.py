@@ -231,3 +231,21 @@ def test_holding_finds_the_pieces_of_record_keys(tmp_path: Path) -> None:
     read_rows = {int(r) for p in found for b in pieces.read(p) for r in b.rows}
     assert set(rows) <= read_rows
     assert len(found) == 3  # one piece each, none else
+
+
+def test_holding_finds_the_last_piece_of_every_file(tmp_path: Path) -> None:
+    """A file's last piece runs to the file's end: the keys of the second file (index 1,
+    whose bits overlap the open end's) are found too, in a file cut or whole."""
+    from preflight.batch import record_key
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for name, n in (("a", 300), ("b", 300), ("c", 10), ("d", 10)):
+        (folder / f"{name}.jsonl").write_text("".join(f'{{"text": "{name} {i}"}}\n'
+                                                      for i in range(n)))
+    plan = pieces.numbered(*_counted(open_source(folder), 1_000))
+    assert len({p.file_index for p in plan}) == 4 and len(plan) > 6
+    last = {p.file_index: p for p in plan}  # each file's last piece (plan: read order)
+    for file_index, row in ((0, 299), (1, 299), (2, 9), (3, 9)):
+        key = record_key(np.array([file_index]), np.array([row]))
+        assert pieces.holding(plan, set(key.tolist())) == [last[file_index]], file_index
