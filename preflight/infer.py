@@ -66,10 +66,16 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                if t == pl.String and n not in _ID_NAMES and n not in LABEL_NAMES
                and n not in taken and _share(batch, n, ("string",), present=True) >= _MAJORITY]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
+    # A binary column by a text name is text written without the UTF-8 annotation (some
+    # Spark and Hive writers): read as UTF-8, and what is not UTF-8 is the encoding check's.
+    binary = next((n for n in _TEXT_NAMES
+                   if schema.get(n) == pl.Binary and n not in taken), None)
     if "text" in found:
         pass
     elif named:
         found["text"], why["text"] = named, f"{named!r} (by name)"
+    elif binary and "messages" not in found:
+        found["text"], why["text"] = binary, f"{binary!r} (by name; bytes read as UTF-8)"
     elif strings and "messages" not in found:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,10 @@ Progress = Callable[[int, int, str], None]
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")
 IMPLICIT_VOCAB = Rule(id="vocab", check="vocab", severity="error")
 
+
+# Batches read ahead, at most, for the first that holds records (the fields are inferred
+# from it): a file or shard that starts with malformed lines only.
+HOLD_BATCHES = 64
 
 @dataclass
 class Running:
@@ -318,7 +323,8 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
     seen: set[str] = set()
     records = malformed = done = 0
-    batches = src.batches()
+    source_batches = src.batches()
+    first, batches = first_with_records(source_batches, limit)
     # Read the next batch while the checks run on this one; run the rules' scans side by
     # side (their work is in polars/Arrow, which release the GIL). Findings are still added
     # in rule order, so the output does not depend on which scan finished first.
@@ -338,7 +344,7 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             if running is None:
                 t_setup = time.perf_counter()
                 fields, inferred, ctx, running = start_checks(
-                    rules, rule_list, batch, tokenizer=tokenizer, eval_path=eval_path)
+                    rules, rule_list, first, tokenizer=tokenizer, eval_path=eval_path)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
                 if inferred and len(src.files) > 1:
@@ -370,7 +376,7 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             t0 = time.perf_counter()
     finally:
         reader.shutdown(wait=True)
-        batches.close()
+        source_batches.close()
     if running is None:  # no batch at all: still judge every rule
         fields, inferred, ctx, running = start_checks(rules, rule_list, None,
                                                       tokenizer=tokenizer, eval_path=eval_path)
@@ -535,6 +541,22 @@ def _scan(check: Check, batch: Any) -> tuple[Any, float]:
 @functools.cache
 def _scan_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="scan")
+
+
+def first_with_records(batches: Iterator[Batch], limit: int | None
+                       ) -> tuple[Batch | None, Iterator[Batch]]:
+    """The batch the fields are inferred from: the first that holds records (within
+    ``HOLD_BATCHES``; batches of malformed lines only come first when a file or shard
+    starts with them), cut to ``limit``; and all the batches, in read order."""
+    held: list[Batch] = []
+    for batch in batches:
+        held.append(batch)
+        if len(batch) or len(held) >= HOLD_BATCHES:
+            break
+    first = next((b for b in held if len(b)), held[0] if held else None)
+    if first is not None and limit is not None and len(first) > limit:
+        first = first.head(limit)
+    return first, itertools.chain(held, batches)
 
 
 def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,

@@ -1,12 +1,12 @@
 """Shards that disagree on what their records are.
 
-Fields are inferred from the corpus's first batch. In a folder of shards where some hold
-chat records and others plain text, the fields inferred from the first shard do not exist in
-the others, and every record there would be a finding of every text check ("missing text"
-times thousands) that hides the one real problem: the folder mixes two datasets. With
-inferred fields, each shard's first batch is inferred again; a shard of another shape is
-not scanned, and the gate gets one corpus-level finding, ``mixed_shards``, naming the shards
-of each shape.
+Fields are inferred from the corpus's first batch with records. In a folder of shards where
+some hold chat records and others plain text, the fields inferred from the first shard do not
+exist in the others, and every record there would be a finding of every text check ("missing
+text" times thousands) that hides the one real problem: the folder mixes two datasets. With
+inferred fields, each shard's first batch with records is inferred again; a shard of another
+shape is not scanned, and the gate gets one corpus-level finding, ``mixed_shards``, naming
+the shards of each shape.
 """
 
 from __future__ import annotations
@@ -46,16 +46,19 @@ class ShardShapes:
 
     def matches(self, batch: Batch) -> bool:
         """True when ``batch``'s shard has the first shard's shape (its records are
-        scanned); inferred again at each shard's first batch."""
-        first = batch.file_index != self._file
+        scanned); inferred again at each shard's first batch with records (malformed
+        lines alone say nothing of a shard's shape)."""
+        undecided = batch.file_index != self._file
         return self.matches_shape(batch.file_index, batch.file,
-                                  batch_shape(batch) if first else None)
+                                  batch_shape(batch) if undecided and len(batch) else None)
 
     def matches_shape(self, file_index: int, file: str | None, shape: str | None) -> bool:
         """``matches`` for a batch scanned elsewhere: ``shape`` is its ``batch_shape`` when
-        it is its shard's first batch (else None); call in read order."""
+        it is the first batch with records of its piece (else None); call in read order.
+        Until a shard's first batch with records, its batches (malformed lines only) match."""
         if file_index != self._file:
-            assert shape is not None, "a shard's first batch carries its shape"
+            if shape is None:
+                return True
             self._file = file_index
             self.files.setdefault(shape, []).append(file or f"#{file_index}")
             self._same = shape == self.first

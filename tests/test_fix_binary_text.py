@@ -62,3 +62,14 @@ def test_strip_writes_binary_text_back_as_binary(tmp_path: Path, kind: str) -> N
     assert reasons["c"][0][0] == "exact_duplicate_of"
     assert reasons["d"] == [("not_utf8", "text: binary value is not valid UTF-8, so strip "
                                          "cannot be written back")]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "shards", "datasets"])
+def test_default_rules_find_a_binary_text_column_by_its_name(tmp_path: Path, kind: str) -> None:
+    # No rules file: a column named like text but stored as bytes is the text (it used to
+    # be passed over, and the planted faults passed the gate with exit 0).
+    report = run_preflight(_write(tmp_path, kind), None, tmp_path / "report", smoke=False)
+    counts = {r.id: r.violations for r in report.rules}
+    assert counts["hidden-chars"] == 2 and counts["exact-dupes"] == 1
+    assert counts["encoding"] == 1  # the byte that is not UTF-8
+    assert report.verdict != "pass"

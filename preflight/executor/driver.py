@@ -43,17 +43,16 @@ class Started:
 def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
           tokenizer: TokenCounter | None, eval_path: str | None, sampler: Sampler | None,
           limit: int | None = None) -> Started:
-    """Infer the fields from the first batch (the first ``limit`` records of it), start the
-    checks and make their calibrations (``scan_plan``) on it, as the local loop does."""
-    from preflight.pipeline import start_checks
+    """Infer the fields from the first batch with records (the first ``limit`` records of
+    it: ``pipeline.first_with_records``), start the checks and make their calibrations
+    (``scan_plan``) on it, as the local loop does."""
+    from preflight.pipeline import first_with_records, start_checks
 
     batches = src.batches()
     try:
-        first = next(batches, None)
+        first, _ = first_with_records(batches, limit)
     finally:
         batches.close()
-    if first is not None and limit is not None and len(first) >= limit:
-        first = first.head(limit)
     fields, inferred, ctx, running = start_checks(rules, rule_list, first,
                                                   tokenizer=tokenizer, eval_path=eval_path)
     scan_plans = {}

@@ -46,11 +46,6 @@ class Piece:
     delimiter: str | None = None  # CSV: forced by the caller (else sniffed)
     groups: tuple[int, int] | None = None  # Parquet: row groups [first, last), when cut
 
-    @property
-    def opens_file(self) -> bool:
-        """True when the piece starts at its file's start (its first batch is the file's)."""
-        return self.start == 0 and (self.groups is None or self.groups[0] == 0)
-
 
 @dataclass(frozen=True)
 class Counted:
@@ -252,3 +247,13 @@ def read(piece: Piece) -> Iterator[Batch]:
         raise
     except READ_ERRORS as e:
         raise InputError(f"cannot read {path}: {e}") from e
+
+
+def firsts(batches: Iterator[Batch]) -> Iterator[tuple[Batch, bool]]:
+    """Each batch with whether it is the first that holds records (its shard's shape is
+    inferred from it: ``shards.ShardShapes``)."""
+    seen = False
+    for batch in batches:
+        first = not seen and len(batch) > 0
+        seen = seen or first
+        yield batch, first

@@ -175,16 +175,18 @@ def _plan(src: Source, workers: int, limit: int | None) -> list[piecework.Piece]
 
 def _fed(src: Source, limit: int | None) -> Iterator[tuple[Batch, bool]]:
     """The source's batches read here, as the local loop reads them (the first ``limit``
-    records), each with whether it opens its file."""
-    records, last_file = 0, None
+    records), each with whether it is the first with records of its file."""
+    records, decided = 0, None
     batches = src.batches()
     try:
         for batch in batches:
             if limit is not None and records + len(batch) >= limit:
                 batch = batch.head(limit - records)
             records += len(batch)
-            yield batch, batch.file_index != last_file
-            last_file = batch.file_index
+            first = batch.file_index != decided and len(batch) > 0
+            if first:
+                decided = batch.file_index
+            yield batch, first
             if limit is not None and records >= limit:
                 break
     finally:
@@ -459,17 +461,16 @@ def _worker(setup: bytes) -> Worker:
 
 
 def _batches(unit: piecework.Piece | tuple[Batch, bool]) -> Iterator[tuple[Batch, bool]]:
-    """A unit's batches, each with whether it opens its file."""
+    """A unit's batches, each with whether it is the first with records of its piece."""
     if isinstance(unit, piecework.Piece):
-        for seq, batch in enumerate(piecework.read(unit)):
-            yield batch, unit.opens_file and seq == 0
+        yield from piecework.firsts(piecework.read(unit))
     else:
         yield unit
 
 
 def _scan(setup: bytes, unit: piecework.Piece | tuple[Batch, bool]) -> list[Scanned]:
     worker = _worker(setup)
-    return [worker.scan(batch, opens_file=opens) for batch, opens in _batches(unit)]
+    return [worker.scan(batch, first=first) for batch, first in _batches(unit)]
 
 
 def _revisit(setup: bytes, unit: piecework.Piece | tuple[Batch, bool], plans: bytes

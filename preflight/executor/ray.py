@@ -205,12 +205,14 @@ def _dataset(pieces: list[piecework.Piece]) -> Any:
                       override_num_blocks=max(len(pieces), 1))
 
 
-def _batches(item: dict[str, np.ndarray]) -> Iterator[tuple[piecework.Piece, int, Batch]]:
-    """The batches of the pieces in a UDF's input, with their piece and position."""
+def _batches(item: dict[str, np.ndarray]
+             ) -> Iterator[tuple[piecework.Piece, int, Batch, bool]]:
+    """The batches of the pieces in a UDF's input, with their piece, position and whether
+    each is the first with records of its piece."""
     for blob in item["piece"]:
         piece = pickle.loads(blob)
-        for seq, batch in enumerate(piecework.read(piece)):
-            yield piece, seq, batch
+        for seq, (batch, first) in enumerate(piecework.firsts(piecework.read(piece))):
+            yield piece, seq, batch, first
 
 
 def _rows(out: list[tuple[int, int, int, bytes]]) -> dict[str, np.ndarray]:
@@ -229,8 +231,8 @@ class _Scan:
         self.worker = Worker(**setup)
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
-        for piece, seq, batch in _batches(item):
-            scanned = self.worker.scan(batch, opens_file=piece.opens_file and seq == 0)
+        for piece, seq, batch, first in _batches(item):
+            scanned = self.worker.scan(batch, first=first)
             out = [(piece.index, seq, index, _ipc(keyed))
                    for index, keyed in enumerate(scanned.keyed) if keyed is not None]
             scanned.keyed = [None] * len(scanned.keyed)
@@ -248,7 +250,7 @@ class _Revisit:
         self.plans = revisit
 
     def __call__(self, item: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
-        for piece, seq, batch in _batches(item):
+        for piece, seq, batch, _ in _batches(item):
             states = self.worker.revisit(batch, self.plans)
             yield _rows([(piece.index, seq, index, pickle.dumps(state))
                          for index, state in states.items()])
@@ -257,8 +259,8 @@ class _Revisit:
 def _fetch(item: dict[str, np.ndarray], *, keys: set[int], id_field: str | None
            ) -> dict[str, np.ndarray]:
     """Ray Data UDF: the records with the given record keys, from their pieces."""
-    return _rows([(piece.index, seq, 0, pickle.dumps(s)) for piece, seq, batch in _batches(item)
-                  for s in records_with(batch, keys, id_field)])
+    return _rows([(piece.index, seq, 0, pickle.dumps(s)) for piece, seq, batch, _ in
+                  _batches(item) for s in records_with(batch, keys, id_field)])
 
 
 def _ipc(frame: pl.DataFrame) -> bytes:

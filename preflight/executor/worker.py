@@ -63,10 +63,10 @@ class Worker:
         self.sampler = Sampler(*sample, id_field=fields.id) if sample else None
         self.shapes = shapes
 
-    def scan(self, batch: Batch, *, opens_file: bool = False) -> Scanned:
-        """Scan one batch with every rule that can run; ``opens_file``: it is the first
-        batch of its file (whose shape ``Merge`` compares, with ``shapes``)."""
-        shape = batch_shape(batch) if self.shapes and opens_file else None
+    def scan(self, batch: Batch, *, first: bool = False) -> Scanned:
+        """Scan one batch with every rule that can run; ``first``: it is the first batch
+        with records of its piece (whose shape ``Merge`` compares, with ``shapes``)."""
+        shape = batch_shape(batch) if self.shapes and first else None
         if self.ctx.text_fields or self.ctx.messages:
             batch.texts(self.ctx.text_fields, self.ctx.messages)  # shared by the text checks
         ids = batch_ids(batch, self.fields.id)
