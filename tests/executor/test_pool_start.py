@@ -114,12 +114,18 @@ for _ in range(600):  # until the test's process has sent SIGINT, and a moment m
 """
 
 
-def test_ctrl_c_while_the_fork_server_imports_prints_no_traceback(tmp_path: Path) -> None:
-    (tmp_path / "caller.py").write_text(INTERRUPTED)
-    (tmp_path / "slow_import.py").write_text(SLOW_IMPORT)
+def _run_caller(tmp_path: Path, caller: str, module: str, source: str
+                ) -> subprocess.CompletedProcess[str]:
+    """Run ``caller`` as a script in ``tmp_path``, beside the module it imports."""
+    (tmp_path / "caller.py").write_text(caller)
+    (tmp_path / f"{module}.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
-    done = subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
+
+
+def test_ctrl_c_while_the_fork_server_imports_prints_no_traceback(tmp_path: Path) -> None:
+    done = _run_caller(tmp_path, INTERRUPTED, "slow_import", SLOW_IMPORT)
     assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
     assert done.returncode == 0 and done.stdout.strip() == "True"  # the server lived on
 
@@ -153,11 +159,7 @@ except KeyboardInterrupt:
 
 
 def test_a_worker_ended_by_ctrl_c_leaves_no_semaphore_behind(tmp_path: Path) -> None:
-    (tmp_path / "caller.py").write_text(HOLDING)
-    (tmp_path / "locking.py").write_text(LOCKING)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
-    done = subprocess.run([sys.executable, "caller.py"], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    done = _run_caller(tmp_path, HOLDING, "locking", LOCKING)
     assert done.stdout.strip() == "interrupted"
     assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
