@@ -39,6 +39,7 @@ _ODD_ELEMENTS = [
     b'{"a": "\xff\xfe"}',                                     # invalid UTF-8
     b'{"a": "lone \\ud800 surrogate"}', b'{"a": "\\\\ud800 not one"}',
     b'{"a": NaN, "b": -Infinity}', b'{"a": 1, "a": 2}', b"{}",
+    b'{"a": Inf}', b'{"b": -NaN}',                           # Arrow's, not Python's
     b'{"t": "2024-01-02"}', b'{"i": "a string now"}', b'{"q": "\\"}, {\\""}',
     b"", b'{"a": 1} {"b": 2}', b'x', b"\xef\xbb\xbf{}",        # empty, no comma, junk, BOM
     b'{"a": 1} 7', b'true {"b": 2}', b'{"c": 3} "s"', b'{"e": 4}\x0c',  # values with no comma
@@ -159,3 +160,4 @@ def test_an_odd_element_hands_the_rest_to_the_scanner(tmp_path: Path) -> None:
     assert [(m.row, m.code) for b in batches for m in b.malformed] == [(20, "invalid_json")]
     assert [r for b in batches for r in b.rows.tolist()] == [*range(20), *range(21, 51)]
     assert [v for b in batches for v in b.values("i")] == list(range(50))
+
