@@ -23,7 +23,7 @@ import numpy as np
 
 from preflight.batch import Batch
 
-CHUNK_BYTES = 8 << 20  # bytes read at a time (a block grows to hold its first element)
+CHUNK_BYTES = 8 << 20  # bytes read at a time (a larger element goes to the scanner)
 _U8 = np.uint8
 _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN, _CLOSE, _END, _SEP, _ODD = 1, 2, 4, 3, 5  # a token's part at the array's level
@@ -177,7 +177,12 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 break
             size = min(2 * size, CHUNK_BYTES)
         elif not found.stop:
-            size = max(CHUNK_BYTES, len(data))  # an element larger than the block: grow
+            # An element larger than a block, or one whose brackets never balance at the
+            # array's level (``{"a": [1}``, which would hold the rest of the file): the
+            # scanner reads it, in memory bounded by the element.
+            if len(data) >= CHUNK_BYTES:
+                break
+            size = CHUNK_BYTES
         if found.stop:
             break
     yield data, index, done

@@ -161,3 +161,29 @@ def test_an_odd_element_hands_the_rest_to_the_scanner(tmp_path: Path) -> None:
     assert [r for b in batches for r in b.rows.tolist()] == [*range(20), *range(21, 51)]
     assert [v for b in batches for v in b.values("i")] == list(range(50))
 
+
+def test_an_element_that_never_closes_at_the_arrays_level_is_not_read_whole(
+        tmp_path: Path) -> None:
+    # ``{"a": [1}``: its "}" closes the "[" by count, so numpy never sees the element end;
+    # the scanner finds the mismatch at once. The fast path must not hold the rest of the
+    # file while it waits (memory is bounded by the largest element, not the file).
+    good = [json.dumps({"i": k, "t": "x" * 50}).encode() for k in range(4000)]
+    path = tmp_path / "d.json"
+    path.write_bytes(b"[" + b",".join([*good[:10], b'{"a": [1}', *good[10:]]) + b"]")
+    sizes: list[int] = []
+    real = array_scan.cut
+
+    def spy(data: bytes, *, eof: bool) -> array_scan.Cut:
+        sizes.append(len(data))
+        return real(data, eof=eof)
+
+    array_scan.cut = spy  # type: ignore[assignment]
+    try:
+        fast = _read(path, fast=True, chunk=4096)
+    finally:
+        array_scan.cut = real
+    assert max(sizes) < 3 * 4096 < path.stat().st_size // 10
+    slow = _read(path, fast=False, chunk=4096)
+    assert [r for b in fast for r in b.rows.tolist()] == [r for b in slow for r in b.rows.tolist()]
+    assert _notes(fast) == _notes(slow)
+    assert [(m.row, m.code) for b in fast for m in b.malformed][:1] == [(10, "invalid_json")]
