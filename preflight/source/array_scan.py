@@ -7,10 +7,11 @@ element's opening ``{`` and closing ``}`` at the array's level and the commas be
 Only a clean stretch goes fast: elements that are objects, separated by one comma and
 whitespace, with no control character inside a string (JSON allows none; line breaks
 between tokens become spaces, so each element fits on one line), in valid UTF-8, that the
-JSON Lines reader parses without a malformed line. The first element that is anything
-else, and everything after it, is left to the structural scanner (``jsonarray.elements``),
-which reports each odd unit exactly (as does the array's last element and its closing
-``]``). Rows, records and findings are the scanner's either way (a hypothesis test checks).
+JSON Lines reader parses without a malformed line; the array's last element too when only
+whitespace follows its closing ``]``. The first element that is anything else, and
+everything after it, is left to the structural scanner (``jsonarray.elements``), which
+reports each odd unit exactly. Rows, records and findings are the scanner's either way (a
+hypothesis test checks), and so is the first batch, which fields are inferred from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from preflight.batch import Batch
 
-CHUNK_BYTES = 8 << 20  # bytes read at a time (a block grows to hold its first element)
+CHUNK_BYTES = 8 << 20  # bytes read at a time (a larger element goes to the scanner)
 _U8 = np.uint8
 _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN, _CLOSE, _END, _SEP, _ODD = 1, 2, 4, 3, 5  # a token's part at the array's level
@@ -34,17 +35,25 @@ _AS_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
 class Cut:
     """Complete clean elements of a block: ``opens``/``closes`` (end-exclusive) byte
     offsets of each ``{...}``; ``bounds``: where each one's stretch starts (past the comma
-    before it), then where the next element may start (past the last one's comma);
-    ``stop``: the scanner must take over there (else more bytes are needed)."""
+    before it), then where the next element may start (past the last one's comma, or the
+    array's ``]``); ``stop``: the scanner must take over there (else more bytes are
+    needed)."""
 
     opens: np.ndarray
     closes: np.ndarray
     bounds: np.ndarray
     stop: bool
+    closed: bool = False  # the last one is the array's: only whitespace after its "]"
 
     @property
     def end(self) -> int:
         return int(self.bounds[-1])
+
+    def head(self, n: int) -> Cut:
+        """The first ``n`` elements (more may follow them)."""
+        if n >= len(self.opens):
+            return self
+        return Cut(self.opens[:n], self.closes[:n], self.bounds[: n + 1], stop=False)
 
 
 def cut(data: bytes, *, eof: bool) -> Cut:
@@ -72,13 +81,20 @@ def cut(data: bytes, *, eof: bool) -> Cut:
     # Clean means open, close, comma, open, close, comma...: count the whole triples.
     expected = np.resize(np.array([_OPEN, _CLOSE, _SEP]), len(part))
     wrong = np.flatnonzero(part != expected)
+    # The array's "]" in place of a comma, then only whitespace: its last element is clean
+    # too, once the file ends there.
+    closing = (len(wrong) > 0 and int(wrong[0]) == len(part) - 1 and len(part) % 3 == 0
+               and part[-1] == _END and not data[int(at[-1]) + 1:].strip(b" \t\r\n"))
+    if closing:
+        wrong = wrong[1:]
     ends_early = not len(wrong)
-    usable = (len(part) if ends_early else int(wrong[0])) // 3
+    usable = (len(part) if ends_early else int(wrong[0])) // 3 - (closing and not eof)
     opens, closes, seps = at[0:usable * 3:3], at[1:usable * 3:3] + 1, at[2:usable * 3:3]
     usable = min(usable, _first_odd(b, quotes, opens, closes, seps))
     bounds = np.concatenate([[0], seps[:usable] + 1])
     return Cut(opens[:usable], closes[:usable], bounds,
-               stop=eof or not ends_early or usable < len(seps))
+               stop=eof or not ends_early or usable < len(seps),
+               closed=closing and eof and usable == len(part) // 3)
 
 
 def _real_quotes(b: np.ndarray) -> np.ndarray:
@@ -129,26 +145,38 @@ def lines(data: bytes, found: Cut) -> bytes:
 
 
 def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
-                 file_index: int, label: str | None, size: int = CHUNK_BYTES
-                 ) -> Iterator[Batch | tuple[bytes, int, int]]:
+                 file_index: int, label: str | None, size: int = CHUNK_BYTES, first: int = 0
+                 ) -> Iterator[Batch | tuple[bytes, int, int, bool]]:
     """Batches of the clean stretch of elements at the start of ``stream`` (positioned
     where element ``index`` may start: after the array's ``[`` or a comma); last, ``(unread
-    bytes, the next element's index, raw.pos when the last batch was made)`` for the
-    scanner to go on from. ``parse(lines, row0)`` is the JSON Lines block reader;
-    ``raw.pos`` is the progress in file bytes (``done`` of them in earlier batches). Blocks
-    start at ``size`` bytes and double up to ``CHUNK_BYTES``: after an odd element, little is
-    parsed twice if another one follows soon."""
+    bytes, the next element's index, raw.pos when the last batch was made, whether the
+    array closed)`` for the scanner to go on from. ``parse(lines, row0)`` is the JSON Lines
+    block reader; ``raw.pos`` is the progress in file bytes (``done`` of them in earlier
+    batches). Blocks start at ``size`` bytes and double up to ``CHUNK_BYTES``: after an odd
+    element, little is parsed twice if another one follows soon. With ``first``, the first
+    batch is the first ``first`` elements (or all, to the array's end), as the scanner's
+    first batch is; when they are not all clean, nothing is yielded and all that was read
+    goes back."""
     data = b""
     while True:
         chunk = stream.read(size)
         data += chunk
         found = cut(data, eof=not chunk)
+        if len(found.opens) < first and not found.closed:
+            if found.stop or len(data) - found.end >= CHUNK_BYTES:
+                break
+            size = len(data)  # the first batch is not all here yet
+            continue
+        found = found.head(first) if first else found
         if len(found.opens):
             batch, n = parse(lines(data, found), index)
             if n != len(found.opens):  # not one line per element: leave it all to the scanner
                 break
             # The scanner words each malformed element exactly: it takes over at the first.
             good = min([m.row for m in batch.malformed], default=index + n) - index
+            if good < n and first:
+                break
+            first = 0
             if good:
                 batch = batch.head(good)  # the records before the first malformed one
                 batch.malformed = []
@@ -159,9 +187,17 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 data = data[int(found.bounds[good]):]
             if good < n:
                 break
+            if found.closed:
+                yield b"", index, done, True
+                return
             size = min(2 * size, CHUNK_BYTES)
         elif not found.stop:
-            size = max(CHUNK_BYTES, len(data))  # an element larger than the block: grow
+            # An element larger than a block, or one whose brackets never balance at the
+            # array's level (``{"a": [1}``, which would hold the rest of the file): the
+            # scanner reads it, in memory bounded by the element.
+            if len(data) >= CHUNK_BYTES:
+                break
+            size = CHUNK_BYTES
         if found.stop:
             break
-    yield data, index, done
+    yield data, index, done, False

@@ -239,21 +239,27 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
                             label, done=0)
         return
     rest, index, after, done, units = Prefixed(start[1:], stream), 0, "[", 0, 1
-    size = array_scan.CHUNK_BYTES
+    # Fields are inferred from the first batch: it is the first ARRAY_BATCH elements, fast
+    # when they are all clean, else the scanner's.
+    size, first = array_scan.CHUNK_BYTES, ARRAY_BATCH
     while True:
-        tail: tuple[bytes, int, int] = (b"", index, done)
+        tail: tuple[bytes, int, int, bool] = (b"", index, done, False)
         for item in array_scan.fast_batches(rest, raw, parse_block, index=index, done=done,
-                                            file_index=file_index, label=label, size=size):
+                                            file_index=file_index, label=label, size=size,
+                                            first=first):
             if isinstance(item, Batch):
                 yield item
             else:
                 tail = item
-        unread, fast_to, done = tail
+        unread, fast_to, done, closed = tail
+        if closed:
+            return
         if fast_to > index:
             after = ","
         # Odd elements close together: the scanner keeps going longer each time.
         units = 1 if fast_to - index >= _FAST_STRETCH else min(units * 8, 1 << 40)
-        handback = Handback(units)
+        handback = Handback(ARRAY_BATCH if first and fast_to == index else units)
+        first = 0
         rest = Prefixed(unread, rest)
         done = yield from _batches(
             elements(rest, index=fast_to, after=after, handback=handback), raw, file_index,

@@ -20,6 +20,7 @@ import functools
 import io
 import json
 import os
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -55,6 +56,9 @@ _ARROW_DEPTH = 1000
 _NESTING = np.zeros(256, dtype=np.int8)
 _NESTING[[ord("{"), ord("[")]] = 1
 _NESTING[[ord("}"), ord("]")]] = -1
+# Literals Arrow's reader takes and Python's json (the line-by-line path) refuses; a block
+# that may hold one (after ":", "[" or ",") goes line by line, so it gets one verdict.
+_NOT_PYTHONS = re.compile(rb"[:\[,][ \t\r]*(?:-?Inf(?!inity)|-NaN)")
 
 
 class _Fallback(Exception):
@@ -220,6 +224,8 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
         if any(line and not line.startswith(b"{") for line in stripped):
             raise _Fallback
         nonblank = np.asarray([k for k, line in enumerate(stripped) if line], dtype=np.int64)
+    if (b"Inf" in block or b"-NaN" in block) and _NOT_PYTHONS.search(block):
+        raise _Fallback
     longest = int(lengths.max()) if len(lengths) else 0
     if longest >= _ARROW_DEPTH and _may_nest_deeper(block, starts, lengths, _ARROW_DEPTH):
         raise _Fallback

@@ -9,11 +9,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from preflight.batch import Batch
+from preflight.cli import main
 from preflight.source import array_scan, jsonarray
 from preflight.source.jsonl import MAX_DEPTH
 from preflight.source.tracked import open_stream
@@ -39,6 +42,7 @@ _ODD_ELEMENTS = [
     b'{"a": "\xff\xfe"}',                                     # invalid UTF-8
     b'{"a": "lone \\ud800 surrogate"}', b'{"a": "\\\\ud800 not one"}',
     b'{"a": NaN, "b": -Infinity}', b'{"a": 1, "a": 2}', b"{}",
+    b'{"a": Inf}', b'{"b": -NaN}',                           # Arrow's, not Python's
     b'{"t": "2024-01-02"}', b'{"i": "a string now"}', b'{"q": "\\"}, {\\""}',
     b"", b'{"a": 1} {"b": 2}', b'x', b"\xef\xbb\xbf{}",        # empty, no comma, junk, BOM
     b'{"a": 1} 7', b'true {"b": 2}', b'{"c": 3} "s"', b'{"e": 4}\x0c',  # values with no comma
@@ -54,21 +58,30 @@ def _array(elements: list[bytes], sep: bytes, lead: bytes, ending: bytes) -> byt
     return lead + b"[" + sep.join(elements) + ending
 
 
-def _read(path: Path, *, fast: bool, chunk: int, stretch: int = 1000) -> list[Batch]:
+def _read(path: Path, *, fast: bool, chunk: int, stretch: int = 1000,
+          first: int = jsonarray.ARRAY_BATCH) -> list[Batch]:
     """The batches of ``read_json`` (fast stretches in blocks of ``chunk`` bytes; with
     ``stretch`` 0 the scanner hands back at its first clean comma, every time), or of the
-    structural scanner alone over the whole file."""
-    if not fast:
+    structural scanner alone over the whole file; ``first`` units to a batch."""
+    saved = array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH, jsonarray.ARRAY_BATCH
+    array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH, jsonarray.ARRAY_BATCH = (
+        chunk, stretch, first)
+    try:
+        if fast:
+            return list(jsonarray.read_json(path, 0, "d.json", {}))
         stream, raw = open_stream(path)
         with stream:
             return list(jsonarray._batches(jsonarray.elements(stream), raw, 0, "d.json",
                                            done=0))
-    saved = array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH
-    array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH = chunk, stretch
-    try:
-        return list(jsonarray.read_json(path, 0, "d.json", {}))
     finally:
-        array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH = saved
+        array_scan.CHUNK_BYTES, jsonarray._FAST_STRETCH, jsonarray.ARRAY_BATCH = saved
+
+
+def _first(batches: list[Batch]) -> tuple[list[int], list[int]]:
+    """The rows and malformed rows of the first batch (which fields are inferred from)."""
+    if not batches:
+        return [], []
+    return batches[0].rows.tolist(), [m.row for m in batches[0].malformed]
 
 
 def _records(batches: list[Batch]) -> dict[int, dict[str, Any]]:
@@ -101,13 +114,14 @@ def _notes(batches: list[Batch]) -> tuple[list[Any], dict[int, int], int]:
     return malformed, surrogates, sum(b.progress for b in batches)
 
 
+@pytest.mark.parametrize("first", [3, 20_000], ids=["small-batches", "one-batch"])
 @pytest.mark.parametrize("stretch", [0, 1000], ids=["hand-back-often", "back-off"])
 @pytest.mark.parametrize("chunk", [16, 200, 1 << 20], ids=["tiny-blocks", "blocks", "one"])
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(elements=_ELEMENTS, sep=_SEPARATORS, ending=_ENDINGS,
        lead=st.sampled_from([b"", b"\xef\xbb\xbf", b"\n  "]), cut_at=st.none() | st.floats(0, 1))
-def test_fast_path_equals_the_scanner(tmp_path: Path, chunk: int, stretch: int,
+def test_fast_path_equals_the_scanner(tmp_path: Path, chunk: int, stretch: int, first: int,
                                       elements: list[bytes], sep: bytes, ending: bytes,
                                       lead: bytes, cut_at: float | None) -> None:
     data = _array(elements, sep, lead, ending)
@@ -116,20 +130,21 @@ def test_fast_path_equals_the_scanner(tmp_path: Path, chunk: int, stretch: int,
         data = data[: keep + int(cut_at * (len(data) - keep))]
     path = tmp_path / "d.json"
     path.write_bytes(data)
-    fast = _read(path, fast=True, chunk=chunk, stretch=stretch)
-    slow = _read(path, fast=False, chunk=chunk)
+    fast = _read(path, fast=True, chunk=chunk, stretch=stretch, first=first)
+    slow = _read(path, fast=False, chunk=chunk, first=first)
     assert [r for b in fast for r in b.rows.tolist()] == [r for b in slow for r in b.rows.tolist()]
     assert _records(fast) == _records(slow)
     assert _notes(fast) == _notes(slow)
+    assert _first(fast) == _first(slow)
     assert all(b.file == "d.json" and b.file_index == 0 for b in fast)
 
 
-def test_a_clean_array_goes_fast_up_to_its_last_element(tmp_path: Path) -> None:
+def test_a_clean_array_goes_fast_to_its_end(tmp_path: Path) -> None:
     # Pretty-printed, with strings full of brackets, commas, escaped quotes and backslashes.
     records = [{"i": k, "t": f'[{k}], {{"no": "split"}} \\" \\\\', "n": {"a": [k, None]}}
                for k in range(500)]
     path = tmp_path / "d.json"
-    path.write_text(json.dumps(records, indent=2))
+    path.write_text(json.dumps(records, indent=2) + "\n")
     seen: list[int] = []
     real = jsonarray.elements
 
@@ -138,17 +153,53 @@ def test_a_clean_array_goes_fast_up_to_its_last_element(tmp_path: Path) -> None:
         return real(stream, **kwargs)
 
     jsonarray.elements = scanner
-    saved = array_scan.CHUNK_BYTES
-    array_scan.CHUNK_BYTES = 4096
     try:
-        batches = list(jsonarray.read_json(path, 0, None, {}))
+        batches = _read(path, fast=True, chunk=4096, first=100)
     finally:
-        jsonarray.elements, array_scan.CHUNK_BYTES = real, saved
-    assert seen == [499]  # the scanner read only the last element (and the closing "]")
+        jsonarray.elements = real
+    assert seen == []  # not even the last element and the closing "]" needed the scanner
     assert [r for b in batches for r in b.rows.tolist()] == list(range(500))
     assert [v for b in batches for v in b.values("t")] == [r["t"] for r in records]
     assert [v for b in batches for v in b.values("n")] == [r["n"] for r in records]
+    assert batches[0].rows.tolist() == list(range(100))
     assert len(batches) > 2 and not any(b.malformed for b in batches)
+    assert sum(b.progress for b in batches) == path.stat().st_size
+
+
+@pytest.mark.parametrize("odd_at", [None, 0, 1, 29, 30, 31, 59])
+def test_the_first_batch_is_the_scanners_first_batch(tmp_path: Path, odd_at: int | None
+                                                     ) -> None:
+    # Fields are inferred from the first batch (and each shard's shape from its first):
+    # an odd element early on must not leave it with a record or none.
+    elements = [json.dumps({"text": f"t{k}", "label": k % 2}).encode() for k in range(60)]
+    if odd_at is not None:
+        elements[odd_at] = b"5"
+    path = tmp_path / "d.json"
+    path.write_bytes(b"[" + b",".join(elements) + b"]")
+    for chunk in (64, 1 << 20):
+        fast = _read(path, fast=True, chunk=chunk, first=30)
+        slow = _read(path, fast=False, chunk=chunk, first=30)
+        assert _first(fast) == _first(slow)
+        assert len(fast[0].rows) + len(fast[0].malformed) == 30
+        assert [r for b in fast for r in b.rows.tolist()] == [
+            r for b in slow for r in b.rows.tolist()]
+
+
+def test_fields_are_inferred_past_an_odd_element_at_the_start(tmp_path: Path) -> None:
+    # A first record without the text field, then a bare number: the text field is still
+    # inferred from the records after them, so the hidden characters there are found.
+    texts = [json.dumps({"text": f"doc {k} \u200b hidden", "label": k % 2}).encode()
+             for k in range(40)]
+    path = tmp_path / "d.json"
+    path.write_bytes(b'[{"id": 7}, 5, ' + b", ".join(texts) + b"]")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out", str(out),
+                                       "--quiet", "--no-progress"])
+    assert result.exit_code == 1, result.output
+    found = pl.read_parquet(out / "findings.parquet")
+    hidden = found.filter(pl.col("code") == "zero_width_space")
+    assert hidden.get_column("row").to_list() == list(range(2, 42))
+    assert found.filter(pl.col("check") == "malformed").get_column("row").to_list() == [1]
 
 
 def test_an_odd_element_hands_the_rest_to_the_scanner(tmp_path: Path) -> None:
@@ -159,3 +210,30 @@ def test_an_odd_element_hands_the_rest_to_the_scanner(tmp_path: Path) -> None:
     assert [(m.row, m.code) for b in batches for m in b.malformed] == [(20, "invalid_json")]
     assert [r for b in batches for r in b.rows.tolist()] == [*range(20), *range(21, 51)]
     assert [v for b in batches for v in b.values("i")] == list(range(50))
+
+
+def test_an_element_that_never_closes_at_the_arrays_level_is_not_read_whole(
+        tmp_path: Path) -> None:
+    # ``{"a": [1}``: its "}" closes the "[" by count, so numpy never sees the element end;
+    # the scanner finds the mismatch at once. The fast path must not hold the rest of the
+    # file while it waits (memory is bounded by the largest element, not the file).
+    good = [json.dumps({"i": k, "t": "x" * 50}).encode() for k in range(4000)]
+    path = tmp_path / "d.json"
+    path.write_bytes(b"[" + b",".join([*good[:10], b'{"a": [1}', *good[10:]]) + b"]")
+    sizes: list[int] = []
+    real = array_scan.cut
+
+    def spy(data: bytes, *, eof: bool) -> array_scan.Cut:
+        sizes.append(len(data))
+        return real(data, eof=eof)
+
+    array_scan.cut = spy  # type: ignore[assignment]
+    try:
+        fast = _read(path, fast=True, chunk=4096)
+    finally:
+        array_scan.cut = real
+    assert max(sizes) < 3 * 4096 < path.stat().st_size // 10
+    slow = _read(path, fast=False, chunk=4096)
+    assert [r for b in fast for r in b.rows.tolist()] == [r for b in slow for r in b.rows.tolist()]
+    assert _notes(fast) == _notes(slow)
+    assert [(m.row, m.code) for b in fast for m in b.malformed][:1] == [(10, "invalid_json")]

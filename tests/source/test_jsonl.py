@@ -99,6 +99,19 @@ def test_nan_literals_read_as_floats_next_to_a_malformed_line(tmp_path: Path) ->
     _assert_non_finite(batches)
 
 
+@pytest.mark.parametrize("literal", [b"Inf", b"-Inf", b"-NaN"])
+def test_literals_python_does_not_read_are_malformed_on_either_path(tmp_path: Path,
+                                                                     literal: bytes) -> None:
+    # Arrow's reader takes Inf, -Inf and -NaN too; Python's json (the line-by-line path, and
+    # the JSON array scanner) does not: one verdict, whichever path a block takes.
+    line = b'{"x": ' + literal + b"}"
+    alone = read(write(tmp_path, "alone.jsonl", b'{"x": 1.5}\n' + line + b"\n"))
+    beside = read(write(tmp_path, "beside.jsonl", b'{"x": 1.5}\n' + line + b'\n{"x": \n'))
+    assert malformed(alone) == [(1, "invalid_json")]
+    assert malformed(beside) == [(1, "invalid_json"), (2, "invalid_json")]
+    assert rows(alone) == rows(beside) == [0]
+
+
 @pytest.mark.parametrize("line", [b'{"a": 1}{"a": 2}', b'{"a": 1} {"a": 2}'])
 def test_two_objects_on_one_line_are_malformed_not_two_records(tmp_path: Path, line: bytes
                                                                ) -> None:

@@ -28,6 +28,7 @@ _ODD_LINES = [
     b'{"i": 4}{"i": 5}',             # two objects on one line
     b'{"i": 6, "i": 7}',             # a duplicate key
     b'{"i": 8, "x": NaN}', b'{"i": 9, "x": -Infinity}',  # Python literals
+    b'{"i": 16, "x": Inf}', b'{"i": 17, "x": -NaN}',  # not Python's: malformed
     b'{"i": 10, "t": "crlf"}\r',     # a CRLF line end
     b'  {"i": 11, "t": "indented"}',  # an object after blanks
     b'{"i": "twelve"}',              # the field's type changes
