@@ -57,8 +57,9 @@ _NESTING = np.zeros(256, dtype=np.int8)
 _NESTING[[ord("{"), ord("[")]] = 1
 _NESTING[[ord("}"), ord("]")]] = -1
 # Literals Arrow's reader takes and Python's json (the line-by-line path) refuses; a block
-# that may hold one (after ":", "[" or ",") goes line by line, so it gets one verdict.
-_NOT_PYTHONS = re.compile(rb"[:\[,][ \t\r]*(?:-?Inf(?!inity)|-NaN)")
+# that may hold one as a value (after ":", "[" or ",", before ",", "}" or "]") goes line by
+# line, so it gets one verdict. (Text such as ", Information" does not match.)
+_NOT_PYTHONS = re.compile(rb"[:\[,][ \t\r]*(?:-?Inf|-NaN)[ \t\r]*[,}\]]")
 
 
 class _Fallback(Exception):
