@@ -153,3 +153,13 @@ def test_a_deep_parquet_column_is_kept_as_python_values(tmp_path: Path) -> None:
     batch = next(open_source(tmp_path / "d.parquet").batches())
     assert batch.values("deep") == values and "deep" in batch.raw
     assert "shallow" not in batch.raw and batch.values("shallow") == shallow  # at the limit
+
+
+def test_text_that_mentions_inf_stays_on_arrows_path() -> None:
+    # The guard for Arrow-only literals (Inf, -NaN) must look at values, not at text: a
+    # block whose strings say ", Information" is read by Arrow, not line by line.
+    block = b'{"t": "tools, Information"}\n{"t": "a [Inference] engine"}\n'
+    part = jsonl._fast(block, 0)
+    assert part.table is not None and part.table.num_rows == 2
+    with pytest.raises(jsonl._Fallback):
+        jsonl._fast(b'{"t": "ok"}\n{"x": -Inf}\n', 0)
