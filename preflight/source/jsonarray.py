@@ -33,7 +33,8 @@ _STRUCT = re.compile(r'["\[\]{}]')
 # about 100 bytes of it per character).
 STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _STRING_TAIL = re.compile(STRING_BODY, re.S)
-_SCALAR_END = re.compile(r"[,\]\s]")
+# Where a scalar (or a stray byte) ends: a bracket or brace starts or ends another value.
+_SCALAR_END = re.compile(r"[,\]\[{}\s]")
 _SPACE = re.compile(r"[ \t\r\n\ufeff]*")
 _COMPACT = re.compile(f'("{STRING_BODY})|[ \\t\\r\\n]+', re.S)
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
@@ -66,7 +67,7 @@ def is_array(path: Path) -> bool:
     stream, _ = open_stream(path)
     with stream:
         head = stream.read(4096)
-    return head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"[")
+    return head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").startswith(b"[")
 
 
 @dataclass

@@ -46,6 +46,7 @@ _ODD_ELEMENTS = [
     b'{"t": "2024-01-02"}', b'{"i": "a string now"}', b'{"q": "\\"}, {\\""}',
     b"", b'{"a": 1} {"b": 2}', b'x', b"\xef\xbb\xbf{}",        # empty, no comma, junk, BOM
     b'{"a": 1} 7', b'true {"b": 2}', b'{"c": 3} "s"', b'{"e": 4}\x0c',  # values with no comma
+    b"\x0b[1, 2]", b"5}", b'{"f": 5} ]',                    # stray bytes, brackets
     b'{"d": ' + b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1) + b"}",
 ]
 _ELEMENTS = st.lists(st.one_of(_GOOD, _GOOD, _GOOD, st.sampled_from(_ODD_ELEMENTS)),

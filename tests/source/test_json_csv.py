@@ -125,3 +125,21 @@ def test_json_array_lone_surrogate_keeps_the_record_and_is_noted(tmp_path: Path)
     assert malformed(batches) == []
     noted = [(int(b.rows[i]), n) for b in batches for i, n in b.lone_surrogates.items()]
     assert noted == [(1, 1)]
+
+
+def test_a_stray_byte_before_an_array_element_does_not_end_the_array(tmp_path: Path) -> None:
+    # "\x0b" is not JSON whitespace: it is one malformed unit, the list after it another,
+    # and the records after them are still read (the "]" of [1,2] used to close the array,
+    # and every later element was trailing data).
+    data = b'[{"a": 0},\x0b[1,2], {"a": 3}, 7}, {"a": 6}]'
+    batches = read(write(tmp_path, "d.json", data))
+    assert rows(batches) == [0, 3, 6]
+    assert malformed(batches) == [(1, "invalid_json"), (2, "invalid_json"),
+                                  (4, "not_an_object"), (5, "invalid_json")]
+
+
+def test_a_json_file_starting_with_a_form_feed_is_read_as_lines(tmp_path: Path) -> None:
+    # Not JSON whitespace, so not an array: read as JSON Lines, its line malformed (it was
+    # taken for an array, then refused with "expected a JSON array", exit 3).
+    batches = read(write(tmp_path, "d.json", b'\x0c[{"a": 1}]\n{"a": 2}\n'))
+    assert rows(batches) == [1] and malformed(batches) == [(0, "invalid_json")]
