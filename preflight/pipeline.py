@@ -324,13 +324,13 @@ def _read_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     seen: set[str] = set()
     records = malformed = done = 0
     source_batches = src.batches()
-    first, batches = first_with_records(source_batches, limit)
     # Read the next batch while the checks run on this one; run the rules' scans side by
     # side (their work is in polars/Arrow, which release the GIL). Findings are still added
     # in rule order, so the output does not depend on which scan finished first.
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read")
     try:
         t0 = time.perf_counter()
+        first, batches = first_with_records(source_batches, limit)
         pending = reader.submit(next, batches, None)
         while True:
             batch = pending.result()
