@@ -115,6 +115,24 @@ def malformed_shard_case(tmp: Path) -> tuple[Path, RuleSet]:
                                "rules": [{"id": "empty", "check": "empty"}]})
 
 
+def malformed_start_case(tmp: Path, bad_lines: int, *, chat: bool = False) -> Path:
+    """A folder of shards with inferred fields: one of ``bad_lines`` malformed lines only,
+    two text shards that start with as many (one zero-width space planted in each), and,
+    with ``chat``, a chat shard (another shape: ``mixed_shards``)."""
+    folder = tmp / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("{oops\n" * bad_lines)
+    for name in ("b", "c"):
+        (folder / f"{name}.jsonl").write_text("{bad\n" * bad_lines + "".join(
+            json.dumps({"id": i, "text": f"{name} doc {i}" + ("\u200b" if i == 7 else "")})
+            + "\n" for i in range(300)))
+    if chat:
+        (folder / "d.jsonl").write_text("".join(
+            json.dumps({"messages": [{"role": "user", "content": f"q {i}"}]}) + "\n"
+            for i in range(300)))
+    return folder
+
+
 def same_findings(a: Report, b: Report, a_out: Path, b_out: Path) -> None:
     """Assert two runs found the same: per rule counts, codes, examples and stats, the
     source's counts, and findings.parquet (as a set of rows)."""

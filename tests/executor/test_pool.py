@@ -30,6 +30,7 @@ from tests.executor.cases import (
     CORPORA,
     SAMPLE,
     malformed_shard_case,
+    malformed_start_case,
     same_findings,
     same_report,
     sample_case,
@@ -290,14 +291,7 @@ def test_shards_of_two_shapes(tmp_path: Path) -> None:
 def test_shards_that_start_with_malformed_lines(tmp_path: Path, bad_lines: int) -> None:
     """The fields come from the first records, not from a first shard (or a shard's first
     batch) of malformed lines only: every shard's text is checked, none is "mixed"."""
-    folder = tmp_path / "shards"
-    folder.mkdir()
-    (folder / "a.jsonl").write_text("{oops\n" * bad_lines)
-    for name in ("b", "c"):
-        (folder / f"{name}.jsonl").write_text("{bad\n" * bad_lines + "".join(
-            json.dumps({"id": i, "text": f"{name} doc {i}" + ("\u200b" if i == 7 else "")})
-            + "\n" for i in range(300)))
-    one, two = both(folder, None, tmp_path, smoke=False)
+    one, two = both(malformed_start_case(tmp_path, bad_lines), None, tmp_path, smoke=False)
     counts = {r.id: r.violations for r in one.rules}
     assert counts["malformed"] == 3 * bad_lines
     assert counts["hidden-chars"] == 2  # one planted in each text shard

@@ -21,6 +21,7 @@ from preflight.source import open_source  # noqa: E402
 from tests.executor.cases import (  # noqa: E402
     CORPORA,
     malformed_shard_case,
+    malformed_start_case,
     same_findings,
     sample_case,
     shards_case,
@@ -133,3 +134,15 @@ def test_an_unreadable_shard_is_an_input_error_as_locally(tmp_path: Path) -> Non
     with pytest.raises(InputError, match="cannot read") as on_ray:
         run_preflight(folder, smoke=False, executor="ray")
     assert "b.jsonl.gz" in str(local.value) and "b.jsonl.gz" in str(on_ray.value)
+
+
+def test_shards_that_start_with_malformed_lines_and_another_shape(tmp_path: Path) -> None:
+    # Fields and each shard's shape come from its first records; the chat shard is
+    # another shape (mixed_shards) on Ray as locally.
+    path = malformed_start_case(tmp_path, 3, chat=True)
+    local = run_preflight(path, None, tmp_path / "local", smoke=False)
+    on_ray = run_preflight(path, None, tmp_path / "ray", smoke=False, executor="ray")
+    same_findings(local, on_ray, tmp_path / "local", tmp_path / "ray")
+    found = {r.id: r.violations for r in on_ray.rules}
+    assert found["hidden-chars"] == 2 and found["malformed"] == 9
+    assert "mixed_shards" in (tmp_path / "ray" / "report.json").read_text()
