@@ -254,9 +254,17 @@ def _read_records(stream: Any, raw: Tracked, delimiter: str, file_index: int,
         yield from _exact(Prefixed(head, stream), raw, delimiter, file_index, label)
         return
     names, eof = _unique(header), False
+    if len(head) < csv_scan.CHUNK_BYTES:  # a short read: at the end already? (then the
+        chunk = stream.read(csv_scan.CHUNK_BYTES)  # last record needs no line end)
+        eof, data = not chunk, data + chunk
     at = _At(raw, file_index, label)
     while True:
         found = csv_scan.clean_records(data, delimiter, eof=eof)
+        # The first batch (fields are inferred from it) is the exact reader's first
+        # BATCH_ROWS records unless a clean stretch holds them: a stray quote among them
+        # leaves the whole file to the exact reader.
+        if found.stop and not at.row and len(found.ends) < BATCH_ROWS:
+            break
         if found.end:
             yield from _stretch(data[: found.end], found.ends, names, delimiter, at)
             data = data[found.end:]
@@ -306,11 +314,12 @@ class _At:
 def _stretch(piece: bytes, ends: np.ndarray, names: list[str], delimiter: str, at: _At
              ) -> Iterator[Batch]:
     """A clean stretch by Arrow; one it refuses halved at line ends, down to a few records
-    that the exact reader reads."""
+    that the exact reader reads (the first stretch, which the first batch comes from, read
+    whole by the exact reader)."""
     table = csv_scan.read_records(piece, names, delimiter)
     if table is not None:
         yield from at.table(names, table)
-    elif len(ends) <= csv_scan.EXACT_RECORDS:
+    elif len(ends) <= csv_scan.EXACT_RECORDS or not at.row:  # (the first batch: whole)
         yield from at.exact(names, _units(piece, names, delimiter, at.row))
     else:
         half = len(ends) // 2

@@ -83,6 +83,8 @@ def test_fast_path_equals_the_exact_reader(tmp_path: Path, chunk: int, exact_rec
     assert [m for b in fast for m in b.malformed] == [m for b in exact for m in b.malformed]
     assert sum(b.progress for b in fast) == sum(b.progress for b in exact)
     assert all(b.file == "d.csv" and b.textual for b in fast)
+    if chunk == 8 << 20 and fast and exact:  # the first batch, which fields come from
+        assert fast[0].rows.tolist() == exact[0].rows.tolist()
 
 
 def test_a_clean_csv_is_read_by_arrow_up_to_its_end(tmp_path: Path) -> None:
@@ -110,9 +112,9 @@ def test_a_clean_csv_is_read_by_arrow_up_to_its_end(tmp_path: Path) -> None:
 def test_a_wrong_cell_count_is_read_exactly_and_arrow_reads_on(tmp_path: Path) -> None:
     # Arrow refuses the stretch with the short row: halved down to a few records that the
     # exact reader reads; every other row still by Arrow.
-    good = [f"{k},t{k}" for k in range(4000)]
+    good = [f"{k},t{k}" for k in range(4000)]  # the first 16 KB stretch: ~1,600 records
     path = tmp_path / "d.csv"
-    path.write_text("\n".join(["id,text", *good[:1000], "1,2,3", *good[1000:]]) + "\n")
+    path.write_text("\n".join(["id,text", *good[:3000], "1,2,3", *good[3000:]]) + "\n")
     exact: list[int] = []
     real = csv_source._units
     csv_source._units = lambda data, *a: exact.append(len(r := real(data, *a))) or r
@@ -122,8 +124,8 @@ def test_a_wrong_cell_count_is_read_exactly_and_arrow_reads_on(tmp_path: Path) -
         batches = list(csv_source.read_csv(path, 0, None, {"delimiter": ","}))
     finally:
         csv_source._units, csv_scan.CHUNK_BYTES = real, saved
-    assert [(m.row, m.code) for b in batches for m in b.malformed] == [(1000, "wrong_field_count")]
-    assert [r for b in batches for r in b.rows.tolist()] == [*range(1000), *range(1001, 4001)]
+    assert [(m.row, m.code) for b in batches for m in b.malformed] == [(3000, "wrong_field_count")]
+    assert [r for b in batches for r in b.rows.tolist()] == [*range(3000), *range(3001, 4001)]
     assert [v for b in batches for v in b.values("text")] == [f"t{k}" for k in range(4000)]
     assert 0 < sum(exact) <= csv_scan.EXACT_RECORDS  # a few records read exactly
 
@@ -136,3 +138,15 @@ def test_a_stray_quote_hands_the_rest_to_the_exact_reader(tmp_path: Path) -> Non
     assert [(m.row, m.code) for b in batches for m in b.malformed] == [(25, "unbalanced_quote")]
     assert [r for b in batches for r in b.rows.tolist()] == [*range(25), *range(26, 41)]
     assert [v for b in batches for v in b.values("text")] == [f"t{k}" for k in range(40)]
+
+
+@pytest.mark.parametrize("odd", ["1,2,3", 'x"y,"z"w'], ids=["wrong-count", "stray-quote"])
+def test_an_odd_row_near_the_start_keeps_the_first_batch_whole(tmp_path: Path, odd: str) -> None:
+    # Fields are inferred from the first batch: an odd row among the first records must not
+    # leave it with three of them (it is the exact reader's first batch, as before).
+    good = [f"{k},t{k}" for k in range(500)]
+    path = tmp_path / "d.csv"
+    path.write_text("\n".join(["id,text", *good[:3], odd, *good[3:]]) + "\n")
+    batches = list(csv_source.read_csv(path, 0, None, {"delimiter": ","}))
+    assert batches[0].rows.tolist() == _exact(path, ",")[0].rows.tolist()
+    assert len(batches[0]) == 500
