@@ -60,6 +60,10 @@ _NESTING[[ord("}"), ord("]")]] = -1
 # that may hold one as a value (after ":", "[" or ",", before ",", "}" or "]") goes line by
 # line, so it gets one verdict. (Text such as ", Information" does not match.)
 _NOT_PYTHONS = re.compile(rb"[:\[,][ \t\r]*(?:-?Inf|-NaN)[ \t\r]*[,}\]]")
+_VALUE_END = re.compile(rb"[ \t\r]*[,}\]]")
+_BLANKS = frozenset(b" \t\r")
+_VALUE_AFTER = frozenset(b":[,")
+_LOOKED_AT = 256  # more mentions than this in a block: one regex pass instead
 
 
 class _Fallback(Exception):
@@ -225,14 +229,14 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
         if any(line and not line.startswith(b"{") for line in stripped):
             raise _Fallback
         nonblank = np.asarray([k for k, line in enumerate(stripped) if line], dtype=np.int64)
-    if (b"Inf" in block or b"-NaN" in block) and _NOT_PYTHONS.search(block):
-        raise _Fallback
     longest = int(lengths.max()) if len(lengths) else 0
     if longest >= _ARROW_DEPTH and _may_nest_deeper(block, starts, lengths, _ARROW_DEPTH):
         raise _Fallback
     options = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, longest + 2))
     table = pj.read_json(io.BytesIO(block), read_options=options)
     if _schema_depth(table.schema) > MAX_DEPTH:  # the lines that deep are findings
+        raise _Fallback
+    if _may_hold_not_pythons(block, table.schema):
         raise _Fallback
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
@@ -244,6 +248,48 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
     if table.num_rows != len(nonblank):  # e.g. two objects on one line
         raise _Fallback
     return _Part(rows=nonblank + row0, table=table)
+
+
+def _may_hold_not_pythons(block: bytes, schema: pa.Schema) -> bool:
+    """Whether ``block``, which Arrow read as ``schema``, may hold ``Inf``, ``-Inf`` or
+    ``-NaN`` as a value (``_NOT_PYTHONS``). Arrow reads those as floats, so a block with no
+    float column holds none; otherwise each mention is looked at where it stands (English
+    text mentions "Inf" in most blocks, and a regex over the whole block cost a third of
+    Arrow's parse of it, under the GIL)."""
+    if not _holds_floats(schema):
+        return False
+    looked = 0
+    for literal in (b"Inf", b"-NaN"):
+        at = block.find(literal)
+        while at >= 0:
+            looked += 1
+            if looked > _LOOKED_AT:
+                return _NOT_PYTHONS.search(block) is not None
+            end = at + len(literal)
+            if _VALUE_END.match(block, end):
+                k = at - 1
+                if literal == b"Inf" and k >= 0 and block[k] == ord("-"):
+                    k -= 1
+                while k >= 0 and block[k] in _BLANKS:
+                    k -= 1
+                if k >= 0 and block[k] in _VALUE_AFTER:
+                    return True
+            at = block.find(literal, end)
+    return False
+
+
+def _holds_floats(schema: pa.Schema) -> bool:
+    """Whether a float type appears anywhere in ``schema``, inside lists and structs too."""
+    stack = [f.type for f in schema]
+    while stack:
+        t = stack.pop()
+        if pa.types.is_floating(t):
+            return True
+        if pa.types.is_struct(t):
+            stack.extend(t.field(i).type for i in range(t.num_fields))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            stack.append(t.value_type)
+    return False
 
 
 def _may_nest_deeper(block: bytes, starts: np.ndarray, lengths: np.ndarray, limit: int

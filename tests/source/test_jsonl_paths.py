@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -163,3 +164,47 @@ def test_text_that_mentions_inf_stays_on_arrows_path() -> None:
     assert part.table is not None and part.table.num_rows == 2
     with pytest.raises(jsonl._Fallback):
         jsonl._fast(b'{"t": "ok"}\n{"x": -Inf}\n', 0)
+
+
+
+# Bytes that make up Arrow-only literals and what stands around a value; the look at each
+# mention must agree with one regex over the block (the guard's definition).
+_AROUND = st.lists(st.sampled_from([b"Inf", b"-Inf", b"-NaN", b"NaN", b"Infinity", b"-",
+                                    b" ", b"\t", b"\r", b":", b"[", b",", b"}", b"]", b"{",
+                                    b'"', b"x", b"\n"]), max_size=30).map(b"".join)
+_FLOATS = pa.schema([("x", pa.float64())])
+
+
+@settings(max_examples=400, deadline=None)
+@given(block=_AROUND)
+def test_the_literal_guard_agrees_with_its_regex(block: bytes) -> None:
+    expected = jsonl._NOT_PYTHONS.search(block) is not None
+    assert jsonl._may_hold_not_pythons(block, _FLOATS) is expected
+
+
+@pytest.mark.parametrize("value", [b"Inf", b"-Inf", b"-NaN", b" \t-Inf\r "])
+@pytest.mark.parametrize("mentions", [0, 10, 1_000], ids=["alone", "some-text", "much-text"])
+def test_a_literal_among_many_mentions_is_still_found(value: bytes, mentions: int) -> None:
+    # Past _LOOKED_AT mentions the guard takes one regex pass; either way the value is found
+    # and text that only mentions the word is not.
+    text = b'{"t": "' + b", Information, Inference" * mentions + b'"}\n'
+    assert not jsonl._may_hold_not_pythons(text * 3, _FLOATS)
+    assert jsonl._may_hold_not_pythons(text + b'{"x": [1,' + value + b"]}\n" + text, _FLOATS)
+
+
+@pytest.mark.parametrize("line", [b'{"x": -Inf}', b'{"x": [1, Inf]}', b'{"x": {"y": -NaN}}',
+                                  b'{"x": [{"y": [Inf]}]}'])
+def test_a_literal_nested_anywhere_sends_its_block_line_by_line(line: bytes) -> None:
+    # Arrow reads the literals as floats, wherever they nest; the guard looks at blocks
+    # with a float anywhere in their schema.
+    with pytest.raises(jsonl._Fallback):
+        jsonl._fast(b'{"t": "ok"}\n' + line + b"\n", 0)
+
+
+def test_a_literal_inside_text_only_is_read_by_arrow_as_text() -> None:
+    # No float column: what looks like a value is inside a string, and both paths read it
+    # as that string.
+    block = b'{"t": "a, -Inf]"}\n{"t": "[1, -NaN}"}\n'
+    part = jsonl._fast(block, 0)
+    assert part.table is not None
+    assert part.table.column("t").to_pylist() == ["a, -Inf]", "[1, -NaN}"]
