@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from preflight.batch import (
@@ -236,7 +237,8 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
     table = pj.read_json(io.BytesIO(block), read_options=options)
     if _schema_depth(table.schema) > MAX_DEPTH:  # the lines that deep are findings
         raise _Fallback
-    if _may_hold_not_pythons(block, table.schema):
+    if _holds_floats(table.schema) and (_may_hold_not_pythons(block)
+                                        or _any_beyond_int64(table)):
         raise _Fallback
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
@@ -250,14 +252,12 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
     return _Part(rows=nonblank + row0, table=table)
 
 
-def _may_hold_not_pythons(block: bytes, schema: pa.Schema) -> bool:
-    """Whether ``block``, which Arrow read as ``schema``, may hold ``Inf``, ``-Inf`` or
-    ``-NaN`` as a value (``_NOT_PYTHONS``). Arrow reads those as floats, so a block with no
-    float column holds none; otherwise each mention is looked at where it stands (English
-    text mentions "Inf" in most blocks, and a regex over the whole block cost a third of
-    Arrow's parse of it, under the GIL)."""
-    if not _holds_floats(schema):
-        return False
+def _may_hold_not_pythons(block: bytes) -> bool:
+    """Whether ``block`` may hold ``Inf``, ``-Inf`` or ``-NaN`` as a value
+    (``_NOT_PYTHONS``). Each mention is looked at where it stands: English text mentions
+    "Inf" in most blocks, and a regex over the whole block cost a third of Arrow's parse of
+    it, under the GIL. (Arrow reads those literals as floats: only blocks with a float
+    column are looked at.)"""
     looked = 0
     for literal in (b"Inf", b"-NaN"):
         at = block.find(literal)
@@ -275,6 +275,25 @@ def _may_hold_not_pythons(block: bytes, schema: pa.Schema) -> bool:
                 if k >= 0 and block[k] in _VALUE_AFTER:
                     return True
             at = block.find(literal, end)
+    return False
+
+
+def _any_beyond_int64(table: pa.Table) -> bool:
+    """Whether a float of ``table`` is an integer's size past int64 (2**63 or more). Arrow
+    reads an integer too large for int64 as a float, rounded, and turns its whole column in
+    the block into floats; the line-by-line path keeps the integer exact (such a block goes
+    there). A float written so large goes there too, and reads the same."""
+    stack: list[pa.Array] = [chunk for column in table.columns for chunk in column.chunks]
+    while stack:
+        array = stack.pop()
+        t = array.type
+        if pa.types.is_floating(t):
+            if pc.any(pc.greater_equal(pc.abs(array), float(2**63))).as_py():
+                return True
+        elif pa.types.is_struct(t):
+            stack.extend(array.field(i) for i in range(t.num_fields))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            stack.append(array.flatten())
     return False
 
 
