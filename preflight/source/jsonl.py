@@ -65,6 +65,8 @@ _VALUE_END = re.compile(rb"[ \t\r]*[,}\]]")
 _BLANKS = frozenset(b" \t\r")
 _VALUE_AFTER = frozenset(b":[,")
 _LOOKED_AT = 256  # more mentions than this in a block: one regex pass instead
+# An integer literal of 19 digits or more as a value: it may not fit int64.
+_LONG_INTEGER = re.compile(rb"[:\[,][ \t\r]*-?[0-9]{19,}[ \t\r]*[,}\]]")
 
 
 class _Fallback(Exception):
@@ -237,8 +239,9 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
     table = pj.read_json(io.BytesIO(block), read_options=options)
     if _schema_depth(table.schema) > MAX_DEPTH:  # the lines that deep are findings
         raise _Fallback
-    if _holds_floats(table.schema) and (_may_hold_not_pythons(block)
-                                        or _any_beyond_int64(table)):
+    if _holds_floats(table.schema) and (
+            _may_hold_not_pythons(block)
+            or (_any_beyond_int64(table) and _LONG_INTEGER.search(block) is not None)):
         raise _Fallback
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
@@ -281,8 +284,9 @@ def _may_hold_not_pythons(block: bytes) -> bool:
 def _any_beyond_int64(table: pa.Table) -> bool:
     """Whether a float of ``table`` is an integer's size past int64 (2**63 or more). Arrow
     reads an integer too large for int64 as a float, rounded, and turns its whole column in
-    the block into floats; the line-by-line path keeps the integer exact (such a block goes
-    there). A float written so large goes there too, and reads the same."""
+    the block into floats; the line-by-line path keeps the integer exact, so a block with
+    such a float and an integer literal that long (``_LONG_INTEGER``) goes there. (A float
+    written so large, 1e300, is a float on both paths: its block stays on Arrow's.)"""
     stack: list[pa.Array] = [chunk for column in table.columns for chunk in column.chunks]
     while stack:
         array = stack.pop()

@@ -211,3 +211,14 @@ def test_a_literal_inside_text_only_is_read_by_arrow_as_text() -> None:
     part = jsonl._fast(block, 0)
     assert part.table is not None
     assert part.table.column("t").to_pylist() == ["a, -Inf]", "[1, -NaN}"]
+
+
+def test_large_floats_written_as_floats_stay_on_arrows_path() -> None:
+    # Only an integer literal past int64 sends a block line by line, not a float that large
+    # (a corpus of such floats would otherwise be read line by line throughout).
+    block = b'{"x": 1e300}\n{"x": -9.3e18}\n{"x": 12345678901234567890.5}\n'
+    part = jsonl._fast(block, 0)
+    assert part.table is not None
+    assert part.table.column("x").to_pylist() == [1e300, -9.3e18, 12345678901234567890.5]
+    with pytest.raises(jsonl._Fallback):
+        jsonl._fast(block + b'{"x": 12345678901234567890}\n', 0)
