@@ -385,7 +385,8 @@ def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: l
 def _frame_batch(cells: dict[str, pl.Series], rows: np.ndarray, malformed: list[Malformed],
                  file_index: int, label: str | None, progress: int) -> Batch:
     """A batch of string cells, each column typed (``_typed``) with its text kept."""
-    frame = pl.DataFrame([_typed(col) for col in cells.values()])
+    # by name: a list of Series would rename an empty header name to "column_0"
+    frame = pl.DataFrame({name: _typed(col) for name, col in cells.items()})
     written = {name: col for name, col in cells.items() if frame.schema[name] != pl.String}
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index,
                  malformed=malformed, progress=progress, textual=True, written=written)
