@@ -404,10 +404,16 @@ def _typed(col: pl.Series) -> pl.Series:
 
 
 def _unique(header: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
+    """The header's names, a repeated one as ``name_1``, ``name_2``… skipping any name the
+    header already holds (``a,a_1,a`` reads as ``a, a_1, a_2``)."""
+    used = set(header)
+    seen: set[str] = set()
     out = []
     for name in header:
-        n = seen.get(name, 0)
-        seen[name] = n + 1
-        out.append(name if n == 0 else f"{name}_{n}")
+        unique, n = name, 0
+        while unique in seen or (n and unique in used):
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique)
+        out.append(unique)
     return out

@@ -155,3 +155,10 @@ def test_csv_empty_header_name_is_kept(tmp_path: Path, stray: bytes) -> None:
     assert values(batches, "")[:2] == ["a", "b"]
     assert values(batches, "text")[:2] == ["one", "two"]
 
+
+def test_csv_repeated_header_names_never_collide(tmp_path: Path) -> None:
+    # "a,a_1,a" named its third column a_1 too: a frame with one name twice (internal error)
+    batches = read(write(tmp_path, "d.csv", b"a,a_1,a,b,b\n1,2,3,4,5\n"))
+    assert list(batches[0].frame.columns) == ["a", "a_1", "a_2", "b", "b_1"]
+    assert [values(batches, n) for n in ("a", "a_1", "a_2", "b", "b_1")] == [[1], [2], [3],
+                                                                              [4], [5]]
