@@ -160,8 +160,11 @@ class CsvWriter(Writer):
                                                              strict=True)]
         ending = unit.raw[len(unit.raw.rstrip(b"\r\n")):].decode()
         text = io.StringIO()
-        csv.writer(text, lineterminator=ending, delimiter=unit.delimiter).writerow(cells)
-        self._f.write(text.getvalue().encode("utf-8", "surrogateescape"))
+        # The writer quotes a cell holding a character of its line terminator only: with
+        # "\r\n", a CR or LF in any cell is quoted whatever this row's own ending.
+        csv.writer(text, lineterminator="\r\n", delimiter=unit.delimiter).writerow(cells)
+        row = text.getvalue().removesuffix("\r\n") + ending
+        self._f.write(row.encode("utf-8", "surrogateescape"))
 
     def keeps_malformed(self, unit: Unit) -> bool:
         return True
