@@ -4,13 +4,20 @@ do to the outputs."""
 from __future__ import annotations
 
 import csv
+import errno
 import io
+import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from preflight import FixOptions, run_preflight
+from preflight.cli import main
 
 RULES = {"fields": {"text": "text", "id": "id"},
          "rules": [{"id": "invisible", "check": "invisible_unicode"}]}
@@ -39,3 +46,38 @@ def test_a_changed_csv_row_quotes_a_cell_holding_a_line_break(tmp_path: Path, en
     rows = list(csv.reader(io.StringIO(clean.read_bytes().decode(), newline="")))
     assert rows == [["id", "text"], ["0", "carriage\rreturn"], ["1", "line\nfeed"]]
     assert clean.read_bytes().endswith(b'feed"' + ending)
+
+
+def test_a_full_disk_while_writing_parquet_is_exit_3(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first batch's write failed (no space); leaving the writer then flushed the next
+    # batch into the closed file, and that error ("Operation on closed file") was reported
+    # instead: exit 2, "write JSON Lines".
+    src = tmp_path / "in.arrow"
+    table = pa.table({"id": [0, 1, 2, 3], "text": ["a\u200bb", "cd", "e\u200bf", "gh"]})
+    with pa.ipc.new_file(str(src), table.schema) as sink:
+        for batch in table.to_batches(max_chunksize=2):
+            sink.write_batch(batch)
+    calls: list[int] = []
+
+    class Full(pq.ParquetWriter):  # the clean output's writer only, not the gate's
+        def write_table(self, table: Any, row_group_size: Any = None) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            raise pa.ArrowInvalid("Operation on closed file")
+
+    monkeypatch.setattr("preflight.fix.writers.pq", SimpleNamespace(ParquetWriter=Full))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["fix", str(src), "--out", str(out / "clean.parquet"),
+                                       "--quarantine", str(out / "q.jsonl"), "--rules",
+                                       str(_rules(tmp_path))])
+    assert result.exit_code == 3, result.output
+    assert "No space left on device" in result.output
+    assert list(out.iterdir()) == []
+
+
+def _rules(folder: Path) -> Path:
+    path = folder / "rules.json"
+    path.write_text(json.dumps(RULES))
+    return path

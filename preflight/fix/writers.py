@@ -16,6 +16,7 @@ keeps:
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime
 import decimal
@@ -83,8 +84,11 @@ class Writer:
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None:
+            self.close()
+        else:  # finishing the file would fail again and hide why (a full disk: exit 3)
+            self.discard()
 
     def keep(self, unit: Unit) -> None:
         raise NotImplementedError
@@ -102,6 +106,11 @@ class Writer:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def discard(self) -> None:
+        """Let go of the file after a failure, writing nothing more (the caller deletes it)."""
+        with contextlib.suppress(OSError):
+            self.close()
 
 
 class JsonlWriter(Writer):
@@ -337,6 +346,12 @@ class ArrowWriter(Writer):
         else:
             self._close_records()
         self._out.close()
+
+    def discard(self) -> None:
+        for handle in (self._out, self._spill):
+            if handle is not None:
+                with contextlib.suppress(OSError, pa.ArrowException):
+                    handle.close()
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
