@@ -81,3 +81,27 @@ def _rules(folder: Path) -> Path:
     path = folder / "rules.json"
     path.write_text(json.dumps(RULES))
     return path
+
+
+@pytest.mark.parametrize("target", ["eval", "rules", "tokenizer"])
+def test_an_output_on_a_file_fix_reads_is_refused(tmp_path: Path, target: str) -> None:
+    # Only the data was protected: --out on the eval file replaced the eval set with the
+    # clean corpus, --quarantine on the rules file replaced the rules.
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": "a\u200bb"}) + "\n")
+    evals = tmp_path / "eval.jsonl"
+    evals.write_text(json.dumps({"id": 9, "text": "held out"}) + "\n")
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{}")
+    rules = _rules(tmp_path)
+    inputs = {"eval": evals, "rules": rules, "tokenizer": tokenizer}
+    before = {p: p.read_bytes() for p in inputs.values()}
+    extra = {"eval": ["--eval", evals], "rules": [], "tokenizer": ["--tokenizer", tokenizer]}
+    result = CliRunner().invoke(main, [str(a) for a in [
+        "fix", src, "--rules", rules, *extra[target], "--out", tmp_path / "out.jsonl",
+        "--quarantine", inputs[target]]])
+    assert result.exit_code == 2, result.output
+    what = {"eval": "the eval file", "rules": "the rules file", "tokenizer": "the tokenizer"}
+    assert f"is {what[target]}" in result.output
+    assert {p: p.read_bytes() for p in inputs.values()} == before
+    assert not (tmp_path / "out.jsonl").exists()
