@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -746,8 +747,7 @@ def _histogram(chunks: list[_Chunk], stats: _Stats, z_max: float | None) -> dict
         bounds = [stats.median - z_max * sigma, stats.median + z_max * sigma]
         lo = max(lo, stats.median - 1.5 * z_max * sigma)
         hi = min(hi, stats.median + 1.5 * z_max * sigma)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        lo, hi = (lo, lo + 1.0) if math.isfinite(lo) else (0.0, 1.0)
+    lo, hi = _bin_range(lo, hi)
     counts = np.zeros(_BINS, dtype=np.int64)
     below = above = 0
     for c in chunks:
@@ -759,3 +759,17 @@ def _histogram(chunks: list[_Chunk], stats: _Stats, z_max: float | None) -> dict
     edges = np.linspace(lo, hi, _BINS + 1)
     return {"edges": edges.tolist(), "counts": counts.tolist(), "below": below,
             "above": above, "bounds": bounds}
+
+
+def _bin_range(lo: float, hi: float) -> tuple[float, float]:
+    """``lo..hi`` as numpy can cut it into ``_BINS`` distinct finite bins: one value is
+    given a width of 1, a range near or past what a float holds (-1e308..1e308) is kept
+    within a sixteenth of the largest float each side (the plot's ticks, a step beyond
+    it, stay finite too), and one too narrow for the floats' spacing there (2**64 - 1
+    and 1.0 more are one float) is widened to a few steps of it per bin."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        lo, hi = (lo, lo + 1.0) if math.isfinite(lo) else (0.0, 1.0)
+    bound = sys.float_info.max / 16
+    lo, hi = min(max(lo, -bound), bound), min(max(hi, -bound), bound)
+    least = 4 * _BINS * math.ulp(max(abs(lo), abs(hi)))
+    return lo, max(hi, lo + least)

@@ -26,6 +26,7 @@ go to the quarantine in another round, so running ``fix`` on its own output chan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -45,6 +46,7 @@ from preflight.fix.output import merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
+from preflight.paths import find_beside
 from preflight.pipeline import rules_for, rules_tokenizer
 from preflight.report.model import Report
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
@@ -83,7 +85,7 @@ def run_fix(
     found = open_input(src_path, delimiter=delimiter)
     found.limit = limit
     out_format = output_format(options, found.format)
-    _check_paths(src_path, options)
+    _check_paths(src_path, options, _read_files(rules))
     # The verification rounds rerun the rules a fix could give a new finding: those with a
     # fix action that read text (a fix changes only text; labels, numbers and the records'
     # shape stay as they were, and a CSV read back from JSON Lines output would be all text).
@@ -187,22 +189,38 @@ def output_format(options: FixOptions, input_format: str) -> str:
     return fmt
 
 
-def _check_paths(src: Path, options: FixOptions) -> None:
-    """Exit 2 before any work when an output cannot be used: no file name, the input, a
-    symbolic link, folder, device or pipe (renaming over it would replace it), two outputs
-    on one path, inside an input folder, a compressed name."""
+def _read_files(rules: RuleSet) -> dict[str, Path]:
+    """The files besides the data that fix reads, which no output may replace: the rules
+    file, the eval file and a tokenizer given as a path (each as the gate finds it)."""
+    found = {"the rules file": Path(rules.path)} if rules.path else {}
+    base = Path(rules.path).parent if rules.path else None
+    for what, name in (("the eval file", rules.eval), ("the tokenizer", rules.model.tokenizer)):
+        if name and not name.startswith("tiktoken:"):
+            with contextlib.suppress(ConfigError):  # a hub name, or missing: the gate says
+                found[what] = find_beside(name, base, what=what)
+    return found
+
+
+def _check_paths(src: Path, options: FixOptions, read: dict[str, Path]) -> None:
+    """Exit 2 before any work when an output cannot be used: no file name, the input (or
+    another file fix reads: ``read``), a symbolic link, folder, device or pipe (renaming
+    over it would replace it), two outputs on one path, inside an input folder, a
+    compressed name."""
     if not options.out.name or options.out.name in (".", ".."):
         raise ConfigError(f"--out {str(options.out)!r} names no file; give a file name")
     manifest = manifest_path(options)
     named = {"--out": options.out, "--quarantine": options.quarantine,
              "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
-    inside = src.resolve() if src.is_dir() else None
+    inputs = {"the input": src, **read}
+    folders = {what: p.resolve() for what, p in inputs.items() if p.is_dir()}
     seen: dict[Path, str] = {}
     for flag, target in named.items():
         if not target.name or target.name in (".", ".."):
             raise ConfigError(f"{flag} {str(target)!r} names no file; give a file name")
-        if _same_file(target, src):
-            raise ConfigError(f"{flag} {target} is the input; fix never modifies its input")
+        for what, path in inputs.items():
+            if _same_file(target, path):
+                raise ConfigError(f"{flag} {target} is {what}; fix never modifies what it "
+                                  "reads")
         blocked = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
         if blocked is not None:
             raise ConfigError(f"{flag} {target}: {blocked} is a file, not a folder; name a "
@@ -218,9 +236,10 @@ def _check_paths(src: Path, options: FixOptions) -> None:
             raise ConfigError(f"{seen[resolved]} and {flag} are the same file ({target}); "
                               "give each output its own path")
         seen[resolved] = flag
-        if inside is not None and inside in resolved.parents:
-            raise ConfigError(f"{flag} {target} is inside the input folder; write outputs "
-                              "elsewhere")
+        for what, folder in folders.items():
+            if folder in resolved.parents:
+                raise ConfigError(f"{flag} {target} is inside {what} ({folder}); write "
+                                  "outputs elsewhere")
         if target.suffix.lower() in (".gz", ".zst", ".zstd"):
             raise ConfigError(f"{flag} {target}: fix writes plain files; compress them "
                               "afterwards")

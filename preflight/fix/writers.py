@@ -16,6 +16,7 @@ keeps:
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime
 import decimal
@@ -83,8 +84,11 @@ class Writer:
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None:
+            self.close()
+        else:  # finishing the file would fail again and hide why (a full disk: exit 3)
+            self.discard()
 
     def keep(self, unit: Unit) -> None:
         raise NotImplementedError
@@ -102,6 +106,11 @@ class Writer:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def discard(self) -> None:
+        """Let go of the file after a failure, writing nothing more (the caller deletes it)."""
+        with contextlib.suppress(OSError):
+            self.close()
 
 
 class JsonlWriter(Writer):
@@ -160,8 +169,11 @@ class CsvWriter(Writer):
                                                              strict=True)]
         ending = unit.raw[len(unit.raw.rstrip(b"\r\n")):].decode()
         text = io.StringIO()
-        csv.writer(text, lineterminator=ending, delimiter=unit.delimiter).writerow(cells)
-        self._f.write(text.getvalue().encode("utf-8", "surrogateescape"))
+        # The writer quotes a cell holding a character of its line terminator only: with
+        # "\r\n", a CR or LF in any cell is quoted whatever this row's own ending.
+        csv.writer(text, lineterminator="\r\n", delimiter=unit.delimiter).writerow(cells)
+        row = text.getvalue().removesuffix("\r\n") + ending
+        self._f.write(row.encode("utf-8", "surrogateescape"))
 
     def keeps_malformed(self, unit: Unit) -> bool:
         return True
@@ -334,6 +346,12 @@ class ArrowWriter(Writer):
         else:
             self._close_records()
         self._out.close()
+
+    def discard(self) -> None:
+        for handle in (self._out, self._spill):
+            if handle is not None:
+                with contextlib.suppress(OSError, pa.ArrowException):
+                    handle.close()
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -385,7 +385,8 @@ def _batch(header: list[str], pending: list[tuple[int, list[str]]], malformed: l
 def _frame_batch(cells: dict[str, pl.Series], rows: np.ndarray, malformed: list[Malformed],
                  file_index: int, label: str | None, progress: int) -> Batch:
     """A batch of string cells, each column typed (``_typed``) with its text kept."""
-    frame = pl.DataFrame([_typed(col) for col in cells.values()])
+    # by name: a list of Series would rename an empty header name to "column_0"
+    frame = pl.DataFrame({name: _typed(col) for name, col in cells.items()})
     written = {name: col for name, col in cells.items() if frame.schema[name] != pl.String}
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index,
                  malformed=malformed, progress=progress, textual=True, written=written)
@@ -403,10 +404,16 @@ def _typed(col: pl.Series) -> pl.Series:
 
 
 def _unique(header: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
+    """The header's names, a repeated one as ``name_1``, ``name_2``… skipping any name the
+    header already holds (``a,a_1,a`` reads as ``a, a_1, a_2``)."""
+    used = set(header)
+    seen: set[str] = set()
     out = []
     for name in header:
-        n = seen.get(name, 0)
-        seen[name] = n + 1
-        out.append(name if n == 0 else f"{name}_{n}")
+        unique, n = name, 0
+        while unique in seen or (n and unique in used):
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique)
+        out.append(unique)
     return out

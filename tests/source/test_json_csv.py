@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tests.source.helpers import malformed, read, rows, values, write
 
@@ -143,3 +144,21 @@ def test_a_json_file_starting_with_a_form_feed_is_read_as_lines(tmp_path: Path) 
     # taken for an array, then refused with "expected a JSON array", exit 3).
     batches = read(write(tmp_path, "d.json", b'\x0c[{"a": 1}]\n{"a": 2}\n'))
     assert rows(batches) == [1] and malformed(batches) == [(0, "invalid_json")]
+
+
+@pytest.mark.parametrize("stray", [b"", b'4,c,"open\n'])
+def test_csv_empty_header_name_is_kept(tmp_path: Path, stray: bytes) -> None:
+    # polars renamed an empty name to "column_0" when the frame was built from a list of
+    # Series, and the reader then looked the column up by "" (KeyError: an internal error);
+    # both the Arrow path and the exact reader (after a stray quote) build the frame.
+    batches = read(write(tmp_path, "d.csv", b"id,,text\n1,a,one\n2,b,two\n" + stray))
+    assert values(batches, "")[:2] == ["a", "b"]
+    assert values(batches, "text")[:2] == ["one", "two"]
+
+
+def test_csv_repeated_header_names_never_collide(tmp_path: Path) -> None:
+    # "a,a_1,a" named its third column a_1 too: a frame with one name twice (internal error)
+    batches = read(write(tmp_path, "d.csv", b"a,a_1,a,b,b\n1,2,3,4,5\n"))
+    assert list(batches[0].frame.columns) == ["a", "a_1", "a_2", "b", "b_1"]
+    assert [values(batches, n) for n in ("a", "a_1", "a_2", "b", "b_1")] == [[1], [2], [3],
+                                                                              [4], [5]]

@@ -1,0 +1,107 @@
+"""Fix cases found by a hostile review: what a changed CSV row, a full disk and odd numbers
+do to the outputs."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from preflight import FixOptions, run_preflight
+from preflight.cli import main
+
+RULES = {"fields": {"text": "text", "id": "id"},
+         "rules": [{"id": "invisible", "check": "invisible_unicode"}]}
+
+
+def fix(src: Path, folder: Path, out: str, rules: Any = RULES) -> tuple[dict[str, Any], Path]:
+    """Run fix; return the manifest and the clean output's path."""
+    clean = folder / out
+    report = run_preflight(src, rules, smoke=False,
+                           fix=FixOptions(out=clean, quarantine=folder / "q.jsonl"))
+    assert report.fix is not None and report.fix["balanced"] is True
+    return report.fix, clean
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""])
+def test_a_changed_csv_row_quotes_a_cell_holding_a_line_break(tmp_path: Path, ending: bytes
+                                                              ) -> None:
+    # The csv writer quotes only the characters of its line terminator: a row ending in
+    # "\n" wrote a cell holding "\r" bare, and the last row (no ending) wrote "\n" bare,
+    # so the clean CSV read back as more, broken rows.
+    src = tmp_path / "in.csv"
+    src.write_bytes(b'id,text\n0,"carriage\xe2\x80\x8b\rreturn"\n'
+                    b'1,"line\xe2\x80\x8b\nfeed"' + ending)
+    manifest, clean = fix(src, tmp_path / "out", "clean.csv")
+    assert manifest["clean"]["changed"] == 2
+    rows = list(csv.reader(io.StringIO(clean.read_bytes().decode(), newline="")))
+    assert rows == [["id", "text"], ["0", "carriage\rreturn"], ["1", "line\nfeed"]]
+    assert clean.read_bytes().endswith(b'feed"' + ending)
+
+
+def test_a_full_disk_while_writing_parquet_is_exit_3(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first batch's write failed (no space); leaving the writer then flushed the next
+    # batch into the closed file, and that error ("Operation on closed file") was reported
+    # instead: exit 2, "write JSON Lines".
+    src = tmp_path / "in.arrow"
+    table = pa.table({"id": [0, 1, 2, 3], "text": ["a\u200bb", "cd", "e\u200bf", "gh"]})
+    with pa.ipc.new_file(str(src), table.schema) as sink:
+        for batch in table.to_batches(max_chunksize=2):
+            sink.write_batch(batch)
+    calls: list[int] = []
+
+    class Full(pq.ParquetWriter):  # the clean output's writer only, not the gate's
+        def write_table(self, table: Any, row_group_size: Any = None) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            raise pa.ArrowInvalid("Operation on closed file")
+
+    monkeypatch.setattr("preflight.fix.writers.pq", SimpleNamespace(ParquetWriter=Full))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["fix", str(src), "--out", str(out / "clean.parquet"),
+                                       "--quarantine", str(out / "q.jsonl"), "--rules",
+                                       str(_rules(tmp_path))])
+    assert result.exit_code == 3, result.output
+    assert "No space left on device" in result.output
+    assert list(out.iterdir()) == []
+
+
+def _rules(folder: Path) -> Path:
+    path = folder / "rules.json"
+    path.write_text(json.dumps(RULES))
+    return path
+
+
+@pytest.mark.parametrize("target", ["eval", "rules", "tokenizer"])
+def test_an_output_on_a_file_fix_reads_is_refused(tmp_path: Path, target: str) -> None:
+    # Only the data was protected: --out on the eval file replaced the eval set with the
+    # clean corpus, --quarantine on the rules file replaced the rules.
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 0, "text": "a\u200bb"}) + "\n")
+    evals = tmp_path / "eval.jsonl"
+    evals.write_text(json.dumps({"id": 9, "text": "held out"}) + "\n")
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{}")
+    rules = _rules(tmp_path)
+    inputs = {"eval": evals, "rules": rules, "tokenizer": tokenizer}
+    before = {p: p.read_bytes() for p in inputs.values()}
+    extra = {"eval": ["--eval", evals], "rules": [], "tokenizer": ["--tokenizer", tokenizer]}
+    result = CliRunner().invoke(main, [str(a) for a in [
+        "fix", src, "--rules", rules, *extra[target], "--out", tmp_path / "out.jsonl",
+        "--quarantine", inputs[target]]])
+    assert result.exit_code == 2, result.output
+    what = {"eval": "the eval file", "rules": "the rules file", "tokenizer": "the tokenizer"}
+    assert f"is {what[target]}" in result.output
+    assert {p: p.read_bytes() for p in inputs.values()} == before
+    assert not (tmp_path / "out.jsonl").exists()
