@@ -6,7 +6,9 @@ import math
 from pathlib import Path
 
 import polars as pl
+from click.testing import CliRunner
 
+from preflight.cli import main
 from tests.source.helpers import malformed, read, rows, values, write
 
 
@@ -117,6 +119,17 @@ def test_csv_invalid_utf8_row_is_malformed(tmp_path: Path) -> None:
     assert rows(batches) == [0, 2]
     assert values(batches, "b") == ["ok", "fine"]
     assert malformed(batches) == [(1, "invalid_utf8")]
+
+
+def test_csv_invalid_utf8_in_the_header_is_exit_3_saying_so(tmp_path: Path) -> None:
+    # was exit 3 all the same, but with polars' "'utf-8' codec can't encode character
+    # '\udcff' ... surrogates not allowed" from inside the reader
+    data = write(tmp_path, "d.csv", b"id,te\xffxt\n1,hello\n2,world\n")
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(data),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "header row is not valid UTF-8 (byte 0xff in column 2)" in result.output
+    assert "surrogates" not in result.output
 
 
 def test_json_array_lone_surrogate_keeps_the_record_and_is_noted(tmp_path: Path) -> None:
