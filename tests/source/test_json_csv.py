@@ -156,3 +156,20 @@ def test_a_json_file_starting_with_a_form_feed_is_read_as_lines(tmp_path: Path) 
     # taken for an array, then refused with "expected a JSON array", exit 3).
     batches = read(write(tmp_path, "d.json", b'\x0c[{"a": 1}]\n{"a": 2}\n'))
     assert rows(batches) == [1] and malformed(batches) == [(0, "invalid_json")]
+
+
+def test_a_csv_text_field_of_numbers_reads_as_text_like_json_lines(tmp_path: Path) -> None:
+    # Every cell of `text` reads as a number, so the batch typed it Int64: schema said
+    # "expected string, got integer" on rows 0, 2 and 3 and empty said "missing or null" on
+    # row 1, where the same records in JSON Lines give one empty_text and one duplicate.
+    csv_path = write(tmp_path, "d.csv", b"id,text\nr0,123\nr1,\nr2,456\nr3,123\n")
+    jsonl_path = write(tmp_path, "d.jsonl", b'{"id":"r0","text":"123"}\n{"id":"r1","text":""}\n'
+                       b'{"id":"r2","text":"456"}\n{"id":"r3","text":"123"}\n')
+    seen = []
+    for path in (csv_path, jsonl_path):
+        out = tmp_path / f"out-{path.suffix[1:]}"
+        result = CliRunner().invoke(main, ["check", "--no-smoke", str(path), "--out", str(out),
+                                           "--text-field", "text"])
+        assert result.exit_code == 1, result.output
+        seen.append(set(pl.read_parquet(out / "findings.parquet").select("row", "code").rows()))
+    assert seen[0] == seen[1] == {(1, "empty_text"), (3, "exact_duplicate_of")}
