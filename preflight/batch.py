@@ -151,6 +151,14 @@ class Batch:
         ``field`` (``text`` or ``messages[2].content``) and ``text`` (null if not a string)."""
         key = ("texts", text_fields, messages)
         if key not in self._cache:
+            # A CSV text field whose cells all read as numbers was typed as a number: its
+            # text is the cells as written ("123", and "" for an empty one), as in any other
+            # format, not a non-string (schema's wrong_type) or a missing value (empty's).
+            typed = [name for name in text_fields if name in self.written]
+            if typed:
+                self.frame = self.frame.with_columns(self.written.pop(n) for n in typed)
+                for name in typed:
+                    self._cache.pop(("json_types", name), None)
             parts = [self._text_column(name) for name in text_fields]
             if messages:
                 parts.append(self._message_contents(messages))

@@ -70,12 +70,18 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     # Spark and Hive writers): read as UTF-8, and what is not UTF-8 is the encoding check's.
     binary = next((n for n in _TEXT_NAMES
                    if schema.get(n) == pl.Binary and n not in taken), None)
+    # A column by a text name holding no value at all (every record null) is still the text:
+    # its records are the `empty` check's findings, not a corpus with no text to check.
+    hollow = next((n for n in _TEXT_NAMES if len(batch) and n in schema and n not in taken
+                   and _present(batch, n) == 0.0), None)
     if "text" in found:
         pass
     elif named:
         found["text"], why["text"] = named, f"{named!r} (by name)"
     elif binary and "messages" not in found:
         found["text"], why["text"] = binary, f"{binary!r} (by name; bytes read as UTF-8)"
+    elif hollow and "messages" not in found:
+        found["text"], why["text"] = hollow, f"{hollow!r} (by name; every value null)"
     elif strings and "messages" not in found:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]

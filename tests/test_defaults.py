@@ -395,3 +395,23 @@ def test_a_text_field_most_records_lack_is_still_inferred_and_their_absence_fail
     assert (0, "zero_width_space") in codes
     assert {row for row, code in codes if code in ("missing_field", "null_value", "empty_text",
                                                     "wrong_type")} >= {1, 2}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_text_field_every_record_leaves_null_is_still_the_text_and_fails(
+        tmp_path: Path, suffix: str) -> None:
+    # No record holds a value in ``text``: it is still the text field (by name), and each
+    # record is an `empty` finding, never a gate that passes with "the data has no text".
+    frame = pl.DataFrame({"id": ["r0", "r1", "r2"], "text": pl.Series([None] * 3,
+                                                                      dtype=pl.String)})
+    data = tmp_path / f"data{suffix}"
+    if suffix == ".parquet":
+        frame.write_parquet(data)
+    else:
+        write_jsonl(data, frame.to_dicts())
+    out = tmp_path / "out"
+    result = check(data, "--out", out)
+    assert result.exit_code == 1, result.output
+    assert report_of(out)["rules_file"]["fields"]["text"] == "text"
+    assert {(row, code) for row, _, code in found(out)} >= {
+        (0, "missing_field"), (1, "missing_field"), (2, "missing_field")}

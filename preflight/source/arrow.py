@@ -37,7 +37,7 @@ BATCH_ROWS = 65_536
 def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
                    label: str | None) -> Batch:
     """Wrap an Arrow table as a batch; ``rows`` is the row array or the first row number."""
-    table, raw = split_deep(polars_readable(table))
+    table, raw = split_deep(polars_readable(valid_utf8(table)))
     try:
         frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
     except (PolarsError, PanicException) as e:  # a type this module does not know yet
@@ -76,6 +76,42 @@ def polars_readable(table: pa.Table) -> pa.Table:
     fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(table.schema, columns,
                                                                    strict=True)]
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
+
+
+def valid_utf8(table: pa.Table) -> pa.Table:
+    """``table`` with each string that is not valid UTF-8 decoded with U+FFFD (which the
+    ``encoding`` check reports). A writer that skipped the check leaves such bytes in a string
+    column; polars takes them unchecked and every text check passed them. The same table when
+    all is valid; ``InputError`` naming the column when such bytes sit in a nested one."""
+    try:
+        table.validate(full=True)
+        return table
+    except pa.ArrowInvalid:
+        pass
+    columns = []
+    for f, column in zip(table.schema, table.columns, strict=True):
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid as e:
+            t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                raise InputError(f"column {f.name!r} ({f.type}) holds text that is not valid "
+                                 f"UTF-8 ({e}): the file breaks its format; write it again with "
+                                 "valid text, or as binary, and check again") from e
+            column = pa.chunked_array([_mended(c, t) for c in column.chunks], type=t)
+        columns.append(column)
+    fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(table.schema, columns,
+                                                                   strict=True)]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
+
+
+def _mended(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """A string array's values, bytes that are not UTF-8 decoded with U+FFFD."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    raw = arr.cast(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
+    return pa.array([None if v is None else v.decode("utf-8", "replace")
+                     for v in raw.to_pylist()], type=t)
 
 
 class _NoPolarsType(Exception):

@@ -188,6 +188,12 @@ def csv_rows(stream: Any, delimiter: str = ",", *, names: list[str] | None = Non
     taken.clear()
     if header is None:
         return None, head_raw, iter(())
+    # Column names that are not text could not even be printed (they crashed the reader).
+    bad = next(((i, m) for i, n in enumerate(header, 1) if (m := _ESCAPED_BYTE.search(n))), None)
+    if bad is not None:
+        byte = ord(bad[1].group()) - 0xDC00
+        raise ValueError(f"the header row is not valid UTF-8 (byte 0x{byte:02x} in column "
+                         f"{bad[0]}); save the file as UTF-8 and check again")
     names = _unique(header)
 
     def rows() -> Iterator[CsvRow]:

@@ -191,3 +191,45 @@ def test_a_union_member_with_no_string_form_is_exit_3_naming_the_column(
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 3, result.output
     assert "internal error" not in result.output and "'odd'" in result.output
+
+
+def _invalid_utf8_strings(values: list[bytes | None], large: bool = False) -> pa.Array:
+    """A string array holding the bytes as they are, unchecked (as a writer that skips the
+    UTF-8 check leaves them)."""
+    raw = pa.array(values, pa.large_binary() if large else pa.binary())
+    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(raw),
+                                 raw.buffers(), null_count=raw.null_count)
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("d.parquet", "string"), ("d.parquet", "large_string"), ("d.arrow", "string"),
+    ("d.arrow", "large_string"), ("d.arrow", "dictionary")])  # (Parquet refuses a dictionary)
+def test_invalid_utf8_in_a_string_column_is_an_encoding_finding(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    # polars took the bytes unchecked: every text check passed them and the gate said nothing
+    column = _invalid_utf8_strings([b"plain text", b"bad \xff byte", None, b"x\xe2\x80\x8by"],
+                                   large=kind == "large_string")
+    if kind == "dictionary":
+        column = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 2]), pa.Array.from_buffers(
+            pa.string(), 3, _invalid_utf8_strings([b"plain text", b"bad \xff byte",
+                                                   b"x\xe2\x80\x8by"]).buffers()))
+    path = tmp_path / name
+    WRITERS[name](path, pa.table({"text": column}))
+    assert values(read(path), "text") == ["plain text", "bad \ufffd byte", None, "x\u200by"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(path), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    found = pl.read_parquet(out / "findings.parquet").select("row", "code").rows()
+    assert (1, "replacement_character") in found and (3, "zero_width_space") in found
+
+
+def test_invalid_utf8_in_a_nested_string_column_is_exit_3_naming_it(tmp_path: Path) -> None:
+    inner = _invalid_utf8_strings([b"ok", b"bad \xff"])
+    column = pa.ListArray.from_arrays(pa.array([0, 1, 2]), inner)
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": ["a", "b"], "tags": column}), path)
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(path),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "'tags'" in result.output and "not valid UTF-8" in result.output

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
+from preflight.cli import main
 from tests.source.helpers import malformed, read, rows, values, write
 
 
@@ -120,6 +122,17 @@ def test_csv_invalid_utf8_row_is_malformed(tmp_path: Path) -> None:
     assert malformed(batches) == [(1, "invalid_utf8")]
 
 
+def test_csv_invalid_utf8_in_the_header_is_exit_3_saying_so(tmp_path: Path) -> None:
+    # was exit 3 all the same, but with polars' "'utf-8' codec can't encode character
+    # '\udcff' ... surrogates not allowed" from inside the reader
+    data = write(tmp_path, "d.csv", b"id,te\xffxt\n1,hello\n2,world\n")
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(data),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert "header row is not valid UTF-8 (byte 0xff in column 2)" in result.output
+    assert "surrogates" not in result.output
+
+
 def test_json_array_lone_surrogate_keeps_the_record_and_is_noted(tmp_path: Path) -> None:
     batches = read(write(tmp_path, "d.json", b'[{"t": "ok"}, {"t": "a\\ud800b"}]'))
     assert rows(batches) == [0, 1]
@@ -162,3 +175,20 @@ def test_csv_repeated_header_names_never_collide(tmp_path: Path) -> None:
     assert list(batches[0].frame.columns) == ["a", "a_1", "a_2", "b", "b_1"]
     assert [values(batches, n) for n in ("a", "a_1", "a_2", "b", "b_1")] == [[1], [2], [3],
                                                                               [4], [5]]
+
+
+def test_a_csv_text_field_of_numbers_reads_as_text_like_json_lines(tmp_path: Path) -> None:
+    # Every cell of `text` reads as a number, so the batch typed it Int64: schema said
+    # "expected string, got integer" on rows 0, 2 and 3 and empty said "missing or null" on
+    # row 1, where the same records in JSON Lines give one empty_text and one duplicate.
+    csv_path = write(tmp_path, "d.csv", b"id,text\nr0,123\nr1,\nr2,456\nr3,123\n")
+    jsonl_path = write(tmp_path, "d.jsonl", b'{"id":"r0","text":"123"}\n{"id":"r1","text":""}\n'
+                       b'{"id":"r2","text":"456"}\n{"id":"r3","text":"123"}\n')
+    seen = []
+    for path in (csv_path, jsonl_path):
+        out = tmp_path / f"out-{path.suffix[1:]}"
+        result = CliRunner().invoke(main, ["check", "--no-smoke", str(path), "--out", str(out),
+                                           "--text-field", "text"])
+        assert result.exit_code == 1, result.output
+        seen.append(set(pl.read_parquet(out / "findings.parquet").select("row", "code").rows()))
+    assert seen[0] == seen[1] == {(1, "empty_text"), (3, "exact_duplicate_of")}
