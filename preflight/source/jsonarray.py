@@ -4,9 +4,12 @@ Element boundaries are found structurally (brackets and strings), not by parsing
 element (``{oops}``, a nested array, a number) is one ``malformed`` unit and every later
 element is still read. A file cut off inside an element or before the closing ``]`` is a
 ``truncated`` unit; data after the closing ``]`` (two arrays concatenated) is a
-``trailing_data`` unit per value. ``check`` and ``fix`` read arrays with this one scanner, so
-they agree on every row number; ``fix`` keeps each element's text as written (whitespace
-between tokens removed, so it fits on one JSON Lines line; values untouched).
+``trailing_data`` unit per value. An element whose quote or bracket never closes would run
+to the end of the array (or, its quotes out of step, swallow the elements after it): it is
+cut where a later line starts an element (``_resync``), and the scanner goes on from there.
+``check`` and ``fix`` read arrays with this one scanner, so they agree on every row number;
+``fix`` keeps each element's text as written (whitespace between tokens removed, so it fits
+on one JSON Lines line; values untouched).
 
 Memory is bounded by the largest element: the buffer holds the unread tail only.
 """
@@ -42,6 +45,18 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 # A fast stretch this long after the scanner's (elements) sends the scanner back to stopping
 # at its first clean comma; a shorter one makes it read 8 times longer next time.
 _FAST_STRETCH = 1000
+# A line that may start an element: a line break, blanks, an optional comma, blanks, "{".
+_ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)\{")
+# The lines that may start an element are looked for this far into a runaway element; the
+# least indented of them are the array's own (nested objects sit deeper).
+_RESYNC_WINDOW = 64 << 10
+# An element whose bracket never closes is known only at the end of the array, read to there:
+# at most this many are cut per file (the next holds the rest, as a file cut off there).
+# One whose quotes went out of step is cut as soon as that shows, at no such cost.
+MAX_RESYNCS = 16
+_TRUNCATED = ("truncated", "the file ends inside this element (truncated?)")
+_RUNAWAY = ("invalid_json", "a quote or bracket in this element never closes: it is cut where "
+            "the next line starts an element")
 
 
 @dataclass
@@ -79,6 +94,7 @@ class Handback:
     units: int
     rest: bytes | None = None
     index: int = 0
+    resyncs: int = 0  # runaway elements cut so far in this file (in: before; out: after)
 
 
 def elements(stream: Any, *, index: int = 0, after: str = "",
@@ -87,6 +103,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
     ``after`` ("[" or ","), of the rest of an array whose opening ``[`` or last comma was
     read already, ``index`` elements on (up to ``handback``'s stop, when given)."""
     first = index
+    resyncs = handback.resyncs if handback is not None else 0
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf, pos, eof = "", 0, False
     read_size = _READ
@@ -139,46 +156,66 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             if clean and handback is not None and index - first >= handback.units:
                 handback.rest = (buf[pos:].encode("utf-8", "surrogateescape")
                                  + decoder.getstate()[0])
-                handback.index = index
+                handback.index, handback.resyncs = index, resyncs
                 return
             continue
         try:
-            end, depth, problem = _value_end(buf, pos, eof)
+            end, depth, problem, runaway = _value_end(buf, pos, eof)
         except _NeedMore:
             fill()
             continue
         text = buf[pos:end]
-        pos = end
         if closed:  # whatever follows the closing ], as written
             problem = ("trailing_data", "data after the closing ] of the array")
         elif after == "value" and problem is None:
             problem = ("invalid_json", "no comma before this element")
-        after = "value"
-        cut = problem is not None and problem[0] == "truncated"
-        yield _element(index, text, depth, problem)
+        at = None
+        if problem is _RUNAWAY:  # cut already, where the next element starts
+            element = Element(index, text, malformed=Malformed(index, *_RUNAWAY))
+            pos, after = end, ","
+        else:
+            element = _element(index, text, depth, problem)
+            if runaway and not closed and resyncs < MAX_RESYNCS:
+                at = _resync(buf, pos, end)
+            if at is not None:  # the element ends where the next one starts: no comma
+                resyncs += 1
+                element = Element(index, buf[pos:at], malformed=Malformed(index, *_RUNAWAY))
+                pos, after = at, ","
+            else:
+                pos, after = end, "value"
+        if handback is not None:
+            handback.resyncs = resyncs
+        cut = element.malformed is not None and element.malformed.code == "truncated"
+        yield element
         index += 1
     if not closed and not cut:
         yield Element(index, "", malformed=Malformed(
             index, "truncated", "the file ends before the array's closing ] (truncated?)"))
 
 
-def _value_end(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str] | None]:
-    """Where the value starting at ``pos`` ends, its nesting depth and, when the structure
-    itself is broken, (code, detail). Raises _NeedMore when the buffer ends first."""
+def _value_end(buf: str, pos: int, eof: bool
+               ) -> tuple[int, int, tuple[str, str] | None, bool]:
+    """Where the value starting at ``pos`` ends, its nesting depth, when the structure
+    itself is broken (code, detail), and whether it ran away (past where its own opener
+    could close: the end of the file, or a closer of the array around it). Raises
+    _NeedMore when the buffer ends first."""
     first = buf[pos]
     if first not in "[{":
         if first == '"':
             m = _STRING_TAIL.match(buf, pos + 1)
             if m:
-                return m.end(), 0, None
+                if _out_of_step(buf, pos, m.end()):
+                    return _cut(buf, pos, eof)
+                return m.end(), 0, None, False
         else:
             m = _SCALAR_END.search(buf, pos + 1)
             if m:
-                return m.start(), 0, None
+                return m.start(), 0, None, False
         if not eof:
             raise _NeedMore
-        return len(buf), 0, ("truncated", "the file ends inside this element (truncated?)")
+        return len(buf), 0, _TRUNCATED, True
     stack, depth, p = [first], 1, pos + 1
+    problem = None
     while True:
         m = _STRUCT.search(buf, p)
         if m is None:
@@ -188,20 +225,64 @@ def _value_end(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str]
             tail = _STRING_TAIL.match(buf, p)
             if tail is None:
                 break
+            if _out_of_step(buf, p - 1, tail.end()):
+                return _cut(buf, pos, eof)
             p = tail.end()
         elif ch in "[{":
             stack.append(ch)
             depth = max(depth, len(stack))
         elif (ch == "}") != (stack[-1] == "{"):
-            # A closer of the other kind: this element is broken and ends before it.
-            return m.start(), depth, ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
+            # A closer of the other kind: it closes the opener it matches further out (the
+            # ones inside it never closed), or, matching none, belongs to what is around
+            # this element, which ends before it.
+            opener = "{" if ch == "}" else "["
+            problem = problem or ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
+            if opener not in stack:
+                return m.start(), depth, problem, True
+            del stack[len(stack) - 1 - stack[::-1].index(opener):]
+            if not stack:
+                return p, depth, problem, False
         else:
             stack.pop()
             if not stack:
-                return p, depth, None
+                return p, depth, problem, False
     if not eof:
         raise _NeedMore
-    return len(buf), depth, ("truncated", "the file ends inside this element (truncated?)")
+    return len(buf), depth, _TRUNCATED, True
+
+
+def _out_of_step(buf: str, start: int, end: int) -> bool:
+    """Whether the string ``buf[start:end]`` holds a line that starts an element: a quote
+    that never closed has put the quotes out of step, and this "string" is the gap between
+    two elements (valid JSON has no line break in a string)."""
+    return buf.find("\n", start, end) >= 0 and _ELEMENT_LINE.search(buf, start, end) is not None
+
+
+def _cut(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str] | None, bool]:
+    """``_value_end``'s answer for the element at ``pos`` once its quotes are out of step
+    (its own quote that never closed, or a later element's inside a bracket of its that
+    never closed): it ends where the next element starts (``_resync``). Raises _NeedMore
+    until the buffer holds ``_RESYNC_WINDOW`` characters past ``pos``."""
+    if len(buf) < pos + _RESYNC_WINDOW and not eof:
+        raise _NeedMore
+    at = _resync(buf, pos, len(buf))
+    assert at is not None  # the string out of step holds such a line
+    return at, 0, _RUNAWAY, False
+
+
+def _resync(buf: str, since: int, stop: int) -> int | None:
+    """Where the next element starts in a runaway element's text (up to ``stop``): the
+    first line from ``since`` on that begins with ``{`` (after blanks and an optional comma)
+    and is indented least among such lines in the ``_RESYNC_WINDOW`` characters from
+    ``since`` (the array's own elements, not objects nested in one). None when there is
+    none (a file cut off in its last element)."""
+    window = min(stop, since + _RESYNC_WINDOW)
+    starts = [(len(m.group(1)), m.end() - 1) for m in _ELEMENT_LINE.finditer(buf, since, window)]
+    if not starts:
+        m = _ELEMENT_LINE.search(buf, window, stop)
+        return m.end() - 1 if m is not None else None
+    least = min(indent for indent, _ in starts)
+    return next(at for indent, at in starts if indent == least)
 
 
 def _element(index: int, text: str, depth: int, problem: tuple[str, str] | None) -> Element:
@@ -240,6 +321,7 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
                             label, done=0)
         return
     rest, index, after, done, units = Prefixed(start[1:], stream), 0, "[", 0, 1
+    resyncs = 0
     # Fields are inferred from the first batch: it is the first ARRAY_BATCH elements, fast
     # when they are all clean, else the scanner's.
     size, first = array_scan.CHUNK_BYTES, ARRAY_BATCH
@@ -259,12 +341,14 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
             after = ","
         # Odd elements close together: the scanner keeps going longer each time.
         units = 1 if fast_to - index >= _FAST_STRETCH else min(units * 8, 1 << 40)
-        handback = Handback(ARRAY_BATCH if first and fast_to == index else units)
+        handback = Handback(ARRAY_BATCH if first and fast_to == index else units,
+                            resyncs=resyncs)
         first = 0
         rest = Prefixed(unread, rest)
         done = yield from _batches(
             elements(rest, index=fast_to, after=after, handback=handback), raw, file_index,
             label, done=done)
+        resyncs = handback.resyncs
         if handback.rest is None:
             return
         rest = Prefixed(handback.rest, rest)

@@ -1,0 +1,144 @@
+"""JSON arrays: an element whose quote or bracket never closes is cut where the next line
+starts an element, so it does not hide the elements after it (found by a hostile review:
+one such element made a 120,000-element array read as one record and one finding)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from preflight.cli import main
+from preflight.source import jsonarray
+from preflight.source.jsonarray import elements
+from tests.source.helpers import malformed, read, rows, values, write
+
+
+def _one_per_line(records: list[str], bad: dict[int, str]) -> bytes:
+    lines = [bad.get(k, r) for k, r in enumerate(records)]
+    return ("[" + ",\n".join(lines) + "]\n").encode()
+
+
+_RECORDS = [json.dumps({"id": k, "text": f"text {k}"}) for k in range(200)]
+# Each breaks its element's structure for good: the rest of the file would be inside it.
+_RUNAWAYS = {
+    "unclosed-string": '{"id": 50, "text": "never closed}',
+    "unclosed-brace": '{"id": 50, "text": "no closing brace"',
+    "unclosed-list": '{"id": 50, "tags": ["a", "b"}',
+    "stray-quote-key": '{"id": 50, "te"xt": "a"}',
+}
+
+
+@pytest.mark.parametrize("bad", list(_RUNAWAYS.values()), ids=list(_RUNAWAYS))
+def test_a_runaway_element_is_one_unit_and_every_later_element_is_read(tmp_path: Path,
+                                                                       bad: str) -> None:
+    batches = read(write(tmp_path, "d.json", _one_per_line(_RECORDS, {50: bad})))
+    assert rows(batches) == [k for k in range(200) if k != 50]
+    assert values(batches, "id") == [k for k in range(200) if k != 50]
+    assert [r for r, _ in malformed(batches)] == [50]
+
+
+def test_a_runaway_element_in_a_pretty_printed_array_resyncs_at_the_arrays_own_level(
+        tmp_path: Path) -> None:
+    # Objects nested in a list sit deeper than the array's elements: the cut is at the next
+    # element, not at a nested object (which would read as a record that is not one).
+    records = [{"id": k, "items": [{"k": 1}, {"k": 2}]} for k in range(6)]
+    text = json.dumps(records, indent=2)
+    broken = text.replace('"id": 2,', '"id": 2, "open": "never closed,', 1)
+    assert broken != text
+    batches = read(write(tmp_path, "d.json", broken.encode()))
+    assert values(batches, "id") == [0, 1, 3, 4, 5]
+    assert [r for r, _ in malformed(batches)] == [2]
+    assert all(set(r) == {"id", "items"} for b in batches for r in b.frame.to_dicts())
+
+
+def test_a_file_cut_off_in_its_last_element_stays_truncated(tmp_path: Path) -> None:
+    data = _one_per_line(_RECORDS[:10], {})[:-20]  # cut inside the last element
+    batches = read(write(tmp_path, "d.json", data))
+    assert rows(batches) == list(range(9))
+    assert malformed(batches) == [(9, "truncated")]
+
+
+def test_a_well_delimited_bad_element_with_a_line_break_in_a_string_stays_one_unit(
+        tmp_path: Path) -> None:
+    # A raw line break inside a string that closes: one malformed unit, as before; only an
+    # element that runs away is cut.
+    bad = '{"id": 5, "text": "two\nlines"}'
+    batches = read(write(tmp_path, "d.json", _one_per_line(_RECORDS[:10], {5: bad})))
+    assert rows(batches) == [k for k in range(10) if k != 5]
+    assert [r for r, _ in malformed(batches)] == [5]
+
+
+def test_unclosed_brackets_are_cut_at_most_max_resyncs_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An unclosed bracket shows only at the end of the array, each such element read to
+    # there: past the limit the next one holds the rest, as before (the scan stays linear).
+    monkeypatch.setattr(jsonarray, "MAX_RESYNCS", 2)
+    bad = {k: '{"id": %d, "text": "open"' % k for k in (10, 20, 30, 40)}
+    path = write(tmp_path, "d.json", _one_per_line(_RECORDS[:50], bad))
+    units = list(elements(path.open("rb")))
+    assert [u.row for u in units if u.malformed] == [10, 20, 30]
+    assert units[-1].row == 30 and units[-1].raw.endswith('"text 49"}')
+    batches = read(path)  # the gate's reader: fast stretches and the scanner
+    assert rows(batches) == [k for k in range(30) if k not in (10, 20)]
+    assert [r for r, _ in malformed(batches)] == [10, 20, 30]
+
+
+def test_every_unclosed_quote_is_cut_at_once(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Quotes out of step show at the next line break: cut there, with no limit and no
+    # reading on to the end of the array.
+    monkeypatch.setattr(jsonarray, "MAX_RESYNCS", 0)
+    bad = {k: '{"id": %d, "text": "open' % k for k in range(5, 200, 5)}
+    batches = read(write(tmp_path, "d.json", _one_per_line(_RECORDS, bad)))
+    assert rows(batches) == [k for k in range(200) if k not in bad]
+    assert [r for r, _ in malformed(batches)] == sorted(bad)
+
+
+def test_check_finds_the_same_in_an_array_with_a_runaway_element_as_in_json_lines(
+        tmp_path: Path) -> None:
+    # The review's reproducer, tolerating one malformed record: the zero-width space and
+    # the duplicate after the bad element are found in both formats.
+    lines = ['{"id":"0","text":"a"}', '{"id":"1","text":"b}', '{"id":"2","text":"x\\u200by"}',
+             '{"id":"3","text":"a"}']
+    (tmp_path / "r.json").write_text("[" + ",\n".join(lines) + "]\n")
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - check: malformed\n    max_count: 1\n"
+                     "  - check: invisible_unicode\n  - check: exact_duplicate\n")
+    found = []
+    for name in ("r.json", "r.jsonl"):
+        out = tmp_path / f"out-{name}"
+        result = CliRunner().invoke(main, ["check", str(tmp_path / name), "--rules", str(rules),
+                                           "--no-smoke", "--out", str(out)])
+        assert result.exit_code == 1, result.output
+        found.append(pl.read_parquet(out / "findings.parquet").select("rule", "row").rows())
+    assert found[0] == found[1] == [("malformed", 1), ("invisible_unicode", 2),
+                                    ("exact_duplicate", 3)]
+
+
+def test_an_unclosed_quote_inside_an_unclosed_brace_cuts_both_elements(tmp_path: Path) -> None:
+    # Reading on for element 10's brace meets element 20's quote out of step: element 10
+    # ends where the next line starts, not after element 20 (which swallowed 11-19).
+    bad = {10: '{"id": 10, "text": "open"', 20: '{"id": 20, "text": "open'}
+    batches = read(write(tmp_path, "d.json", _one_per_line(_RECORDS[:40], bad)))
+    assert rows(batches) == [k for k in range(40) if k not in bad]
+    assert [r for r, _ in malformed(batches)] == [10, 20]
+
+
+def test_fix_keeps_every_element_after_a_runaway_one(tmp_path: Path) -> None:
+    # fix reads arrays with the same scanner: the runaway element alone is quarantined (as
+    # written), every later element is in the output.
+    bad = {5: '{"id": 5, "text": "open', 12: '{"id": 12, "text": "open"'}
+    src = write(tmp_path, "d.json", _one_per_line(_RECORDS[:20], bad))
+    out, quarantine = tmp_path / "o.jsonl", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", str(src), "--out", str(out),
+                                       "--quarantine", str(quarantine)])
+    assert result.exit_code == 0, result.output
+    kept = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert kept == [k for k in range(20) if k not in bad]
+    set_aside = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert [(q["row"], q["raw"].rstrip(",\n")) for q in set_aside] == sorted(bad.items())
