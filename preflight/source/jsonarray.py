@@ -54,6 +54,7 @@ _RESYNC_WINDOW = 64 << 10
 # at most this many are cut per file (the next holds the rest, as a file cut off there).
 # One whose quotes went out of step is cut as soon as that shows, at no such cost.
 MAX_RESYNCS = 16
+_STRAY_CLOSER = ("invalid_json", "a ] that closes nothing: elements follow it")
 _TRUNCATED = ("truncated", "the file ends inside this element (truncated?)")
 _RUNAWAY = ("invalid_json", "a quote or bracket in this element never closes: it is cut where "
             "the next line starts an element")
@@ -140,6 +141,15 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         if not skip_space():
             break
         ch = buf[pos]
+        if not closed and ch == "]":  # the array's end, unless elements follow it
+            ahead = _SPACE.match(buf, pos + 1).end()  # type: ignore[union-attr]
+            if ahead == len(buf) and not eof:
+                fill()
+                continue
+            if buf[ahead:ahead + 1] == ",":
+                yield Element(index, ch, malformed=Malformed(index, *_STRAY_CLOSER))
+                index, pos, after = index + 1, pos + 1, "value"
+                continue
         if not closed and ch in ",]":
             problem = None
             if ch == "," and after != "value":
@@ -238,6 +248,13 @@ def _value_end(buf: str, pos: int, eof: bool
             opener = "{" if ch == "}" else "["
             problem = problem or ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
             if opener not in stack:
+                # Followed by a comma or a brace, it is a stray inside this element (the
+                # element goes on); else the array's end, past this element's own.
+                ahead = _SPACE.match(buf, p).end()  # type: ignore[union-attr]
+                if ahead == len(buf) and not eof:
+                    raise _NeedMore
+                if buf[ahead:ahead + 1] in (",", "}"):
+                    continue
                 return m.start(), depth, problem, True
             del stack[len(stack) - 1 - stack[::-1].index(opener):]
             if not stack:

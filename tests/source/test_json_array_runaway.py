@@ -29,6 +29,7 @@ _RUNAWAYS = {
     "unclosed-brace": '{"id": 50, "text": "no closing brace"',
     "unclosed-list": '{"id": 50, "tags": ["a", "b"}',
     "stray-quote-key": '{"id": 50, "te"xt": "a"}',
+    "stray-bracket": '{"id": 50, "text": "a"]}',  # it closed the array: the rest trailing
 }
 
 
@@ -142,3 +143,12 @@ def test_fix_keeps_every_element_after_a_runaway_one(tmp_path: Path) -> None:
     assert kept == [k for k in range(20) if k not in bad]
     set_aside = [json.loads(line) for line in quarantine.read_text().splitlines()]
     assert [(q["row"], q["raw"].rstrip(",\n")) for q in set_aside] == sorted(bad.items())
+
+
+def test_a_stray_bracket_between_elements_does_not_close_the_array(tmp_path: Path) -> None:
+    # "]" followed by a comma closes nothing: one malformed unit, and the array goes on.
+    data = b'[{"id": 0},\n{"id": 1}],\n{"id": 2},\n{"id": 3}]\n'
+    batches = read(write(tmp_path, "d.json", data))
+    assert values(batches, "id") == [0, 1, 2, 3]
+    assert rows(batches) == [0, 1, 3, 4]
+    assert malformed(batches) == [(2, "invalid_json")]
