@@ -36,6 +36,7 @@ _STRUCT = re.compile(r'["\[\]{}]')
 # about 100 bytes of it per character).
 STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _STRING_TAIL = re.compile(STRING_BODY, re.S)
+_LINE_STRING_TAIL = re.compile(r'[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"')  # no line break in it
 # Where a scalar (or a stray byte) ends: a bracket or brace starts or ends another value.
 _SCALAR_END = re.compile(r"[,\]\[{}\s]")
 _SPACE = re.compile(r"[ \t\r\n\ufeff]*")
@@ -232,11 +233,13 @@ def _value_end(buf: str, pos: int, eof: bool
             break
         ch, p = m.group(), m.end()
         if ch == '"':
-            tail = _STRING_TAIL.match(buf, p)
+            tail = _LINE_STRING_TAIL.match(buf, p)  # nearly every string: within its line
             if tail is None:
-                break
-            if _out_of_step(buf, p - 1, tail.end()):
-                return _cut(buf, pos, eof)
+                tail = _STRING_TAIL.match(buf, p)
+                if tail is None:
+                    break
+                if _out_of_step(buf, p - 1, tail.end()):
+                    return _cut(buf, pos, eof)
             p = tail.end()
         elif ch in "[{":
             stack.append(ch)
