@@ -152,3 +152,17 @@ def test_a_stray_bracket_between_elements_does_not_close_the_array(tmp_path: Pat
     assert values(batches, "id") == [0, 1, 2, 3]
     assert rows(batches) == [0, 1, 3, 4]
     assert malformed(batches) == [(2, "invalid_json")]
+
+
+@pytest.mark.parametrize("element", [
+    b"[" * 150_000 + b"},\n" * 150_000 + b"1" + b"]" * 150_000,  # closers matching nothing
+    b'{"a": ' + b'{"b": [' * 150_000 + b"}" * 150_001,           # each closes one further out
+], ids=["strays-in-a-deep-list", "closers-of-the-other-kind"])
+def test_closers_of_the_other_kind_in_a_deep_element_cost_linear_time(tmp_path: Path,
+                                                                     element: bytes) -> None:
+    # Each such closer looked through (or copied) the whole stack of open brackets: 600 KB
+    # like this held the scanner for minutes. It is one malformed unit, the next one read.
+    path = write(tmp_path, "d.json", b"[" + element + b',\n{"id": 1}]\n')
+    units = list(elements(path.open("rb")))
+    assert [(u.row, u.malformed is not None) for u in units] == [(0, True), (1, False)]
+    assert units[0].raw_bytes() == element and units[1].record == {"id": 1}
