@@ -280,10 +280,18 @@ def _value_end(buf: str, pos: int, eof: bool
 
 
 def _out_of_step(buf: str, start: int, end: int) -> bool:
-    """Whether the string ``buf[start:end]`` holds a line that starts an element: a quote
-    that never closed has put the quotes out of step, and this "string" is the gap between
-    two elements (valid JSON has no line break in a string)."""
-    return buf.find("\n", start, end) >= 0 and _ELEMENT_LINE.search(buf, start, end) is not None
+    """Whether the string ``buf[start:end]`` is the gap between two elements: a quote that
+    never closed has put the quotes out of step, and this "string" ends at the quote that
+    opens the first key of a line that starts an element (``{``, then blanks). A string
+    with line breaks that ends elsewhere (``"if (x)\n{}\n"``, written with raw line breaks)
+    is a well-delimited bad element: one unit, not cut at its ``{`` line."""
+    k = end - 1  # its closing quote
+    while k > start and buf[k - 1] in " \t\r\n":
+        k -= 1
+    if k <= start or buf[k - 1] != "{":
+        return False
+    line = buf.rfind("\n", start, k)
+    return line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, k) is not None
 
 
 def _cut(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str] | None, bool]:
