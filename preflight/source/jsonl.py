@@ -65,8 +65,9 @@ _VALUE_END = re.compile(rb"[ \t\r]*[,}\]]")
 _BLANKS = frozenset(b" \t\r")
 _VALUE_AFTER = frozenset(b":[,")
 _LOOKED_AT = 256  # more mentions than this in a block: one regex pass instead
-# An integer literal of 19 digits or more as a value: it may not fit int64.
-_LONG_INTEGER = re.compile(rb"[:\[,][ \t\r]*-?[0-9]{19,}[ \t\r]*[,}\]]")
+# An integer literal of 16 digits or more as a value: it may be past what a float holds
+# exactly (2**53).
+_LONG_INTEGER = re.compile(rb"[:\[,][ \t\r]*-?[0-9]{16,}[ \t\r]*[,}\]]")
 
 
 class _Fallback(Exception):
@@ -241,7 +242,7 @@ def _fast(block: bytes, row0: int, ends: np.ndarray | None = None) -> _Part:
         raise _Fallback
     if _holds_floats(table.schema) and (
             _may_hold_not_pythons(block)
-            or (_any_beyond_int64(table) and _LONG_INTEGER.search(block) is not None)):
+            or (_any_beyond_exact(table) and _LONG_INTEGER.search(block) is not None)):
         raise _Fallback
     fixed = _without_timestamps(table.schema)
     if fixed is not None:  # Arrow guessed timestamps from strings: read them as strings
@@ -281,18 +282,20 @@ def _may_hold_not_pythons(block: bytes) -> bool:
     return False
 
 
-def _any_beyond_int64(table: pa.Table) -> bool:
-    """Whether a float of ``table`` is an integer's size past int64 (2**63 or more). Arrow
-    reads an integer too large for int64 as a float, rounded, and turns its whole column in
-    the block into floats; the line-by-line path keeps the integer exact, so a block with
-    such a float and an integer literal that long (``_LONG_INTEGER``) goes there. (A float
-    written so large, 1e300, is a float on both paths: its block stays on Arrow's.)"""
+def _any_beyond_exact(table: pa.Table) -> bool:
+    """Whether a float of ``table`` is an integer's size past what a float holds exactly
+    (2**53 or more). Arrow reads an integer too large for int64 as a float, rounded, and
+    turns its whole column in the block into floats, as it does with any integer in a column
+    that also holds a fraction (``9007199254740993`` beside ``0.5``); the line-by-line path
+    keeps such an integer exact, so a block with such a float and an integer literal that
+    long (``_LONG_INTEGER``) goes there. (A float written so large, 1e300, is a float on
+    both paths: its block stays on Arrow's.)"""
     stack: list[pa.Array] = [chunk for column in table.columns for chunk in column.chunks]
     while stack:
         array = stack.pop()
         t = array.type
         if pa.types.is_floating(t):
-            if pc.any(pc.greater_equal(pc.abs(array), float(2**63))).as_py():
+            if pc.any(pc.greater_equal(pc.abs(array), float(2**53))).as_py():
                 return True
         elif pa.types.is_struct(t):
             stack.extend(array.field(i) for i in range(t.num_fields))

@@ -46,6 +46,7 @@ _ODD_ELEMENTS = [
     b'{"x": 9223372036854775813}', b'{"n": [1.5, 18446744073709551615]}',  # past int64
     b'{"r": "never closed', b'{"s": [1, {"t": 2}', b'{"u": ["v"}',  # quotes, brackets open
     b'{"w": 1]}', b"]",                                       # a ] that closes nothing
+    b'{"m": "x\n{}\n"}', b'{"m": "x\n  {\n"}',                # a closed string with a { line
     b'{"t": "2024-01-02"}', b'{"i": "a string now"}', b'{"q": "\\"}, {\\""}',
     b"", b'{"a": 1} {"b": 2}', b'x', b"\xef\xbb\xbf{}",        # empty, no comma, junk, BOM
     b'{"a": 1} 7', b'true {"b": 2}', b'{"c": 3} "s"', b'{"e": 4}\x0c',  # values with no comma

@@ -152,3 +152,35 @@ def test_a_stray_bracket_between_elements_does_not_close_the_array(tmp_path: Pat
     assert values(batches, "id") == [0, 1, 2, 3]
     assert rows(batches) == [0, 1, 3, 4]
     assert malformed(batches) == [(2, "invalid_json")]
+
+
+@pytest.mark.parametrize("element", [
+    b"[" * 150_000 + b"},\n" * 150_000 + b"1" + b"]" * 150_000,  # closers matching nothing
+    b'{"a": ' + b'{"b": [' * 150_000 + b"}" * 150_001,           # each closes one further out
+], ids=["strays-in-a-deep-list", "closers-of-the-other-kind"])
+def test_closers_of_the_other_kind_in_a_deep_element_cost_linear_time(tmp_path: Path,
+                                                                     element: bytes) -> None:
+    # Each such closer looked through (or copied) the whole stack of open brackets: 600 KB
+    # like this held the scanner for minutes. It is one malformed unit, the next one read.
+    path = write(tmp_path, "d.json", b"[" + element + b',\n{"id": 1}]\n')
+    units = list(elements(path.open("rb")))
+    assert [(u.row, u.malformed is not None) for u in units] == [(0, True), (1, False)]
+    assert units[0].raw_bytes() == element and units[1].record == {"id": 1}
+
+
+@pytest.mark.parametrize("bad", [
+    '{"id": 5, "code": "if (x)\n{}\n"}',                   # a line that is an empty object
+    '{"id": 5, "code": "f()\n  {\n    return 1;\n  }"}',  # a block of code
+    '{"id": 5, "note": "see\n{\\"a\\": 1}\n"}',          # JSON pasted with raw line breaks
+])
+def test_a_closed_string_with_raw_line_breaks_and_a_brace_line_is_not_cut(tmp_path: Path,
+                                                                           bad: str) -> None:
+    # Written with raw line breaks, a string holding a line that starts with "{" still
+    # closes, and so does its element: one malformed unit, as written. Cut at that line, it
+    # made "{}" a record that is not in the data and numbered every later row one on.
+    path = write(tmp_path, "d.json", _one_per_line(_RECORDS[:10], {5: bad}))
+    batches = read(path)
+    assert rows(batches) == [k for k in range(10) if k != 5]
+    assert values(batches, "id") == [k for k in range(10) if k != 5]
+    assert malformed(batches) == [(5, "invalid_json")]
+    assert [u.raw for u in elements(path.open("rb")) if u.malformed] == [bad]

@@ -41,6 +41,9 @@ _ODD_LINES = [
     # Integers past int64 (Arrow reads them as rounded floats): exact on both paths.
     b'{"i": 18, "x": 18446744073709551617}', b'{"i": 19, "x": 9223372036854775813}',
     b'{"i": 20, "n": {"a": [1.5, -9223372036854775809]}}',
+    # Past what a float holds exactly, in a column with fractions: Arrow rounds it too.
+    b'{"i": 21, "x": 9007199254740993}', b'{"i": 22, "x": 0.5}',
+    b'{"i": 23, "n": {"a": [2.5, 1234567890123456789]}}',
 ]
 _ODD = st.sampled_from(_ODD_LINES)
 _LINES = st.lists(st.one_of(_GOOD, _GOOD, _ODD), min_size=1, max_size=60)
@@ -222,3 +225,18 @@ def test_large_floats_written_as_floats_stay_on_arrows_path() -> None:
     assert part.table.column("x").to_pylist() == [1e300, -9.3e18, 12345678901234567890.5]
     with pytest.raises(jsonl._Fallback):
         jsonl._fast(block + b'{"x": 12345678901234567890}\n', 0)
+
+
+@pytest.mark.parametrize(("lines", "exact"), [
+    ([b'{"x": 9007199254740993}', b'{"x": 0.5}'], 9007199254740993),  # beside a fraction
+    ([b'{"x": [2.5, -1234567890123456789]}'], -1234567890123456789),   # in a list of floats
+    ([b'{"x": {"y": 0.5}}', b'{"x": {"y": 4611686018427387905}}'], 4611686018427387905),
+], ids=["column", "list", "struct"])
+def test_an_integer_a_float_cannot_hold_stays_exact_beside_fractions(lines: list[bytes],
+                                                                     exact: int) -> None:
+    # Arrow makes every integer of a column with a fraction a float, rounding one past
+    # 2**53 (9007199254740993 read as ...992); line by line it is kept as written.
+    block = b"\n".join(lines) + b"\n"
+    fast, _ = jsonl._block(block, 0, 0, None, 0)
+    _same(fast, jsonl._merge([jsonl._slow(lines, 0)]))
+    assert str(exact) in repr(fast.raw["x"])
