@@ -48,8 +48,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 _FAST_STRETCH = 1000
 # A line that may start an element: a line break, blanks, an optional comma, blanks, "{".
 _ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)\{")
-# The lines that may start an element are looked for this far into a runaway element; the
-# least indented of them are the array's own (nested objects sit deeper).
+# For a runaway element that shares its line with the one before (its depth unknown), the
+# lines that may start an element are looked for this far into it; the least indented of
+# them are the array's own (nested objects sit deeper).
 _RESYNC_WINDOW = 64 << 10
 # An element whose bracket never closes is known only at the end of the array, read to there:
 # at most this many are cut per file (the next holds the rest, as a file cut off there).
@@ -100,12 +101,18 @@ class Handback:
 
 
 def elements(stream: Any, *, index: int = 0, after: str = "",
-             handback: Handback | None = None) -> Iterator[Element]:
+             handback: Handback | None = None, column: int | None = None
+             ) -> Iterator[Element]:
     """Every element of the JSON array in ``stream`` (binary), in order; or, with
     ``after`` ("[" or ","), of the rest of an array whose opening ``[`` or last comma was
-    read already, ``index`` elements on (up to ``handback``'s stop, when given)."""
+    read already, ``index`` elements on (up to ``handback``'s stop, when given; after
+    "[", ``column``: the column just past it, when its line held only blanks before it)."""
     first = index
     resyncs = handback.resyncs if handback is not None else 0
+    # The column the next value starts at, when it is the first on its line or the first
+    # after an opening "[" that was (only blanks before it since a line break): a runaway
+    # element is cut at the next line that starts an element no deeper than it.
+    indent: int | None = column if after == "[" else None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf, pos, eof = "", 0, False
     read_size = _READ
@@ -119,10 +126,18 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         read_size = max(_READ, len(buf))  # an element larger than the buffer: grow, not rescan
 
     def skip_space() -> bool:
-        """Skip whitespace; False when the input is exhausted."""
-        nonlocal pos
+        """Skip whitespace, noting the indentation when it ends a line break (``indent``,
+        None after anything else: the value that follows is not first on its line); False
+        when the input is exhausted."""
+        nonlocal pos, indent
         while True:
+            start = pos
             pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+            line = buf.rfind("\n", start, pos)
+            if line >= 0:
+                indent = pos - line - 1
+            elif indent is not None:  # the same run of blanks, across a fill
+                indent += pos - start
             if pos < len(buf):
                 return True
             if eof:
@@ -130,10 +145,12 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             fill()
 
     if not after:
+        indent = 0  # the start of the file
         if not skip_space() or buf[pos] != "[":
             raise ValueError("expected a JSON array")
         pos += 1
         after = "["
+        indent = None if indent is None else indent + 1
     # ``after``: what came last inside the array — "[" (its opening), "," or a value. A
     # comma where a value belongs, a value where a comma belongs, or a comma before the
     # closing ] is invalid JSON: a malformed unit (rows stay countable), never silence.
@@ -149,7 +166,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
                 continue
             if buf[ahead:ahead + 1] == ",":
                 yield Element(index, ch, malformed=Malformed(index, *_STRAY_CLOSER))
-                index, pos, after = index + 1, pos + 1, "value"
+                index, pos, after, indent = index + 1, pos + 1, "value", None
                 continue
         if not closed and ch in ",]":
             problem = None
@@ -163,7 +180,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             if ch == "]":
                 closed = True
             clean, after = ch == "," and after == "value", ","
-            pos += 1
+            pos, indent = pos + 1, None
             if clean and handback is not None and index - first >= handback.units:
                 handback.rest = (buf[pos:].encode("utf-8", "surrogateescape")
                                  + decoder.getstate()[0])
@@ -171,7 +188,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
                 return
             continue
         try:
-            end, depth, problem, runaway = _value_end(buf, pos, eof)
+            end, depth, problem, runaway = _value_end(buf, pos, eof, indent)
         except _NeedMore:
             fill()
             continue
@@ -183,17 +200,18 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         at = None
         if problem is _RUNAWAY:  # cut already, where the next element starts
             element = Element(index, text, malformed=Malformed(index, *_RUNAWAY))
-            pos, after = end, ","
+            at = end
         else:
             element = _element(index, text, depth, problem)
             if runaway and not closed and resyncs < MAX_RESYNCS:
-                at = _resync(buf, pos, end)
+                at = _resync(buf, pos, end, indent)
             if at is not None:  # the element ends where the next one starts: no comma
                 resyncs += 1
                 element = Element(index, buf[pos:at], malformed=Malformed(index, *_RUNAWAY))
-                pos, after = at, ","
-            else:
-                pos, after = end, "value"
+        if at is not None:  # the next element starts a line: its indentation is known
+            pos, after, indent = at, ",", at - buf.rfind("\n", 0, at) - 1
+        else:
+            pos, after, indent = end, "value", None
         if handback is not None:
             handback.resyncs = resyncs
         cut = element.malformed is not None and element.malformed.code == "truncated"
@@ -204,7 +222,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             index, "truncated", "the file ends before the array's closing ] (truncated?)"))
 
 
-def _value_end(buf: str, pos: int, eof: bool
+def _value_end(buf: str, pos: int, eof: bool, indent: int | None
                ) -> tuple[int, int, tuple[str, str] | None, bool]:
     """Where the value starting at ``pos`` ends, its nesting depth, when the structure
     itself is broken (code, detail), and whether it ran away (past where its own opener
@@ -216,7 +234,7 @@ def _value_end(buf: str, pos: int, eof: bool
             m = _STRING_TAIL.match(buf, pos + 1)
             if m:
                 if _out_of_step(buf, pos, m.end()):
-                    return _cut(buf, pos, eof)
+                    return _cut(buf, pos, eof, indent)
                 return m.end(), 0, None, False
         else:
             m = _SCALAR_END.search(buf, pos + 1)
@@ -244,7 +262,7 @@ def _value_end(buf: str, pos: int, eof: bool
                 if tail is None:
                     break
                 if _out_of_step(buf, p - 1, tail.end()):
-                    return _cut(buf, pos, eof)
+                    return _cut(buf, pos, eof, indent)
             p = tail.end()
         elif ch in "[{":
             stack.append(ch)
@@ -294,24 +312,33 @@ def _out_of_step(buf: str, start: int, end: int) -> bool:
     return line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, k) is not None
 
 
-def _cut(buf: str, pos: int, eof: bool) -> tuple[int, int, tuple[str, str] | None, bool]:
-    """``_value_end``'s answer for the element at ``pos`` once its quotes are out of step
-    (its own quote that never closed, or a later element's inside a bracket of its that
-    never closed): it ends where the next element starts (``_resync``). Raises _NeedMore
-    until the buffer holds ``_RESYNC_WINDOW`` characters past ``pos``."""
-    if len(buf) < pos + _RESYNC_WINDOW and not eof:
+def _cut(buf: str, pos: int, eof: bool, indent: int | None
+         ) -> tuple[int, int, tuple[str, str] | None, bool]:
+    """``_value_end``'s answer for the element at ``pos`` (starting a line indented
+    ``indent``, when known) once its quotes are out of step (its own quote that never
+    closed, or a later element's inside a bracket of its that never closed): it ends where
+    the next element starts (``_resync``). Raises _NeedMore until the buffer holds that
+    start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``."""
+    if indent is None and len(buf) < pos + _RESYNC_WINDOW and not eof:
         raise _NeedMore
-    at = _resync(buf, pos, len(buf))
-    assert at is not None  # the string out of step holds such a line
-    return at, 0, _RUNAWAY, False
+    at = _resync(buf, pos, len(buf), indent)
+    if at is not None:
+        return at, 0, _RUNAWAY, False
+    if not eof:
+        raise _NeedMore
+    return len(buf), 0, _TRUNCATED, True  # no element after it: the file ends inside it
 
 
-def _resync(buf: str, since: int, stop: int) -> int | None:
-    """Where the next element starts in a runaway element's text (up to ``stop``): the
-    first line from ``since`` on that begins with ``{`` (after blanks and an optional comma)
-    and is indented least among such lines in the ``_RESYNC_WINDOW`` characters from
-    ``since`` (the array's own elements, not objects nested in one). None when there is
-    none (a file cut off in its last element)."""
+def _resync(buf: str, since: int, stop: int, indent: int | None) -> int | None:
+    """Where the next element starts in a runaway element's text (``since`` to ``stop``):
+    the first line that begins with ``{`` (after blanks and an optional comma) indented no
+    deeper than the element's own line (``indent``); when that is not known (the element
+    shares its line with what came before), the least indented such line within
+    ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in one).
+    None when there is none (a file cut off in its last element)."""
+    if indent is not None:
+        return next((m.end() - 1 for m in _ELEMENT_LINE.finditer(buf, since, stop)
+                     if len(m.group(1)) <= indent), None)
     window = min(stop, since + _RESYNC_WINDOW)
     starts = [(len(m.group(1)), m.end() - 1) for m in _ELEMENT_LINE.finditer(buf, since, window)]
     if not starts:
@@ -358,6 +385,8 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
         return
     rest, index, after, done, units = Prefixed(start[1:], stream), 0, "[", 0, 1
     resyncs = 0
+    lead = head[: len(head) - len(start)].decode("utf-8", "surrogateescape")
+    column = len(lead) - lead.rfind("\n")  # just past the "[" (the scanner's count)
     # Fields are inferred from the first batch: it is the first ARRAY_BATCH elements, fast
     # when they are all clean, else the scanner's.
     size, first = array_scan.CHUNK_BYTES, ARRAY_BATCH
@@ -382,7 +411,8 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
         first = 0
         rest = Prefixed(unread, rest)
         done = yield from _batches(
-            elements(rest, index=fast_to, after=after, handback=handback), raw, file_index,
+            elements(rest, index=fast_to, after=after, handback=handback, column=column),
+            raw, file_index,
             label, done=done)
         resyncs = handback.resyncs
         if handback.rest is None:

@@ -184,3 +184,30 @@ def test_a_closed_string_with_raw_line_breaks_and_a_brace_line_is_not_cut(tmp_pa
     assert values(batches, "id") == [k for k in range(10) if k != 5]
     assert malformed(batches) == [(5, "invalid_json")]
     assert [u.raw for u in elements(path.open("rb")) if u.malformed] == [bad]
+
+
+def test_a_runaway_element_larger_than_the_window_yields_no_nested_record(tmp_path: Path
+                                                                         ) -> None:
+    # Each element of this pretty-printed array is ~100 KB of nested objects: the lines
+    # within 64 KB of the unclosed quote are all nested ones. The cut is at the next line
+    # no deeper than the element's own, never at a nested object (800 records that are not
+    # in the data, and a nested "]" closing the array, before).
+    records = [{"id": k, "items": [{"k": j, "pad": "x" * 100} for j in range(800)]}
+               for k in range(4)]
+    text = json.dumps(records, indent=2)
+    broken = text.replace('"id": 1,', '"id": 1,\n    "open": "never closed,', 1)
+    assert broken != text
+    batches = read(write(tmp_path, "d.json", broken.encode()))
+    assert values(batches, "id") == [0, 2, 3]
+    assert [r for r, _ in malformed(batches)] == [1]
+
+
+def test_many_small_runaway_elements_each_cost_their_own_length(tmp_path: Path) -> None:
+    # A path ending in a backslash escapes its closing quote: every element runs away, and
+    # each is cut at the next line (a 64 KB look per cut made 1 MB of them take 12 s).
+    lines = ['{"id": %d, "path": "C:\\\\dir\\"}' % k for k in range(5_000)]
+    data = ("[" + ",\n".join(lines) + "]\n").encode()
+    units = list(elements(write(tmp_path, "d.json", data).open("rb")))
+    assert len(units) == 5_000
+    assert all(u.malformed is not None for u in units)
+    assert units[1].raw == '{"id": 1, "path": "C:\\\\dir\\"},\n'
