@@ -275,12 +275,13 @@ def _value_end(buf: str, pos: int, eof: bool, indent: int | None
             opener = "{" if ch == "}" else "["
             problem = problem or ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
             if not open_count[opener]:
-                # Followed by a comma or a brace, it is a stray inside this element (the
-                # element goes on); else the array's end, past this element's own.
+                # Followed by a comma, a brace or a key (``"o": 1]`` then the next line's
+                # key), it is a stray inside this element (the element goes on); else the
+                # array's end, past this element's own.
                 ahead = _SPACE.match(buf, p).end()  # type: ignore[union-attr]
                 if ahead == len(buf) and not eof:
                     raise _NeedMore
-                if buf[ahead:ahead + 1] in (",", "}"):
+                if buf[ahead:ahead + 1] in (",", "}", '"'):
                     continue
                 return m.start(), depth, problem, True
             while stack[-1] != opener:  # each opener is popped once: linear in all

@@ -211,3 +211,17 @@ def test_many_small_runaway_elements_each_cost_their_own_length(tmp_path: Path) 
     assert len(units) == 5_000
     assert all(u.malformed is not None for u in units)
     assert units[1].raw == '{"id": 1, "path": "C:\\\\dir\\"},\n'
+
+
+@pytest.mark.parametrize("indent", [2, 4, "\t"])
+def test_a_stray_bracket_before_a_key_in_a_pretty_printed_element_is_one_unit(
+        tmp_path: Path, indent: int | str) -> None:
+    # "1]" then a line break and the next key: the "]" closes nothing in the element (found by
+    # the second array review: it closed the array, and every later element was trailing data).
+    records = [{"id": k, "text": f"t{k}", "items": [{"k": k}]} for k in range(6)]
+    text = json.dumps(records, indent=indent)
+    broken = text.replace('"id": 2,', '"id": 2, "o": 1]', 1)
+    assert broken != text
+    batches = read(write(tmp_path, "d.json", broken.encode()))
+    assert values(batches, "id") == [0, 1, 3, 4, 5]
+    assert malformed(batches) == [(2, "invalid_json")]
