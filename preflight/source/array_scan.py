@@ -145,18 +145,20 @@ def lines(data: bytes, found: Cut) -> bytes:
 
 
 def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
-                 file_index: int, label: str | None, size: int = CHUNK_BYTES, first: int = 0
-                 ) -> Iterator[Batch | tuple[bytes, int, int, bool]]:
-    """Batches of the clean stretch of elements at the start of ``stream`` (positioned
-    where element ``index`` may start: after the array's ``[`` or a comma); last, ``(unread
-    bytes, the next element's index, raw.pos when the last batch was made, whether the
-    array closed)`` for the scanner to go on from. ``parse(lines, row0)`` is the JSON Lines
-    block reader; ``raw.pos`` is the progress in file bytes (``done`` of them in earlier
-    batches). Blocks start at ``size`` bytes and double up to ``CHUNK_BYTES``: after an odd
-    element, little is parsed twice if another one follows soon. With ``first``, the first
-    batch is the first ``first`` elements (or all, to the array's end), as the scanner's
-    first batch is; when they are not all clean, nothing is yielded and all that was read
-    goes back."""
+                 file_index: int, label: str | None, size: int = CHUNK_BYTES, first: int = 0,
+                 column: int | None = None
+                 ) -> Iterator[Batch | tuple[bytes, int, int, bool, int | None]]:
+    """Batches of the clean stretch of elements at the start of ``stream`` (positioned where
+    element ``index`` may start: after the array's ``[`` or a comma); last, ``(unread bytes,
+    the next element's index, raw.pos when the last batch was made, whether the array
+    closed, the column just past the last comma when it was first on its line — ``column``
+    until an element is read)`` for the scanner to go on from. ``parse(lines, row0)`` is the
+    JSON Lines block reader; ``raw.pos`` is the progress in file bytes (``done`` of them in
+    earlier batches). Blocks start at ``size`` bytes and double up to ``CHUNK_BYTES``: after
+    an odd element, little is parsed twice if another one follows soon. With ``first``, the
+    first batch is the first ``first`` elements (or all, to the array's end), as the
+    scanner's first batch is; when they are not all clean, nothing is yielded and all that
+    was read goes back."""
     data = b""
     while True:
         chunk = stream.read(size)
@@ -184,11 +186,13 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 batch.progress, done = raw.pos - done, raw.pos
                 yield batch
                 index += good
+                column = _column_after(data, int(found.closes[good - 1]),
+                                       int(found.bounds[good]))
                 data = data[int(found.bounds[good]):]
             if good < n:
                 break
             if found.closed:
-                yield b"", index, done, True
+                yield b"", index, done, True, column
                 return
             size = min(2 * size, CHUNK_BYTES)
         elif not found.stop:
@@ -200,4 +204,11 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
             size = CHUNK_BYTES
         if found.stop:
             break
-    yield data, index, done, False
+    yield data, index, done, False, column
+
+
+def _column_after(data: bytes, close: int, past: int) -> int | None:
+    """The column just past the comma that ends at ``past`` (after an element closing at
+    ``close``, only whitespace between), when that comma is first on its line."""
+    line = data.rfind(b"\n", close, past)
+    return None if line < 0 else past - line - 1

@@ -98,6 +98,7 @@ class Handback:
     rest: bytes | None = None
     index: int = 0
     resyncs: int = 0  # runaway elements cut so far in this file (in: before; out: after)
+    column: int | None = None  # just past the comma, when it was first on its line
 
 
 def elements(stream: Any, *, index: int = 0, after: str = "",
@@ -105,14 +106,16 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
              ) -> Iterator[Element]:
     """Every element of the JSON array in ``stream`` (binary), in order; or, with
     ``after`` ("[" or ","), of the rest of an array whose opening ``[`` or last comma was
-    read already, ``index`` elements on (up to ``handback``'s stop, when given; after
-    "[", ``column``: the column just past it, when its line held only blanks before it)."""
+    read already, ``index`` elements on (up to ``handback``'s stop, when given;
+    ``column``: the column just past that "[" or comma, when its line held only blanks
+    before it)."""
     first = index
     resyncs = handback.resyncs if handback is not None else 0
     # The column the next value starts at, when it is the first on its line or the first
-    # after an opening "[" that was (only blanks before it since a line break): a runaway
-    # element is cut at the next line that starts an element no deeper than it.
-    indent: int | None = column if after == "[" else None
+    # after an opening "[" or a comma that was (only blanks before it since a line break:
+    # comma-first layout): a runaway element is cut at the next line that starts an
+    # element no deeper than it.
+    indent: int | None = column if after else None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf, pos, eof = "", 0, False
     read_size = _READ
@@ -180,11 +183,12 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             if ch == "]":
                 closed = True
             clean, after = ch == "," and after == "value", ","
-            pos, indent = pos + 1, None
+            # A comma first on its line is counted as a blank: ", {" starts an element.
+            pos, indent = pos + 1, (indent + 1 if ch == "," and indent is not None else None)
             if clean and handback is not None and index - first >= handback.units:
                 handback.rest = (buf[pos:].encode("utf-8", "surrogateescape")
                                  + decoder.getstate()[0])
-                handback.index, handback.resyncs = index, resyncs
+                handback.index, handback.resyncs, handback.column = index, resyncs, indent
                 return
             continue
         try:
@@ -392,15 +396,15 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
     # when they are all clean, else the scanner's.
     size, first = array_scan.CHUNK_BYTES, ARRAY_BATCH
     while True:
-        tail: tuple[bytes, int, int, bool] = (b"", index, done, False)
+        tail: tuple[bytes, int, int, bool, int | None] = (b"", index, done, False, column)
         for item in array_scan.fast_batches(rest, raw, parse_block, index=index, done=done,
                                             file_index=file_index, label=label, size=size,
-                                            first=first):
+                                            first=first, column=column):
             if isinstance(item, Batch):
                 yield item
             else:
                 tail = item
-        unread, fast_to, done, closed = tail
+        unread, fast_to, done, closed, column = tail
         if closed:
             return
         if fast_to > index:
@@ -415,7 +419,7 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
             elements(rest, index=fast_to, after=after, handback=handback, column=column),
             raw, file_index,
             label, done=done)
-        resyncs = handback.resyncs
+        resyncs, column = handback.resyncs, handback.column
         if handback.rest is None:
             return
         rest = Prefixed(handback.rest, rest)

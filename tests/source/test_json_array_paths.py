@@ -47,6 +47,8 @@ _ODD_ELEMENTS = [
     b'{"r": "never closed', b'{"s": [1, {"t": 2}', b'{"u": ["v"}',  # quotes, brackets open
     b'{"w": 1]}', b"]",                                       # a ] that closes nothing
     b'{"m": "x\n{}\n"}', b'{"m": "x\n  {\n"}',                # a closed string with a { line
+    b'{\n  "o": "open,\n  "n": [\n    {\n      "k": 1\n    }\n  ]\n}',  # runaways, nested
+    b'{\n  "o": 1]\n  "n": [\n    {\n      "k": 1\n    }\n  ]\n}',
     b'{"t": "2024-01-02"}', b'{"i": "a string now"}', b'{"q": "\\"}, {\\""}',
     b"", b'{"a": 1} {"b": 2}', b'x', b"\xef\xbb\xbf{}",        # empty, no comma, junk, BOM
     b'{"a": 1} 7', b'true {"b": 2}', b'{"c": 3} "s"', b'{"e": 4}\x0c',  # values with no comma
@@ -55,7 +57,8 @@ _ODD_ELEMENTS = [
 ]
 _ELEMENTS = st.lists(st.one_of(_GOOD, _GOOD, _GOOD, st.sampled_from(_ODD_ELEMENTS)),
                      max_size=25)
-_SEPARATORS = st.sampled_from([b",", b", ", b",\n  ", b"\r\n,\t", b" ,"])
+_SEPARATORS = st.sampled_from([b",", b", ", b",\n  ", b"\r\n,\t", b" ,", b"\n, ",
+                              b"\n  ,  "])  # the last: comma-first
 _ENDINGS = st.sampled_from([b"]", b"]\n", b"\n]  \n", b"] [{}]", b"]x", b""])
 
 
@@ -242,3 +245,20 @@ def test_an_element_that_never_closes_at_the_arrays_level_is_not_read_whole(
     assert [r for b in fast for r in b.rows.tolist()] == [r for b in slow for r in b.rows.tolist()]
     assert _notes(fast) == _notes(slow)
     assert [(m.row, m.code) for b in fast for m in b.malformed][:1] == [(10, "invalid_json")]
+
+
+@pytest.mark.parametrize("stretch", [0, 1000], ids=["hand-back-often", "back-off"])
+@pytest.mark.parametrize("chunk", [64, 1 << 20], ids=["blocks", "one"])
+def test_the_fast_path_hands_the_scanner_a_comma_first_elements_column(
+        tmp_path: Path, chunk: int, stretch: int) -> None:
+    # Comma-first: the column of ", {" bounds where a runaway element is cut; read fast up
+    # to it, the scanner must know it as well (else a nested object became a record).
+    records = [{"id": k, "items": [{"k": 1}, {"k": 2}]} for k in range(8)]
+    text = "[ " + "\n, ".join(json.dumps(r, indent=2) for r in records) + "\n]\n"
+    path = tmp_path / "d.json"
+    path.write_bytes(text.replace('"id": 7,', '"id": 7, "o": "never closed,', 1).encode())
+    fast = _read(path, fast=True, chunk=chunk, stretch=stretch, first=2)
+    slow = _read(path, fast=False, chunk=chunk, first=2)
+    assert _records(fast) == _records(slow)
+    assert _notes(fast) == _notes(slow)
+    assert [r for b in fast for r in b.rows.tolist()] == list(range(7))

@@ -225,3 +225,26 @@ def test_a_stray_bracket_before_a_key_in_a_pretty_printed_element_is_one_unit(
     batches = read(write(tmp_path, "d.json", broken.encode()))
     assert values(batches, "id") == [0, 1, 3, 4, 5]
     assert malformed(batches) == [(2, "invalid_json")]
+
+
+def _comma_first(records: list[dict[str, object]]) -> str:
+    """Comma-first layout: each element pretty-printed, the comma opening its line."""
+    return "[ " + "\n, ".join(json.dumps(r, indent=2) for r in records) + "\n]\n"
+
+
+@pytest.mark.parametrize("at", [2, 5], ids=["middle", "last"])
+@pytest.mark.parametrize("size", [1, 70_000], ids=["small", "over-64-KB"])
+def test_a_runaway_element_in_a_comma_first_array_yields_no_nested_record(
+        tmp_path: Path, at: int, size: int) -> None:
+    # A comma first on its line fixes the element's column as a line break does: nested
+    # objects sit deeper (found by the second array review: the least indented '{' line
+    # within 64 KB was a nested object when the runaway was the last element or larger).
+    records: list[dict[str, object]] = [
+        {"id": k, "pad": "p" * size, "items": [{"k": 1}, {"k": 2}]} for k in range(6)]
+    text = _comma_first(records)
+    broken = text.replace(f'"id": {at},', f'"id": {at}, "open": "never closed,', 1)
+    assert broken != text
+    batches = read(write(tmp_path, "d.json", broken.encode()))
+    assert values(batches, "id") == [k for k in range(6) if k != at]
+    assert [r for r, _ in malformed(batches)] == [at]
+    assert all(set(r) == {"id", "pad", "items"} for b in batches for r in b.frame.to_dicts())
