@@ -16,6 +16,7 @@ hypothesis test checks), and so is the first batch, which fields are inferred fr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ _U8 = np.uint8
 _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN, _CLOSE, _END, _SEP, _ODD = 1, 2, 4, 3, 5  # a token's part at the array's level
 _AS_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
+_CLOSERS_COMMA = re.compile(rb"[ \t\r}\]]*,")  # a line before an element: closers, comma
 
 
 @dataclass
@@ -186,7 +188,7 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 batch.progress, done = raw.pos - done, raw.pos
                 yield batch
                 index += good
-                column = _column_after(data, int(found.closes[good - 1]),
+                column = _column_after(data, int(found.opens[good - 1]),
                                        int(found.bounds[good]))
                 data = data[int(found.bounds[good]):]
             if good < n:
@@ -207,8 +209,10 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
     yield data, index, done, False, column
 
 
-def _column_after(data: bytes, close: int, past: int) -> int | None:
-    """The column just past the comma that ends at ``past`` (after an element closing at
-    ``close``, only whitespace between), when that comma is first on its line."""
-    line = data.rfind(b"\n", close, past)
-    return None if line < 0 else past - line - 1
+def _column_after(data: bytes, opens: int, past: int) -> int | None:
+    """The column just past the comma that ends at ``past`` (after an element opening at
+    ``opens``), when only blanks and closers stand before it on its line (a comma first on
+    its line, or ``}, {``): the scanner's count."""
+    line = data.rfind(b"\n", opens, past)
+    return None if line < 0 or not _CLOSERS_COMMA.fullmatch(data, line + 1, past) else (
+        past - line - 1)

@@ -46,8 +46,10 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 # A fast stretch this long after the scanner's (elements) sends the scanner back to stopping
 # at its first clean comma; a shorter one makes it read 8 times longer next time.
 _FAST_STRETCH = 1000
-# A line that may start an element: a line break, blanks, an optional comma, blanks, "{".
-_ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)\{")
+# A line that may start an element: a line break, blanks, an optional comma, blanks, "{";
+# or, where elements share lines (``}, {``), the "}" and comma that close the one before.
+_CLOSERS = re.compile(r"[ \t\r}\]]*")
+_ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)(?:\}[ \t\r]*,[ \t\r]*)?\{")
 # For a runaway element that shares its line with the one before (its depth unknown), the
 # lines that may start an element are looked for this far into it; the least indented of
 # them are the array's own (nested objects sit deeper).
@@ -215,7 +217,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         if at is not None:  # the next element starts a line: its indentation is known
             pos, after, indent = at, ",", at - buf.rfind("\n", 0, at) - 1
         else:
-            pos, after, indent = end, "value", None
+            pos, after, indent = end, "value", _column_past_closers(buf, pos, end)
         if handback is not None:
             handback.resyncs = resyncs
         cut = element.malformed is not None and element.malformed.code == "truncated"
@@ -224,6 +226,14 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
     if not closed and not cut:
         yield Element(index, "", malformed=Malformed(
             index, "truncated", "the file ends before the array's closing ] (truncated?)"))
+
+
+def _column_past_closers(buf: str, start: int, end: int) -> int | None:
+    """The column at ``end`` when the value ``buf[start:end]`` ends a line of closers only
+    (``}`` of pretty-printed JSON, then ``, {`` on the same line: the next element's column
+    is known), else None."""
+    line = buf.rfind("\n", start, end)
+    return end - line - 1 if line >= 0 and _CLOSERS.fullmatch(buf, line + 1, end) else None
 
 
 def _value_end(buf: str, pos: int, eof: bool, indent: int | None

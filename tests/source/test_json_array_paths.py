@@ -247,14 +247,16 @@ def test_an_element_that_never_closes_at_the_arrays_level_is_not_read_whole(
     assert [(m.row, m.code) for b in fast for m in b.malformed][:1] == [(10, "invalid_json")]
 
 
+@pytest.mark.parametrize("joint", ["\n, ", ", "], ids=["comma-first", "brace-comma-brace"])
 @pytest.mark.parametrize("stretch", [0, 1000], ids=["hand-back-often", "back-off"])
 @pytest.mark.parametrize("chunk", [64, 1 << 20], ids=["blocks", "one"])
 def test_the_fast_path_hands_the_scanner_a_comma_first_elements_column(
-        tmp_path: Path, chunk: int, stretch: int) -> None:
-    # Comma-first: the column of ", {" bounds where a runaway element is cut; read fast up
-    # to it, the scanner must know it as well (else a nested object became a record).
+        tmp_path: Path, chunk: int, stretch: int, joint: str) -> None:
+    # Comma-first (", {") or shared lines ("}, {"): the column of that "{" bounds where a
+    # runaway element is cut; read fast up to it, the scanner must know it as well (else a
+    # nested object became a record).
     records = [{"id": k, "items": [{"k": 1}, {"k": 2}]} for k in range(8)]
-    text = "[ " + "\n, ".join(json.dumps(r, indent=2) for r in records) + "\n]\n"
+    text = "[ " + joint.join(json.dumps(r, indent=2) for r in records) + "\n]\n"
     path = tmp_path / "d.json"
     path.write_bytes(text.replace('"id": 7,', '"id": 7, "o": "never closed,', 1).encode())
     fast = _read(path, fast=True, chunk=chunk, stretch=stretch, first=2)

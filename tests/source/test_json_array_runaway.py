@@ -248,3 +248,22 @@ def test_a_runaway_element_in_a_comma_first_array_yields_no_nested_record(
     assert values(batches, "id") == [k for k in range(6) if k != at]
     assert [r for r, _ in malformed(batches)] == [at]
     assert all(set(r) == {"id", "pad", "items"} for b in batches for r in b.frame.to_dicts())
+
+
+@pytest.mark.parametrize("items", [1, 800], ids=["small", "over-64-KB"])
+def test_a_runaway_element_where_elements_share_lines_yields_no_nested_record(
+        tmp_path: Path, items: int) -> None:
+    # "}, {" layout (pretty-printed elements joined by ", "): no line at the array's level
+    # starts with "{", so the cut was at a nested object (a record not in the data, and a
+    # nested "]" closing the array). The "}, {" line is where the next element starts: the
+    # scanner knows the element's column (past closers and a comma only), over 64 KB too.
+    records = [{"id": k, "items": [{"k": j, "pad": "x" * 100} for j in range(items)]}
+               for k in range(4)]
+    text = "[" + ", ".join(json.dumps(r, indent=2) for r in records) + "]"
+    broken = text.replace('"id": 1,', '"id": 1, "o": "never closed,', 1)
+    path = write(tmp_path, "d.json", broken.encode())
+    batches = read(path)
+    assert values(batches, "id") == [0, 2, 3]
+    assert [r for r, _ in malformed(batches)] == [1]
+    units = list(elements(path.open("rb")))  # fix's reading: the same units
+    assert [u.row for u in units] == [0, 1, 2, 3] and units[1].malformed is not None

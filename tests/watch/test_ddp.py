@@ -59,6 +59,10 @@ def _worker(rank: int, port: int, out: str) -> None:
                 steps += 1
         Path(out, f"rank{rank}.json").write_text(json.dumps({"faulted": faulted,
                                                              "steps": steps}))
+        # Both ranks done before either tears the group down: a rank that destroyed it while
+        # the other still closed its side aborted once in CI ("terminate called without an
+        # active exception", gloo, a loaded 2-core machine).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
