@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from preflight.source.jsonarray import STRING_BODY
+from preflight.source.array_values import STRING_BODY
 
 _SPACE = re.compile(r"[ \t\r\n]*")
 _STRING = re.compile('"' + STRING_BODY, re.S)

@@ -6,7 +6,7 @@ element is still read. A file cut off inside an element or before the closing ``
 ``truncated`` unit; data after the closing ``]`` (two arrays concatenated) is a
 ``trailing_data`` unit per value. An element whose quote or bracket never closes would run
 to the end of the array (or, its quotes out of step, swallow the elements after it): it is
-cut where a later line starts an element (``_resync``), and the scanner goes on from there.
+cut where a later line starts an element (``array_values``), and the scanner goes on.
 ``check`` and ``fix`` read arrays with this one scanner, so they agree on every row number;
 ``fix`` keeps each element's text as written (whitespace between tokens removed, so it fits
 on one JSON Lines line; values untouched).
@@ -25,43 +25,31 @@ from typing import Any
 
 from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
 from preflight.source import array_scan
+from preflight.source.array_values import (
+    RUNAWAY,
+    SPACE,
+    STRING_BODY,
+    NeedMore,
+    column_past_closers,
+    resync,
+    value_end,
+)
 from preflight.source.jsonl import MAX_DEPTH, TOO_DEEP, parse_block, parse_line, read_jsonl
 from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 ARRAY_BATCH = 20_000
 _READ = 1 << 20
-_STRUCT = re.compile(r'["\[\]{}]')
-# The rest of a JSON string after its opening quote. Possessive and unrolled: a 30 MB string
-# is matched in one pass with no backtracking state (an alternation in a group would keep
-# about 100 bytes of it per character).
-STRING_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+"'
-_STRING_TAIL = re.compile(STRING_BODY, re.S)
-_LINE_STRING_TAIL = re.compile(r'[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"')  # no line break in it
-# Where a scalar (or a stray byte) ends: a bracket or brace starts or ends another value.
-_SCALAR_END = re.compile(r"[,\]\[{}\s]")
-_SPACE = re.compile(r"[ \t\r\n\ufeff]*")
 _COMPACT = re.compile(f'("{STRING_BODY})|[ \\t\\r\\n]+', re.S)
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 # A fast stretch this long after the scanner's (elements) sends the scanner back to stopping
 # at its first clean comma; a shorter one makes it read 8 times longer next time.
 _FAST_STRETCH = 1000
-# A line that may start an element: a line break, blanks, an optional comma, blanks, "{";
-# or, where elements share lines (``}, {``), the "}" and comma that close the one before.
-_CLOSERS = re.compile(r"[ \t\r}\]]*")
-_ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)(?:\}[ \t\r]*,[ \t\r]*)?\{")
-# For a runaway element that shares its line with the one before (its depth unknown), the
-# lines that may start an element are looked for this far into it; the least indented of
-# them are the array's own (nested objects sit deeper).
-_RESYNC_WINDOW = 64 << 10
 # An element whose bracket never closes is known only at the end of the array, read to there:
 # at most this many are cut per file (the next holds the rest, as a file cut off there).
 # One whose quotes went out of step is cut as soon as that shows, at no such cost.
 MAX_RESYNCS = 16
 _STRAY_CLOSER = ("invalid_json", "a ] that closes nothing: elements follow it")
-_TRUNCATED = ("truncated", "the file ends inside this element (truncated?)")
-_RUNAWAY = ("invalid_json", "a quote or bracket in this element never closes: it is cut where "
-            "the next line starts an element")
 
 
 @dataclass
@@ -76,10 +64,6 @@ class Element:
     def raw_bytes(self) -> bytes:
         """The text as it stands in the file (invalid UTF-8 bytes restored)."""
         return self.raw.encode("utf-8", "surrogateescape")
-
-
-class _NeedMore(Exception):
-    """The element runs past the buffer."""
 
 
 def is_array(path: Path) -> bool:
@@ -137,7 +121,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         nonlocal pos, indent
         while True:
             start = pos
-            pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
+            pos = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
             line = buf.rfind("\n", start, pos)
             if line >= 0:
                 indent = pos - line - 1
@@ -165,7 +149,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             break
         ch = buf[pos]
         if not closed and ch == "]":  # the array's end, unless elements follow it
-            ahead = _SPACE.match(buf, pos + 1).end()  # type: ignore[union-attr]
+            ahead = SPACE.match(buf, pos + 1).end()  # type: ignore[union-attr]
             if ahead == len(buf) and not eof:
                 fill()
                 continue
@@ -194,8 +178,8 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
                 return
             continue
         try:
-            end, depth, problem, runaway = _value_end(buf, pos, eof, indent)
-        except _NeedMore:
+            end, depth, problem, runaway = value_end(buf, pos, eof, indent)
+        except NeedMore:
             fill()
             continue
         text = buf[pos:end]
@@ -204,20 +188,20 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         elif after == "value" and problem is None:
             problem = ("invalid_json", "no comma before this element")
         at = None
-        if problem is _RUNAWAY:  # cut already, where the next element starts
-            element = Element(index, text, malformed=Malformed(index, *_RUNAWAY))
+        if problem is RUNAWAY:  # cut already, where the next element starts
+            element = Element(index, text, malformed=Malformed(index, *RUNAWAY))
             at = end
         else:
             element = _element(index, text, depth, problem)
             if runaway and not closed and resyncs < MAX_RESYNCS:
-                at = _resync(buf, pos, end, indent)
+                at = resync(buf, pos, end, indent)
             if at is not None:  # the element ends where the next one starts: no comma
                 resyncs += 1
-                element = Element(index, buf[pos:at], malformed=Malformed(index, *_RUNAWAY))
+                element = Element(index, buf[pos:at], malformed=Malformed(index, *RUNAWAY))
         if at is not None:  # the next element starts a line: its indentation is known
             pos, after, indent = at, ",", at - buf.rfind("\n", 0, at) - 1
         else:
-            pos, after, indent = end, "value", _column_past_closers(buf, pos, end)
+            pos, after, indent = end, "value", column_past_closers(buf, pos, end)
         if handback is not None:
             handback.resyncs = resyncs
         cut = element.malformed is not None and element.malformed.code == "truncated"
@@ -226,141 +210,6 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
     if not closed and not cut:
         yield Element(index, "", malformed=Malformed(
             index, "truncated", "the file ends before the array's closing ] (truncated?)"))
-
-
-def _column_past_closers(buf: str, start: int, end: int) -> int | None:
-    """The column at ``end`` when the value ``buf[start:end]`` ends a line of closers only
-    (``}`` of pretty-printed JSON, then ``, {`` on the same line: the next element's column
-    is known), else None."""
-    line = buf.rfind("\n", start, end)
-    return end - line - 1 if line >= 0 and _CLOSERS.fullmatch(buf, line + 1, end) else None
-
-
-def _value_end(buf: str, pos: int, eof: bool, indent: int | None
-               ) -> tuple[int, int, tuple[str, str] | None, bool]:
-    """Where the value starting at ``pos`` ends, its nesting depth, when the structure
-    itself is broken (code, detail), and whether it ran away (past where its own opener
-    could close: the end of the file, or a closer of the array around it). Raises
-    _NeedMore when the buffer ends first."""
-    first = buf[pos]
-    if first not in "[{":
-        if first == '"':
-            m = _STRING_TAIL.match(buf, pos + 1)
-            if m:
-                if _out_of_step(buf, pos, m.end()):
-                    return _cut(buf, pos, eof, indent)
-                return m.end(), 0, None, False
-        else:
-            m = _SCALAR_END.search(buf, pos + 1)
-            if m:
-                return m.start(), 0, None, False
-        if not eof:
-            raise _NeedMore
-        return len(buf), 0, _TRUNCATED, True
-    stack, depth, p = [first], 1, pos + 1
-    # How many of each opener the stack holds: a closer of the other kind asks whether it
-    # matches one further out, in constant time (a scan of a deep stack per closer was
-    # quadratic: 300 KB of "[" and "}," took 90 s).
-    open_count = {"{": 0, "[": 0}
-    open_count[first] += 1
-    problem = None
-    while True:
-        m = _STRUCT.search(buf, p)
-        if m is None:
-            break
-        ch, p = m.group(), m.end()
-        if ch == '"':
-            tail = _LINE_STRING_TAIL.match(buf, p)  # nearly every string: within its line
-            if tail is None:
-                tail = _STRING_TAIL.match(buf, p)
-                if tail is None:
-                    break
-                if _out_of_step(buf, p - 1, tail.end()):
-                    return _cut(buf, pos, eof, indent)
-            p = tail.end()
-        elif ch in "[{":
-            stack.append(ch)
-            open_count[ch] += 1
-            depth = max(depth, len(stack))
-        elif (ch == "}") != (stack[-1] == "{"):
-            # A closer of the other kind: it closes the opener it matches further out (the
-            # ones inside it never closed), or, matching none, belongs to what is around
-            # this element, which ends before it.
-            opener = "{" if ch == "}" else "["
-            problem = problem or ("invalid_json", f"'{ch}' does not close '{stack[-1]}'")
-            if not open_count[opener]:
-                # Followed by a comma, a brace or a key (``"o": 1]`` then the next line's
-                # key), it is a stray inside this element (the element goes on); else the
-                # array's end, past this element's own.
-                ahead = _SPACE.match(buf, p).end()  # type: ignore[union-attr]
-                if ahead == len(buf) and not eof:
-                    raise _NeedMore
-                if buf[ahead:ahead + 1] in (",", "}", '"'):
-                    continue
-                return m.start(), depth, problem, True
-            while stack[-1] != opener:  # each opener is popped once: linear in all
-                open_count[stack.pop()] -= 1
-            open_count[stack.pop()] -= 1
-            if not stack:
-                return p, depth, problem, False
-        else:
-            open_count[stack.pop()] -= 1
-            if not stack:
-                return p, depth, problem, False
-    if not eof:
-        raise _NeedMore
-    return len(buf), depth, _TRUNCATED, True
-
-
-def _out_of_step(buf: str, start: int, end: int) -> bool:
-    """Whether the string ``buf[start:end]`` is the gap between two elements: a quote that
-    never closed has put the quotes out of step, and this "string" ends at the quote that
-    opens the first key of a line that starts an element (``{``, then blanks). A string
-    with line breaks that ends elsewhere (``"if (x)\n{}\n"``, written with raw line breaks)
-    is a well-delimited bad element: one unit, not cut at its ``{`` line."""
-    k = end - 1  # its closing quote
-    while k > start and buf[k - 1] in " \t\r\n":
-        k -= 1
-    if k <= start or buf[k - 1] != "{":
-        return False
-    line = buf.rfind("\n", start, k)
-    return line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, k) is not None
-
-
-def _cut(buf: str, pos: int, eof: bool, indent: int | None
-         ) -> tuple[int, int, tuple[str, str] | None, bool]:
-    """``_value_end``'s answer for the element at ``pos`` (starting a line indented
-    ``indent``, when known) once its quotes are out of step (its own quote that never
-    closed, or a later element's inside a bracket of its that never closed): it ends where
-    the next element starts (``_resync``). Raises _NeedMore until the buffer holds that
-    start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``."""
-    if indent is None and len(buf) < pos + _RESYNC_WINDOW and not eof:
-        raise _NeedMore
-    at = _resync(buf, pos, len(buf), indent)
-    if at is not None:
-        return at, 0, _RUNAWAY, False
-    if not eof:
-        raise _NeedMore
-    return len(buf), 0, _TRUNCATED, True  # no element after it: the file ends inside it
-
-
-def _resync(buf: str, since: int, stop: int, indent: int | None) -> int | None:
-    """Where the next element starts in a runaway element's text (``since`` to ``stop``):
-    the first line that begins with ``{`` (after blanks and an optional comma) indented no
-    deeper than the element's own line (``indent``); when that is not known (the element
-    shares its line with what came before), the least indented such line within
-    ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in one).
-    None when there is none (a file cut off in its last element)."""
-    if indent is not None:
-        return next((m.end() - 1 for m in _ELEMENT_LINE.finditer(buf, since, stop)
-                     if len(m.group(1)) <= indent), None)
-    window = min(stop, since + _RESYNC_WINDOW)
-    starts = [(len(m.group(1)), m.end() - 1) for m in _ELEMENT_LINE.finditer(buf, since, window)]
-    if not starts:
-        m = _ELEMENT_LINE.search(buf, window, stop)
-        return m.end() - 1 if m is not None else None
-    least = min(indent for indent, _ in starts)
-    return next(at for indent, at in starts if indent == least)
 
 
 def _element(index: int, text: str, depth: int, problem: tuple[str, str] | None) -> Element:
