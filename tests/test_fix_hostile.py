@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -105,3 +106,45 @@ def test_an_output_on_a_file_fix_reads_is_refused(tmp_path: Path, target: str) -
     assert f"is {what[target]}" in result.output
     assert {p: p.read_bytes() for p in inputs.values()} == before
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def _invalid_utf8_strings(values: list[bytes], dictionary: bool = False) -> pa.Array:
+    """A string array holding the bytes as they are, unchecked (a writer that skipped the
+    UTF-8 check), optionally dictionary-encoded."""
+    raw = pa.array(values, pa.binary())
+    strings = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
+    if not dictionary:
+        return strings
+    return pa.DictionaryArray.from_arrays(pa.array(range(len(values))), strings)
+
+
+@pytest.mark.parametrize(("name", "dictionary"), [("d.parquet", False), ("d.arrow", False),
+                                                  ("d.arrow", True)])
+@pytest.mark.parametrize("out", ["o.jsonl", "o.parquet", "o.arrow"])
+def test_a_string_column_with_bytes_not_utf8_is_fixed_and_set_aside_as_written(
+        tmp_path: Path, name: str, dictionary: bool, out: str) -> None:
+    # check read such a value with U+FFFD (an encoding finding, to the quarantine); fix
+    # stopped with an internal error (UnicodeDecodeError) when it wrote that record out.
+    texts = [b"plain text %d" % k for k in range(6)]
+    texts[2], texts[4] = b"bad \xff bytes", b"zero\xe2\x80\x8bwidth"
+    table = pa.table({"id": list(range(6)), "text": _invalid_utf8_strings(texts, dictionary)})
+    src = tmp_path / name
+    if name.endswith(".parquet"):
+        pq.write_table(table, src)
+    else:
+        feather.write_feather(table, src)
+    rules = {"fields": {"text": "text", "id": "id"},
+             "rules": [{"id": "invisible", "check": "invisible_unicode"},
+                       {"id": "enc", "check": "encoding"}]}
+    _, clean = fix(src, tmp_path, out, rules)
+    set_aside = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [q["row"] for q in set_aside] == [2]
+    # the value as written: bytes (base64, as a binary column's), nothing lost
+    assert set_aside[0]["record"]["text"] == "YmFkIP8gYnl0ZXM="
+    if out.endswith(".jsonl"):
+        kept = [json.loads(line) for line in clean.read_text().splitlines()]
+    else:
+        kept = (pq.read_table(clean) if out.endswith(".parquet")
+                else feather.read_table(clean)).to_pylist()
+    assert [r["id"] for r in kept] == [0, 1, 3, 4, 5]
+    assert [r["text"] for r in kept][3] == "zerowidth"
