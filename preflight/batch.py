@@ -292,15 +292,20 @@ def type_depth(t: pa.DataType) -> int:
     deepest, stack = 0, [(t, 0)]
     while stack:
         t, depth = stack.pop()
-        if pa.types.is_struct(t):
-            children = [t.field(i).type for i in range(t.num_fields)]
-        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            children = [t.value_type]
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-        stack.extend((c, depth + 1) for c in children)
+        children = child_types(t)
+        if children:
+            deepest = max(deepest, depth + 1)
+            stack.extend((c, depth + 1) for c in children)
     return deepest
+
+
+def child_types(t: pa.DataType) -> list[pa.DataType]:
+    """The types one level inside a struct or list type (none for any other)."""
+    if pa.types.is_struct(t):
+        return [t.field(i).type for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [t.value_type]
+    return []
 
 
 def split_deep(table: pa.Table) -> tuple[pa.Table, dict[str, list[Any]]]:

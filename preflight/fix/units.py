@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from preflight.batch import Malformed
 from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, format_of, open_source
-from preflight.source.arrow import valid_utf8
+from preflight.source.arrow import as_binary, not_utf8
 from preflight.source.csv import csv_rows, delimiter_of
 from preflight.source.jsonarray import elements, is_array
 from preflight.source.jsonl import parse_line
@@ -73,27 +73,13 @@ class Unit:
 
 def _as_bytes(row: pa.RecordBatch) -> dict[str, Any]:
     """A row whose string column holds bytes that are not UTF-8, those values as bytes, as a
-    binary column's are (a text field's then goes to the quarantine, ``not_utf8``, with its
-    bytes as written; check reads it with U+FFFD). In a nested column: exit 3 naming it,
-    as check says."""
-    columns = []
-    for column in row.columns:
-        t = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            try:
-                column.validate(full=True)
-            except pa.ArrowInvalid:
-                if pa.types.is_dictionary(column.type):
-                    column = column.dictionary_decode()
-                column = column.cast(pa.large_binary() if pa.types.is_large_string(t)
-                                     else pa.binary())
-        columns.append(column)
-    table = pa.Table.from_arrays(columns, names=row.schema.names)
-    try:
-        return table.to_pylist()[0]
-    except UnicodeDecodeError:  # inside a list or struct
-        valid_utf8(table)  # raises InputError naming the column
-        raise
+    binary column's are (check reads them with U+FFFD); in a nested column, ``InputError``
+    naming it, as check says."""
+    table = pa.Table.from_batches([row])
+    for i in not_utf8(table):
+        column = pa.chunked_array([as_binary(c) for c in table.column(i).chunks])
+        table = table.set_column(i, table.schema.field(i).name, column)
+    return table.to_pylist()[0]
 
 
 @dataclass

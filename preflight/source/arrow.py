@@ -83,35 +83,55 @@ def valid_utf8(table: pa.Table) -> pa.Table:
     ``encoding`` check reports). A writer that skipped the check leaves such bytes in a string
     column; polars takes them unchecked and every text check passed them. The same table when
     all is valid; ``InputError`` naming the column when such bytes sit in a nested one."""
-    try:
-        table.validate(full=True)
+    bad = not_utf8(table)
+    if not bad:
         return table
-    except pa.ArrowInvalid:
-        pass
-    columns = []
-    for f, column in zip(table.schema, table.columns, strict=True):
-        try:
-            column.validate(full=True)
-        except pa.ArrowInvalid as e:
-            t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
-            if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-                raise InputError(f"column {f.name!r} ({f.type}) holds text that is not valid "
-                                 f"UTF-8 ({e}): the file breaks its format; write it again with "
-                                 "valid text, or as binary, and check again") from e
-            column = pa.chunked_array([_mended(c, t) for c in column.chunks], type=t)
-        columns.append(column)
+    columns = list(table.columns)
+    for i in bad:
+        t = _string_type(table.schema.field(i).type)
+        columns[i] = pa.chunked_array([_mended(c, t) for c in columns[i].chunks], type=t)
     fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(table.schema, columns,
                                                                    strict=True)]
     return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata))
 
 
-def _mended(arr: pa.Array, t: pa.DataType) -> pa.Array:
-    """A string array's values, bytes that are not UTF-8 decoded with U+FFFD."""
+def not_utf8(table: pa.Table) -> list[int]:
+    """The string columns (dictionary-encoded too) holding bytes that are not valid UTF-8,
+    by index; ``InputError`` naming the column when such bytes sit in a nested one."""
+    try:
+        table.validate(full=True)
+        return []
+    except pa.ArrowInvalid:
+        pass
+    bad = []
+    for i, (f, column) in enumerate(zip(table.schema, table.columns, strict=True)):
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid as e:
+            t = _string_type(f.type)
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                raise InputError(f"column {f.name!r} ({f.type}) holds text that is not valid "
+                                 f"UTF-8 ({e}): the file breaks its format; write it again with "
+                                 "valid text, or as binary, and check again") from e
+            bad.append(i)
+    return bad
+
+
+def as_binary(arr: pa.Array) -> pa.Array:
+    """A string array's values as the bytes they are (a dictionary decoded first)."""
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    raw = arr.cast(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
+    return arr.cast(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+
+
+def _string_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _mended(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """A string array's values, bytes that are not UTF-8 decoded with U+FFFD."""
     return pa.array([None if v is None else v.decode("utf-8", "replace")
-                     for v in raw.to_pylist()], type=t)
+                     for v in as_binary(arr).to_pylist()], type=t)
 
 
 class _NoPolarsType(Exception):

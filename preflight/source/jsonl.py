@@ -37,6 +37,7 @@ import pyarrow.json as pj
 from preflight.batch import (
     Batch,
     Malformed,
+    child_types,
     records_table,
     records_to_batch,
     replace_lone_surrogates,
@@ -311,10 +312,7 @@ def _holds_floats(schema: pa.Schema) -> bool:
         t = stack.pop()
         if pa.types.is_floating(t):
             return True
-        if pa.types.is_struct(t):
-            stack.extend(t.field(i).type for i in range(t.num_fields))
-        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            stack.append(t.value_type)
+        stack.extend(child_types(t))
     return False
 
 
