@@ -119,7 +119,7 @@ def _invalid_utf8_strings(values: list[bytes], dictionary: bool = False) -> pa.A
 
 
 @pytest.mark.parametrize(("name", "dictionary"), [("d.parquet", False), ("d.arrow", False),
-                                                  ("d.arrow", True)])
+                                                  ("d.arrow", True), ("shards", False)])
 @pytest.mark.parametrize("out", ["o.jsonl", "o.parquet", "o.arrow"])
 def test_a_string_column_with_bytes_not_utf8_is_fixed_and_set_aside_as_written(
         tmp_path: Path, name: str, dictionary: bool, out: str) -> None:
@@ -129,7 +129,11 @@ def test_a_string_column_with_bytes_not_utf8_is_fixed_and_set_aside_as_written(
     texts[2], texts[4] = b"bad \xff bytes", b"zero\xe2\x80\x8bwidth"
     table = pa.table({"id": list(range(6)), "text": _invalid_utf8_strings(texts, dictionary)})
     src = tmp_path / name
-    if name.endswith(".parquet"):
+    if name == "shards":  # a folder of Parquet shards: the bad value in the first
+        src.mkdir()
+        pq.write_table(table.slice(0, 3), src / "part-0.parquet")
+        pq.write_table(table.slice(3), src / "part-1.parquet")
+    elif name.endswith(".parquet"):
         pq.write_table(table, src)
     else:
         feather.write_feather(table, src)
