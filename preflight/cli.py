@@ -838,6 +838,8 @@ def run() -> None:
     import atexit
     import threading
 
+    from preflight.threads import close_pools
+
     try:
         main()
     except SystemExit as e:
@@ -846,6 +848,7 @@ def run() -> None:
         code = 0
     if code is None:
         code = 0
+    close_pools()  # their idle threads would count as threads at work
     if not isinstance(code, int) or threading.active_count() > 1:
         sys.exit(code)
     atexit._run_exitfuncs()

@@ -7,9 +7,7 @@ findings' counts and the rules, so the verdict can be tested without any data.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
-import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +20,7 @@ from preflight.checks import registry
 from preflight.checks.base import Check, Context
 from preflight.choices import DEFAULT_FORMATS
 from preflight.config import Fields, Rule, RuleSet
+from preflight.cores import available_cores
 from preflight.defaults import applicable, inferred_rules, not_checked, suggest_preset
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
@@ -45,6 +44,7 @@ from preflight.source import Source, open_source
 from preflight.source.csv import describe_dialects
 from preflight.source.stdin import csv_note, is_stdin
 from preflight.tempfiles import sweep, sweep_temp_dirs
+from preflight.threads import shared_pool
 from preflight.tokenizer import TokenCounter, load_tokenizer
 
 Progress = Callable[[int, int, str], None]
@@ -137,14 +137,11 @@ def run(
             from preflight.executor.pool import default_workers
 
             workers = default_workers(src, rule_list) if executor == "local" else 1
-        elif executor == "local" and workers > 1:
-            from preflight import cores
-
-            if workers > (usable := cores.available_cores()):
-                notes.append(f"workers: {workers} asked, {usable} run: this process may use "
-                             f"{usable} core(s) (its affinity and cgroup quota), and a worker "
-                             "past them adds memory, not speed")
-                workers = usable
+        elif executor == "local" and workers > (usable := available_cores()):
+            notes.append(f"workers: {workers} asked, {usable} run: this process may use "
+                         f"{usable} core(s) (its affinity and cgroup quota), and a worker "
+                         "past them adds memory, not speed")
+            workers = usable
         if executor == "ray":
             from preflight.executor.ray import scan_on_ray
 
@@ -538,9 +535,8 @@ def _scan(check: Check, batch: Any) -> tuple[Any, float]:
     return frame, time.perf_counter() - t0
 
 
-@functools.cache
 def _scan_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="scan")
+    return shared_pool("scan", available_cores())
 
 
 def first_with_records(batches: Iterator[Batch], limit: int | None

@@ -16,7 +16,6 @@ and the line-by-line path measures the lines that have that many brackets.
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import os
@@ -43,8 +42,10 @@ from preflight.batch import (
     replace_lone_surrogates,
     type_depth,
 )
+from preflight.cores import available_cores
 from preflight.source.arrow import table_to_batch
 from preflight.source.tracked import note_file, open_range, open_stream
+from preflight.threads import shared_pool
 
 BLOCK_BYTES = 8 << 20
 PIECE_BYTES = 512 << 10
@@ -169,12 +170,11 @@ def _line_ends(block: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n"))
 
 
-@functools.cache
 def _pool() -> ThreadPoolExecutor:
     # Arrow's parser releases the GIL: one thread per core parses pieces side by side (one
     # in a worker process of the pool, which has a core of its own: PREFLIGHT_THREADS=1).
-    threads = int(os.environ.get("PREFLIGHT_THREADS") or 0) or os.cpu_count() or 1
-    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jsonl")
+    threads = int(os.environ.get("PREFLIGHT_THREADS") or 0) or available_cores()
+    return shared_pool("jsonl", threads)
 
 
 def _is_utf8(data: bytes) -> bool:
