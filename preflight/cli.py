@@ -298,6 +298,9 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     """Check DATA (a file, a folder of shards, a datasets folder, a hub dataset name in the
     local cache, or - for JSON Lines on stdin) against the rules, then run the smoke test
     (a short training run on a sample) unless --no-smoke."""
+    from preflight.executor.launch import warm_for
+
+    warm_for(data, workers, executor)  # before the imports below: the two run side by side
     from preflight.hf_folder import is_hf_spec
     from preflight.report.writer import parse_formats
     from preflight.select import parse_ids, select_rules
@@ -391,6 +394,9 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
         sys.exit(1 if result.failed else 0)
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
+    from preflight.executor.launch import warm_for
+
+    warm_for(data, workers, "local")
     _no_stdin_outputs(out=(out, "folder"))
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
@@ -552,6 +558,9 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
         delimiter: str | None, show_text: bool, workers: int | None, quiet: bool,
         no_progress: bool, fields: dict[str, str | None], debug: bool) -> None:
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
+    from preflight.executor.launch import warm_for
+
+    warm_for(data, workers, "local")  # before the imports below: the two run side by side
     from preflight import FixOptions, run_preflight
 
     _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),

@@ -51,8 +51,8 @@ def test_exit_statuses_survive_the_fast_exit(tmp_path: Path, args: tuple[str, ..
 # small input (POOL_MIN_BYTES) so that --workers 2 starts one.
 _WATCHED = """
 import os, sys
-import preflight.executor.pool as pool
-pool.POOL_MIN_BYTES = 0
+import preflight.executor.launch as launch
+launch.POOL_MIN_BYTES = 0
 
 class TornDown:
     def __del__(self, write=os.write):

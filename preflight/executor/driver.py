@@ -22,12 +22,6 @@ if TYPE_CHECKING:
     from preflight.sampling import Sampler
     from preflight.tokenizer import TokenCounter
 
-# One thread per library in each worker: a worker has one core (Ray gives it one CPU, the
-# pool one process per core). PREFLIGHT_THREADS: preflight's own reader threads.
-WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
-              "OMP_NUM_THREADS": "1", "PREFLIGHT_THREADS": "1"}
-
-
 @dataclass
 class Started:
     """The driver's checks, started on the first batch, and the workers' setup."""

@@ -4,7 +4,7 @@ local reader would give.
 A file is one piece, except a plain (uncompressed) JSON Lines file larger than
 ``PIECE_BYTES``: it is cut at line ends, and each piece's first row is the number of line
 ends before it (counted by ``count``, which also hashes the piece for the fingerprint, or
-by ``survey``, which hashes whole files as the local reader does), and, with
+by ``Survey``, which hashes whole files as the local reader does), and, with
 ``row_groups``, a Parquet file of several row groups: cut between row groups, numbered
 from its metadata. Compressed files, JSON arrays, CSV and Arrow files are read whole.
 """
@@ -133,27 +133,43 @@ def count(piece: Piece) -> Counted:
     return replace(counted, xxh3_128=h.hexdigest())
 
 
-def survey(pieces: list[Piece]) -> tuple[list[Piece], dict[str, Any]]:
-    """The pieces numbered (``numbered``) and the source's fingerprint as the local reader
-    gives it: one pass over each file on the driver, hashing it whole and counting the line
-    ends of each byte range."""
-    counts: list[Counted] = []
-    hashes, total = [], 0
-    files: dict[int, list[Piece]] = {}
-    for piece in pieces:
-        files.setdefault(piece.file_index, []).append(piece)
-    for parts in files.values():
-        h = xxhash.xxh3_128()
-        if parts[0].end is not None:  # byte ranges, which cover the file in order
-            found = [_read_counting(part, h) for part in parts]
-        else:  # a whole file, or row groups: hashed, nothing to number
-            whole = _read_counting(replace(parts[0], start=0, end=None), h)
-            found = [replace(whole, lines=0)] * len(parts)
-        counts += found
-        size = sum(c.size for c in found) if parts[0].end is not None else found[0].size
-        hashes.append((Path(parts[0].path).name, h.hexdigest(), size))
-        total += size
-    return numbered(pieces, counts), file_fingerprint({"hashes": hashes, "bytes": total})
+class Survey:
+    """The pieces numbered as the local reader numbers them, and the source's fingerprint as
+    it gives it (each file hashed whole), from one pass over each file here.
+
+    Iterating yields each piece as soon as its first row is known, before the piece itself
+    is counted: a file's first piece at once, each later one once the line ends of those
+    before it are counted. A pool hands the first pieces to its workers while the rest are
+    still counted (counting all first held every worker back: 0.4 s at 250 MB).
+    ``pieces`` and ``fingerprint`` are complete once the iteration is."""
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        self._pieces = pieces
+        self.pieces: list[Piece] = []
+        self.fingerprint: dict[str, Any] = {}
+
+    def __iter__(self) -> Iterator[Piece]:
+        files: dict[int, list[Piece]] = {}
+        for piece in self._pieces:
+            files.setdefault(piece.file_index, []).append(piece)
+        hashes, total = [], 0
+        for parts in files.values():
+            h = xxhash.xxh3_128()
+            if parts[0].end is not None:  # byte ranges, which cover the file in order
+                row = size = 0
+                for part in parts:
+                    numbered = replace(part, row0=row)
+                    self.pieces.append(numbered)
+                    yield numbered
+                    counted = _read_counting(part, h)
+                    row, size = row + counted.lines, size + counted.size
+            else:  # a whole file, or row groups (numbered from the metadata): hashed only
+                self.pieces += parts
+                yield from parts
+                size = _read_counting(replace(parts[0], start=0, end=None), h).size
+            hashes.append((Path(parts[0].path).name, h.hexdigest(), size))
+            total += size
+        self.fingerprint = file_fingerprint({"hashes": hashes, "bytes": total})
 
 
 def _read_counting(piece: Piece, h: Any, *, hint: str = "") -> Counted:

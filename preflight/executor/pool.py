@@ -4,8 +4,8 @@ worker processes on this machine.
 The same stages as on Ray (``preflight.executor.ray``), with a process pool for scheduler:
 
 1. plan: the source's pieces (``preflight.executor.pieces``): plain JSON Lines cut at line
-   ends, Parquet between row groups, a folder of shards by file; ``survey`` numbers them
-   and hashes each file whole, so the fingerprint is the local one;
+   ends, Parquet between row groups, a folder of shards by file; ``Survey`` numbers them
+   and hashes each file whole (the fingerprint is the local one) as the workers scan them;
 2. scan: each worker reads its pieces with preflight's own readers and scans every batch
    with its own checks (``worker.Worker``); an input that cannot be cut (one compressed
    file, CSV, a JSON array, standard input, a ``datasets`` dataset, or any input with
@@ -26,16 +26,13 @@ the pool.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing.connection
 import multiprocessing.context
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
-import types
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -44,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from preflight.batch import Batch
 from preflight.errors import WorkerError
-from preflight.executor import driver
+from preflight.executor import driver, launch
 from preflight.executor import pieces as piecework
 from preflight.executor.worker import Merge, Scanned, Worker
 from preflight.sampling import SampleRow, records_with
@@ -57,15 +54,6 @@ if TYPE_CHECKING:
     from preflight.sampling import Sampler
     from preflight.tokenizer import TokenCounter
 
-# Inputs smaller than this run in this process: starting workers costs more than it saves.
-POOL_MIN_BYTES = 16 << 20
-# With no --workers, inputs from this size on this many cores get one worker per core. One
-# process already keeps about 1.4 cores busy, so on the idle 2-core VM the pool of 2 lost at
-# 100 MB (0.64x) and came out even from 250 MB (0.88-1.06x at 250 MB, 0.76-1.07x at 1 GB:
-# no reliable win for twice the memory); with 4 cores or more, 2.6 or more of them idle,
-# the pool's 1-2 CPU s of start are repaid (an estimate: no such machine was measured).
-AUTO_POOL_BYTES = 250 * 10**6
-AUTO_POOL_CORES = 4
 # Pieces: about four per worker, so a slow one does not hold the others up.
 PIECES_PER_WORKER = 4
 MIN_PIECE_BYTES = 4 << 20
@@ -76,24 +64,18 @@ _STOP_S = 15.0  # the longest close(kill=True) keeps ending workers
 _STARTING_S = 2.0  # how long it waits for a worker still starting to show up
 _WORKER: Worker | None = None  # in a worker process: its checks
 _SETUP = b""  # ... and the setup they were built from
-# What the fork server imports once, before it forks the workers: the checks; pandas, which
-# pyarrow imports on its first ``pa.array`` of Python values (records of lines parsed one
-# by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
-# its own way out (skipped where one is not installed).
-PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
 # Checks whose kernels are numba's: with one of them the server imports numba too.
 _MINHASH_CHECKS = frozenset({"near_duplicate", "overlap"})
-_SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 
 
 def uses_pool(src: Source, workers: int) -> bool:
     """True when ``src`` is worth a pool of ``workers`` processes (else the local loop)."""
-    return workers > 1 and _input_bytes(src) >= POOL_MIN_BYTES
+    return workers > 1 and _input_bytes(src) >= launch.POOL_MIN_BYTES
 
 
 def default_workers(src: Source, rule_list: list[Rule]) -> int:
     """The workers when none are asked for: one per usable core for an input of
-    ``AUTO_POOL_BYTES`` or more on ``AUTO_POOL_CORES`` cores or more, else this process
+    ``launch.AUTO_POOL_BYTES`` or more on ``launch.AUTO_POOL_CORES`` cores or more, else this
     alone; this process too when a MinHash rule runs (one process keeps its shingle sets, a
     pool reads the candidates again: 0.85x of one process for near_duplicate at 250 MB)."""
     from preflight.cores import available_cores
@@ -101,7 +83,8 @@ def default_workers(src: Source, rule_list: list[Rule]) -> int:
     if _minhash(rule_list):
         return 1
     cores = available_cores()
-    return cores if cores >= AUTO_POOL_CORES and _input_bytes(src) >= AUTO_POOL_BYTES else 1
+    return (cores if cores >= launch.AUTO_POOL_CORES
+            and _input_bytes(src) >= launch.AUTO_POOL_BYTES else 1)
 
 
 def _minhash(rule_list: list[Rule]) -> bool:
@@ -124,10 +107,7 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
     # The workers start (spawn, imports) while this process plans and starts the checks.
     with Pool(workers, preload=("numba",) if _minhash(rule_list) else ()) as pool:
         t0 = time.perf_counter()
-        plan = _plan(src, workers, limit)
-        if plan is not None:
-            plan, fingerprint = piecework.survey(plan)
-            src._fingerprint = fingerprint
+        cut = _plan(src, workers, limit)
         started = driver.start(src, rules, rule_list, tokenizer=tokenizer,
                                eval_path=eval_path, sampler=sampler, limit=limit)
         setup = pickle.dumps(started.setup)
@@ -135,12 +115,17 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
 
         t0 = time.perf_counter()
         merge = Merge(started.running, sink, sampler, started.shapes)
-        units = plan if plan is not None else _fed(src, limit)
+        # The pieces are numbered (and the files hashed) here while the workers scan them.
+        survey = piecework.Survey(cut) if cut is not None else None
+        units = survey if survey is not None else _fed(src, limit)
         for result in pool.ordered((_scan, (setup, unit)) for unit in units):
             for scanned in result:
                 merge.add(scanned)
             if progress is not None:
                 progress(merge.progress, src.total, src.unit)
+        plan = None
+        if survey is not None:
+            plan, src._fingerprint = survey.pieces, survey.fingerprint
         timings["pool:scan"] = round(time.perf_counter() - t0, 4)
 
         t0 = time.perf_counter()
@@ -206,20 +191,20 @@ def _fetcher(plan: list[piecework.Piece], id_field: str | None
 # -- the pool ---------------------------------------------------------------------------
 
 class Pool:
-    """Worker processes with one thread per library (``driver.WORKER_ENV``), started at
+    """Worker processes with one thread per library (``launch.WORKER_ENV``), started at
     once (spawned), or forked by the fork server as the first calls come, the server
     started at once; results come back in submission order. A call's first argument may be the
     workers' setup (``_scan``, ``_revisit``): each worker builds its checks from it once."""
 
     def __init__(self, workers: int, preload: tuple[str, ...] = ()) -> None:
         self.workers = workers
-        self._context = _context(preload)
+        self._context = launch.context(preload)
         # The fork server keeps the variables of its own start: each worker takes this
         # process's current ones, as a spawned worker does.
-        environ = {**os.environ, **driver.WORKER_ENV}
+        environ = {**os.environ, **launch.WORKER_ENV}
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=self._context,
                                          initializer=_start, initargs=(environ,))
-        if isinstance(self._context, _ForkServerWithEnv):
+        if isinstance(self._context, launch.ForkServerWithEnv):
             # A worker's start waits for the server's imports: start the server now,
             # the workers when the first calls come (forked at once by then).
             self._context.warm()
@@ -301,117 +286,6 @@ def _died(error: BaseException) -> WorkerError:
         f"fewer --workers, or --workers 1 ({error})")
 
 
-@contextlib.contextmanager
-def _worker_env() -> Iterator[None]:
-    """While a worker (or the fork server) starts: one thread per library
-    (``driver.WORKER_ENV``), which must be set before it imports polars, numba or
-    tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
-    server's child) would run the caller's script again in every worker (a script without
-    ``if __name__ == "__main__"`` would start the run again there). This process keeps its
-    own. SIGINT is blocked meanwhile, and so in the new process until it ignores it (the fork
-    server after its imports, a worker in ``_start``): a Ctrl-C at the terminal, which
-    reaches every process of the group, would print the traceback of their imports."""
-    saved = {k: os.environ.get(k) for k in driver.WORKER_ENV}
-    main = sys.modules["__main__"]
-    os.environ.update(driver.WORKER_ENV)
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    mask = _block_sigint()
-    try:
-        yield
-    finally:
-        if mask is not None:  # a Ctrl-C that came meanwhile is this process's now
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        sys.modules["__main__"] = main
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _block_sigint() -> set[signal.Signals] | None:
-    """Block SIGINT in this thread (inherited by the processes it starts); the mask before,
-    or None where there are no signal masks."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    from multiprocessing import resource_tracker
-
-    # Its first start unblocks SIGINT in this thread once it runs: let it start before.
-    resource_tracker.ensure_running()
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
-class _EnvStart:
-    """A worker process started in ``_worker_env``."""
-
-    def start(self) -> None:
-        with _worker_env():
-            super().start()  # type: ignore[misc]
-
-
-class _Spawned(_EnvStart, multiprocessing.context.SpawnProcess):
-    """A fresh interpreter that imports what it needs (where there is no fork server)."""
-
-    def _bootstrap(self, parent_sentinel: Any = None) -> int:
-        # In the worker, once its work is done: leave as a forked process does, without
-        # tearing down every module (a third of a CPU second with polars, numba, pyarrow).
-        code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]
-        os._exit(code)
-
-
-class _Served(_EnvStart, multiprocessing.context.ForkServerProcess):
-    """A fork of the fork server, which imported preflight's checks once for all workers."""
-
-
-class _Workers:
-    """A start method that keeps the processes it starts, so that Ctrl-C can end each one,
-    even one whose start it interrupted before the executor listed it."""
-
-    process: type[_EnvStart]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started: list[Any] = []
-
-    def Process(self, *args: Any, **kwargs: Any) -> Any:
-        process = self.process(*args, **kwargs)  # type: ignore[call-arg]
-        self.started.append(process)
-        return process
-
-
-class _SpawnWithEnv(_Workers, multiprocessing.context.SpawnContext):
-    process = _Spawned
-
-
-class _ForkServerWithEnv(_Workers, multiprocessing.context.ForkServerContext):
-    process = _Served
-
-    def warm(self) -> None:
-        """Start the fork server (its imports) without waiting for it."""
-        import multiprocessing.forkserver as forkserver
-
-        with _worker_env():
-            forkserver.ensure_running()
-
-
-def _context(preload: tuple[str, ...] = ()) -> _Workers:
-    """Workers forked from a fork server that has imported the checks (one import for all
-    workers, and no thread of this process copied), where there is one to start (POSIX)
-    and no other code of this process started it with other modules or variables; else
-    spawned. ``preload``: modules the server imports besides ``PRELOAD``, when it starts."""
-    global _SERVER_OURS
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        import multiprocessing.forkserver as forkserver
-
-        server = forkserver._forkserver  # type: ignore[attr-defined]
-        if _SERVER_OURS or server._forkserver_pid is None:
-            if server._forkserver_pid is None:
-                forkserver.set_forkserver_preload([*PRELOAD, *preload])
-            _SERVER_OURS = True
-            return _ForkServerWithEnv()
-    return _SpawnWithEnv()
-
-
 # -- in the worker processes ------------------------------------------------------------
 
 def _start(environ: dict[str, str]) -> None:
@@ -433,7 +307,7 @@ def _start(environ: dict[str, str]) -> None:
                          name="preflight-driver-watch").start()
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # blocked while it started (``_worker_env``)
+    if hasattr(signal, "pthread_sigmask"):  # blocked while it started (``launch._worker_env``)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)

@@ -39,7 +39,7 @@ from preflight.config import Rule, RuleSet
 from preflight.errors import ConfigError, PreflightError
 from preflight.executor import driver
 from preflight.executor import pieces as piecework
-from preflight.executor.driver import WORKER_ENV
+from preflight.executor.launch import WORKER_ENV
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
 from preflight.sampling import Sampler, SampleRow, records_with

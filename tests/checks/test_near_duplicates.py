@@ -650,9 +650,9 @@ def test_a_32_bit_collision_of_short_texts_is_not_a_near_duplicate(
         tmp_path, monkeypatch, workers: int) -> None:
     """A hostile review's data loss: unrelated short texts flagged "Jaccard 1.00" (and
     dropped by fix) because their one shingle's 32-bit hashes collided."""
-    from preflight.executor import pool
+    from preflight.executor import launch, pool
 
-    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
     a, b = _colliding_short_texts()
     filler = [f"filler record number {i} with enough words to matter" for i in range(400)]

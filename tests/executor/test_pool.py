@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from preflight import WorkerError, run_preflight
 from preflight.cli import main
 from preflight.config import load_rules
-from preflight.executor import driver, pieces, pool
+from preflight.executor import launch, pieces, pool
 from preflight.report.model import Report
 from preflight.source import csv as csv_source
 from preflight.source import open_source
@@ -42,7 +42,7 @@ from tests.executor.cases import (
 @pytest.fixture(autouse=True)
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool even the small test files, cut into pieces of about 8 KB."""
-    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
 
 
@@ -349,10 +349,10 @@ def test_ctrl_c_stops_the_workers() -> None:
 def test_workers_run_one_thread_per_library() -> None:
     """The workers' variables are set in the workers only: the driver keeps its own."""
     before = dict(os.environ)
-    keys = sorted(driver.WORKER_ENV)
+    keys = sorted(launch.WORKER_ENV)
     with pool.Pool(1) as workers:
         seen = list(workers.ordered([(os.getenv, (key,)) for key in keys]))
-    assert seen == [driver.WORKER_ENV[key] for key in keys]
+    assert seen == [launch.WORKER_ENV[key] for key in keys]
     assert dict(os.environ) == before
 
 
@@ -430,17 +430,17 @@ def test_no_workers_asked_means_a_pool_per_core_for_large_inputs_only(
     from preflight import cores
 
     monkeypatch.setattr(cores, "available_cores", lambda: 2)
-    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 2)
+    monkeypatch.setattr(launch, "AUTO_POOL_CORES", 2)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"id": i, "text": f"record {i} " * 20}) + "\n"
                             for i in range(3000)) + "{broken\n")
     small = run_preflight(data, None, tmp_path / "small", smoke=False)
     assert small.environment["workers"] == 1 and "pool:scan" not in small.timings
-    monkeypatch.setattr(pool, "AUTO_POOL_BYTES", data.stat().st_size)  # now large enough
-    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 3)  # but too few cores
+    monkeypatch.setattr(launch, "AUTO_POOL_BYTES", data.stat().st_size)  # now large enough
+    monkeypatch.setattr(launch, "AUTO_POOL_CORES", 3)  # but too few cores
     few = run_preflight(data, None, tmp_path / "few", smoke=False)
     assert few.environment["workers"] == 1 and "pool:scan" not in few.timings
-    monkeypatch.setattr(pool, "AUTO_POOL_CORES", 2)
+    monkeypatch.setattr(launch, "AUTO_POOL_CORES", 2)
     large = run_preflight(data, None, tmp_path / "large", smoke=False)
     assert large.environment["workers"] == 2 and "pool:scan" in large.timings
     assert not any("workers:" in n for n in large.rules_file.notes)  # nothing was capped

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.executor import driver
+from preflight.executor import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +30,8 @@ if sys.argv[3] == "own-server":  # this script's code starts a fork server of it
     import multiprocessing.forkserver
     multiprocessing.forkserver.set_forkserver_preload([])
     multiprocessing.forkserver.ensure_running()
-from preflight.executor import driver, pool
-keys = sorted(driver.WORKER_ENV)
+from preflight.executor import launch, pool
+keys = sorted(launch.WORKER_ENV)
 with pool.Pool(2) as workers:
     seen = list(workers.ordered([(os.getpid, ())] * 2 + [(os.getppid, ())] * 2
                                 + [(os.getenv, (key,)) for key in keys]))
@@ -55,7 +55,7 @@ def test_workers_forked_by_the_server_run_the_script_once(tmp_path: Path) -> Non
     assert got["me"] not in pids
     # Forked by the fork server (a child of this process), not by this process itself.
     assert got["me"] not in parents
-    assert env == [driver.WORKER_ENV[k] for k in sorted(driver.WORKER_ENV)]
+    assert env == [launch.WORKER_ENV[k] for k in sorted(launch.WORKER_ENV)]
 
 
 def test_a_fork_server_of_the_callers_own_means_spawned_workers(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_a_fork_server_of_the_callers_own_means_spawned_workers(tmp_path: Path) 
     assert runs == ["ran"]
     parents, env = got["seen"][2:4], got["seen"][4:]
     assert parents == [got["me"], got["me"]]  # spawned by this process
-    assert env == [driver.WORKER_ENV[k] for k in sorted(driver.WORKER_ENV)]
+    assert env == [launch.WORKER_ENV[k] for k in sorted(launch.WORKER_ENV)]
 
 
 def test_workers_take_the_variables_of_each_pools_start(
@@ -209,3 +209,60 @@ def test_workers_leave_when_the_driver_is_killed(tmp_path: Path) -> None:
         for pid in pids:
             if _running(pid):
                 os.kill(pid, 9)
+
+
+def test_the_command_line_starts_the_server_before_its_own_imports(tmp_path: Path) -> None:
+    """``launch.warm_for`` (called first by check, smoke and fix) starts the fork server
+    without importing polars here, and the pool's workers are then forked by that server."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a"}\n' * 10)
+    script = f"""
+import json, multiprocessing.forkserver as forkserver, os, sys
+from preflight.executor import launch
+launch.POOL_MIN_BYTES = 0
+launch.warm_for({str(data)!r}, 2, "local")
+server = forkserver._forkserver._forkserver_pid
+light = "polars" not in sys.modules and "pyarrow" not in sys.modules
+from preflight.executor import pool
+with pool.Pool(2) as workers:
+    parents = list(workers.ordered([(os.getppid, ())] * 2))
+print(json.dumps({{"server": server, "light": light, "parents": parents}}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, check=True)
+    got = json.loads(done.stdout)
+    assert got["server"] is not None and got["light"]
+    assert got["parents"] == [got["server"]] * 2
+
+
+@pytest.mark.parametrize("data,workers,executor,cores,expect", [
+    ("big", 2, "local", 2, True),  # asked for, input large enough for a pool
+    ("small", 2, "local", 2, False),  # below POOL_MIN_BYTES: the pool is not used
+    ("big", 1, "local", 8, False),
+    ("big", 2, "ray", 8, False),
+    ("-", 2, "local", 8, False),  # standard input: its size is known once spooled
+    ("missing", 2, "local", 8, False),  # a hub dataset name, not a local path
+    ("folder", 2, "local", 2, True),  # a folder's files together
+    ("big", None, "local", 4, True),  # not asked: a pool per core, from 4 cores
+    ("big", None, "local", 3, False),
+    ("small", None, "local", 8, False),
+])
+def test_warm_for_starts_the_server_only_for_a_run_that_uses_the_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: str, workers: int | None,
+        executor: str, cores: int, expect: bool) -> None:
+    from preflight import cores as core_count
+
+    (tmp_path / "big").write_bytes(b"x" * 2_000)
+    (tmp_path / "small").write_bytes(b"x" * 500)
+    (tmp_path / "folder" / "sub").mkdir(parents=True)
+    for k in range(3):
+        (tmp_path / "folder" / "sub" / f"part-{k}").write_bytes(b"x" * 400)
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 1_000)
+    monkeypatch.setattr(launch, "AUTO_POOL_BYTES", 1_000)
+    monkeypatch.setattr(core_count, "available_cores", lambda: cores)
+    started: list[bool] = []
+    monkeypatch.setattr(launch, "warm", lambda: started.append(True))
+    path = data if data == "-" else tmp_path / data
+    launch.warm_for(path, workers, executor)
+    assert started == ([True] if expect else [])

@@ -14,7 +14,7 @@ import pytest
 
 from preflight import run_preflight
 from preflight.config import load_rules
-from preflight.executor import pool
+from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
 from tests.tokenizers import build_bpe, encode_all, made_up_text
 
@@ -25,7 +25,7 @@ SHORT = {5, 700}  # planted: below min_tokens
 @pytest.fixture(autouse=True)
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool the small test file, cut into pieces of about 8 KB."""
-    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 
 from preflight.checks.state import empty_like, merge
 from preflight.config import RuleSet
@@ -169,6 +170,39 @@ def test_a_file_in_one_piece_has_the_local_fingerprint(tmp_path: Path) -> None:
     split = pieces.plan(src, piece_bytes=100)
     assert pieces.fingerprint(split, [pieces.count(p) for p in split])["bytes"] == \
         src.fingerprint()["bytes"]
+
+
+def test_the_survey_numbers_each_piece_before_counting_it(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A pool's workers get a file's first pieces while the rest are still counted: a piece
+    comes out of the survey once the line ends before it are counted, not after the whole
+    file; the numbers and the fingerprint end as the local reader's."""
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(b'{"text": "record %d"}\n' % i for i in range(3_000)))
+    (tmp_path / "b.jsonl").write_bytes(b'{"text": "x"}\n' * 10)
+    src = open_source(tmp_path)
+    list(src.batches())
+    split = pieces.plan(src, piece_bytes=5_000)
+    assert len([p for p in split if p.file_index == 0]) > 3
+    counted: list[int] = []
+    real = pieces._read_counting
+
+    def counting(piece: pieces.Piece, h: object, **kwargs: object) -> pieces.Counted:
+        counted.append(piece.index)
+        return real(piece, h, **kwargs)
+
+    monkeypatch.setattr(pieces, "_read_counting", counting)
+    survey = pieces.Survey(split)
+    walk = iter(survey)
+    assert next(walk).row0 == 0 and counted == []  # given out before anything was read
+    first_lines = path.read_bytes()[:split[0].end].count(b"\n")
+    assert next(walk).row0 == first_lines and counted == [0]
+    rest = list(walk)
+    assert counted == [p.index for p in split]  # each piece counted once, in order
+    assert survey.pieces[2:] == rest
+    assert survey.pieces == pieces.numbered(split, [real(p, xxhash.xxh3_128()) for p in split])
+    assert survey.fingerprint == src.fingerprint()
 
 
 def test_sample_candidates_taken_in_order_match_offer() -> None:

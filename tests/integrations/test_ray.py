@@ -16,7 +16,7 @@ from click.testing import CliRunner  # noqa: E402
 from preflight import run_preflight  # noqa: E402
 from preflight.cli import main  # noqa: E402
 from preflight.executor import pieces  # noqa: E402
-from preflight.executor.ray import WORKER_ENV  # noqa: E402
+from preflight.executor.launch import WORKER_ENV  # noqa: E402
 from preflight.source import open_source  # noqa: E402
 from tests.executor.cases import (  # noqa: E402
     CORPORA,

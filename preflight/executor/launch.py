@@ -1,0 +1,196 @@
+"""How the pool's worker processes start: a fork server that imports preflight's checks once
+(``PRELOAD``) and forks each worker from there, or, where there is none (Windows), spawned
+interpreters; each with one thread per library (``WORKER_ENV``). Light to import (the
+standard library only): the command line starts the server (``warm_for``) before it imports
+polars and the rest itself, so that the server's imports and its own run side by side
+(about 0.3 s sooner to the first piece on 2 cores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# One thread per library in each worker: a worker has one core (Ray gives it one CPU, the
+# pool one process per core). PREFLIGHT_THREADS: preflight's own reader threads.
+WORKER_ENV = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1",
+              "OMP_NUM_THREADS": "1", "PREFLIGHT_THREADS": "1"}
+
+# Inputs smaller than this run in this process: starting workers costs more than it saves.
+POOL_MIN_BYTES = 16 << 20
+# With no --workers, inputs from this size on this many cores get one worker per core. One
+# process already keeps about 1.4 cores busy, so on the idle 2-core VM the pool of 2 lost at
+# 100 MB (0.64x) and came out even from 250 MB (0.88-1.06x at 250 MB, 0.76-1.07x at 1 GB:
+# no reliable win for twice the memory); with 4 cores or more, 2.6 or more of them idle,
+# the pool's 1-2 CPU s of start are repaid (an estimate: no such machine was measured).
+AUTO_POOL_BYTES = 250 * 10**6
+AUTO_POOL_CORES = 4
+
+# What the fork server imports once, before it forks the workers: the checks; pandas, which
+# pyarrow imports on its first ``pa.array`` of Python values (records of lines parsed one
+# by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
+# its own way out (skipped where one is not installed).
+PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
+_SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
+
+
+@contextlib.contextmanager
+def _worker_env() -> Iterator[None]:
+    """While a worker (or the fork server) starts: one thread per library
+    (``WORKER_ENV``), which must be set before it imports polars, numba or
+    tokenizers, and a bare ``__main__``: a worker needs preflight only, and spawn (or a fork
+    server's child) would run the caller's script again in every worker (a script without
+    ``if __name__ == "__main__"`` would start the run again there). This process keeps its
+    own. SIGINT is blocked meanwhile, and so in the new process until it ignores it (the fork
+    server after its imports, a worker in ``_start``): a Ctrl-C at the terminal, which
+    reaches every process of the group, would print the traceback of their imports."""
+    saved = {k: os.environ.get(k) for k in WORKER_ENV}
+    main = sys.modules["__main__"]
+    os.environ.update(WORKER_ENV)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    mask = _block_sigint()
+    try:
+        yield
+    finally:
+        if mask is not None:  # a Ctrl-C that came meanwhile is this process's now
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        sys.modules["__main__"] = main
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _block_sigint() -> set[signal.Signals] | None:
+    """Block SIGINT in this thread (inherited by the processes it starts); the mask before,
+    or None where there are no signal masks."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    from multiprocessing import resource_tracker
+
+    # Its first start unblocks SIGINT in this thread once it runs: let it start before.
+    resource_tracker.ensure_running()
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+class _EnvStart:
+    """A worker process started in ``_worker_env``."""
+
+    def start(self) -> None:
+        with _worker_env():
+            super().start()  # type: ignore[misc]
+
+
+class _Spawned(_EnvStart, multiprocessing.context.SpawnProcess):
+    """A fresh interpreter that imports what it needs (where there is no fork server)."""
+
+    def _bootstrap(self, parent_sentinel: Any = None) -> int:
+        # In the worker, once its work is done: leave as a forked process does, without
+        # tearing down every module (a third of a CPU second with polars, numba, pyarrow).
+        code = super()._bootstrap(parent_sentinel)  # type: ignore[misc]
+        os._exit(code)
+
+
+class _Served(_EnvStart, multiprocessing.context.ForkServerProcess):
+    """A fork of the fork server, which imported preflight's checks once for all workers."""
+
+
+class Workers:
+    """A start method that keeps the processes it starts, so that Ctrl-C can end each one,
+    even one whose start it interrupted before the executor listed it."""
+
+    process: type[_EnvStart]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[Any] = []
+
+    def Process(self, *args: Any, **kwargs: Any) -> Any:
+        process = self.process(*args, **kwargs)  # type: ignore[call-arg]
+        self.started.append(process)
+        return process
+
+
+class _SpawnWithEnv(Workers, multiprocessing.context.SpawnContext):
+    process = _Spawned
+
+
+class ForkServerWithEnv(Workers, multiprocessing.context.ForkServerContext):
+    process = _Served
+
+    def warm(self) -> None:
+        """Start the fork server (its imports) without waiting for it."""
+        import multiprocessing.forkserver as forkserver
+
+        with _worker_env():
+            forkserver.ensure_running()
+
+
+def context(preload: tuple[str, ...] = ()) -> Workers:
+    """Workers forked from a fork server that has imported the checks (one import for all
+    workers, and no thread of this process copied), where there is one to start (POSIX)
+    and no other code of this process started it with other modules or variables; else
+    spawned. ``preload``: modules the server imports besides ``PRELOAD``, when it starts."""
+    global _SERVER_OURS
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        import multiprocessing.forkserver as forkserver
+
+        server = forkserver._forkserver  # type: ignore[attr-defined]
+        if _SERVER_OURS or server._forkserver_pid is None:
+            if server._forkserver_pid is None:
+                forkserver.set_forkserver_preload([*PRELOAD, *preload])
+            _SERVER_OURS = True
+            return ForkServerWithEnv()
+    return _SpawnWithEnv()
+
+
+def warm_for(data: str | Path | None, workers: int | None, executor: str) -> None:
+    """Start the fork server now when this run will use a pool (``--workers N`` on an
+    input of ``POOL_MIN_BYTES`` or more; with no ``--workers``, ``AUTO_POOL_BYTES`` or more
+    on ``AUTO_POOL_CORES`` cores or more), so that its imports overlap this process's own.
+    Nothing for standard input (its size is known once spooled), Ray, or a name that is not
+    a local file or folder; the pool starts the server then, as it always may."""
+    if executor != "local" or data is None or str(data) == "-" or workers == 1:
+        return
+    if workers is None:
+        from preflight.cores import available_cores
+
+        if available_cores() < AUTO_POOL_CORES:
+            return
+    least = POOL_MIN_BYTES if workers is not None else AUTO_POOL_BYTES
+    if _at_least(Path(data), least):
+        warm()
+
+
+def _at_least(path: Path, size: int) -> bool:
+    """Whether the file, or the files under the folder, at ``path`` hold ``size`` bytes."""
+    try:
+        if path.is_file():
+            return path.stat().st_size >= size
+        total = 0
+        for root, _, names in os.walk(path):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    total += os.stat(os.path.join(root, name)).st_size
+                if total >= size:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def warm() -> None:
+    """Start this process's fork server (its imports) without waiting for it, unless one is
+    running that other code of this process started."""
+    ctx = context()
+    if isinstance(ctx, ForkServerWithEnv):
+        ctx.warm()
