@@ -40,6 +40,7 @@ AUTO_POOL_CORES = 4
 # its own way out (skipped where one is not installed).
 PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
 _SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
+_LOOK_AT_FILES = 10_000  # warm_for sizes a folder by this many files at most
 
 
 @contextlib.contextmanager
@@ -172,16 +173,19 @@ def warm_for(data: str | Path | None, workers: int | None, executor: str) -> Non
 
 
 def _at_least(path: Path, size: int) -> bool:
-    """Whether the file, or the files under the folder, at ``path`` hold ``size`` bytes."""
+    """Whether the file, or the files under the folder, at ``path`` hold ``size`` bytes (a
+    folder of ``_LOOK_AT_FILES`` files or more is taken to: this is a guess, the pool's own
+    decision comes later)."""
     try:
         if path.is_file():
             return path.stat().st_size >= size
-        total = 0
+        total = files = 0
         for root, _, names in os.walk(path):
             for name in names:
                 with contextlib.suppress(OSError):
                     total += os.stat(os.path.join(root, name)).st_size
-                if total >= size:
+                files += 1
+                if total >= size or files >= _LOOK_AT_FILES:
                     return True
     except OSError:
         pass
