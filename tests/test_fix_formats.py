@@ -92,6 +92,29 @@ def test_data_after_the_array_or_a_missing_bracket_is_malformed(
     assert [(e["row"], e["raw"], e["reasons"][0]["code"]) for e in entries] == [(2, raw, code)]
 
 
+def test_a_kept_bad_element_that_spans_lines_is_set_aside_not_split(tmp_path: Path) -> None:
+    """Under ``malformed: none`` a bad element is kept as written; one with line breaks in
+    it would be several JSON Lines lines (several units, read back as several malformed
+    lines): it goes to the quarantine as written. One on a single line stays."""
+    src = tmp_path / "in.json"
+    broken = '{"id": 1, "text": "never closed\n  "more": 1}'
+    src.write_text('[\n  {"id": 0, "text": "%s"},\n  %s,\n  {oops},\n  {"id": 3, "text": "%s"}'
+                   "\n]\n" % (PLAIN[0], broken, PLAIN[1]), encoding="utf-8")
+    keep = {"fields": {"text": "text", "id": "id"},
+            "rules": [{"id": "malformed", "check": "malformed", "fix": "none"}]}
+    manifest, clean, entries = fix(src, tmp_path / "out", keep)
+    lines = clean.read_bytes().splitlines()
+    assert [json.loads(lines[0])["id"], lines[1], json.loads(lines[2])["id"]] == [0, b"{oops}", 3]
+    assert len(lines) == 3
+    [entry] = entries
+    assert entry["row"] == 1 and entry["raw"].startswith('{"id": 1, "text": "never closed\n')
+    assert "spans several lines" in entry["reasons"][0]["detail"]
+    assert manifest["clean"]["records"] + manifest["quarantine"]["records"] == 4
+    # the clean output reads back with the kept bad element as its one malformed line
+    passed, codes = check_codes(clean, keep)
+    assert codes == [(1, "invalid_json")]
+
+
 def test_a_pretty_printed_array_keeps_values_as_written(tmp_path: Path) -> None:
     src = tmp_path / "in.json"
     src.write_text('[\n  {\n    "id": 0,\n    "text": "Zero\u200b width",\n'

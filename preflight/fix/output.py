@@ -66,8 +66,11 @@ def write_round(
                     counts["clean"] += 1
                     new_origin.append(*at)
                     continue
-                set_aside(unit, [_reason("malformed", "not_a_record", "not a record, so it "
-                                         f"cannot be written as a {out_format} row")], at)
+                why = (f"cannot be written as a {out_format} row" if unit.syntax != "json"
+                       or out_format != "jsonl" else "spans several lines: one JSON Lines "
+                       "line cannot hold it as written")
+                set_aside(unit, [_reason("malformed", "not_a_record",
+                                         f"not a record, so it {why}")], at)
                 continue
             if key in the_plan.transforms:
                 actions = the_plan.transforms[key]
