@@ -112,6 +112,7 @@ def test_a_kept_bad_element_that_spans_lines_is_set_aside_not_split(tmp_path: Pa
     assert manifest["clean"]["records"] + manifest["quarantine"]["records"] == 4
     # the clean output reads back with the kept bad element as its one malformed line
     passed, codes = check_codes(clean, keep)
+    assert not passed  # malformed is an error by default
     assert codes == [(1, "invalid_json")]
 
 

@@ -49,6 +49,11 @@ _FAST_STRETCH = 1000
 # at most this many are cut per file (the next holds the rest, as a file cut off there).
 # One whose quotes went out of step is cut as soon as that shows, at no such cost.
 MAX_RESYNCS = 16
+# An element still open this many characters on, with a line inside it that starts an
+# element no deeper than its own (``resync``), is cut there without reading on to the end:
+# what was held of the rest of the file (about 10x its size in memory, and seconds per
+# runaway) is bounded. A valid element this large laid out that way would be cut too.
+MAX_OPEN_CHARS = 16 << 20
 _STRAY_CLOSER = ("invalid_json", "a ] that closes nothing: elements follow it")
 
 
@@ -180,8 +185,11 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         try:
             end, depth, problem, runaway = value_end(buf, pos, eof, indent)
         except NeedMore:
-            fill()
-            continue
+            at = resync(buf, pos, len(buf), indent) if len(buf) - pos >= MAX_OPEN_CHARS else None
+            if at is None:
+                fill()
+                continue
+            end, depth, problem, runaway = at, 0, RUNAWAY, False
         text = buf[pos:end]
         if closed:  # whatever follows the closing ], as written
             problem = ("trailing_data", "data after the closing ] of the array")

@@ -267,3 +267,65 @@ def test_a_runaway_element_where_elements_share_lines_yields_no_nested_record(
     assert [r for r, _ in malformed(batches)] == [1]
     units = list(elements(path.open("rb")))  # fix's reading: the same units
     assert [u.row for u in units] == [0, 1, 2, 3] and units[1].malformed is not None
+
+
+class _Counted:
+    """A binary stream that remembers how far it has been read."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data, self.at = data, 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = len(self._data) - self.at if n < 0 else n
+        chunk = self._data[self.at:self.at + n]
+        self.at += len(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize("layout", ["one-per-line", "pretty"])
+def test_an_unclosed_bracket_is_cut_once_the_element_is_long_not_at_the_arrays_end(
+        monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """An element still open ``MAX_OPEN_CHARS`` on, with a line inside that starts an
+    element, is cut there: the rest of the file is not read (nor held) first. The units are
+    those of the cut at the array's end (no cap), every later element read."""
+    records = [{"id": k, "items": [{"k": 1}, {"k": 2}], "text": f"text {k}"}
+               for k in range(3_000)]
+    if layout == "pretty":
+        text = json.dumps(records, indent=2)
+        broken = text.replace('"id": 40,', '"id": 40, "open": {"x": 1,', 1)
+    else:
+        text = "[" + ",\n".join(json.dumps(r) for r in records) + "]\n"
+        broken = text.replace('{"id": 40, ', '{"id": 40, "open": {"x": 1, ', 1)
+    assert broken != text
+    data = broken.encode()
+
+    monkeypatch.setattr(jsonarray, "_READ", 4_096)  # the file is read in small pieces
+
+    def units(cap: int) -> tuple[list[tuple[int, str | None, str]], int]:
+        monkeypatch.setattr(jsonarray, "MAX_OPEN_CHARS", cap)
+        stream, seen_at = _Counted(data), 0
+        out = []
+        for u in elements(stream):
+            if u.row == 40:
+                seen_at = stream.at
+            out.append((u.row, u.malformed.code if u.malformed else None, u.raw))
+        return out, seen_at
+
+    capped, read_when_cut = units(20_000)
+    whole, read_when_known = units(1 << 40)
+    assert capped == whole
+    assert [(row, code) for row, code, _ in capped if code] == [(40, "invalid_json")]
+    assert [row for row, _, _ in capped] == list(range(3_000))
+    assert read_when_known == len(data)  # without a cap: read to the end to know
+    assert read_when_cut < len(data) // 4
+
+
+def test_a_valid_element_longer_than_the_cap_is_read_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its nested lines sit deeper than its own: nothing inside starts an element.
+    monkeypatch.setattr(jsonarray, "MAX_OPEN_CHARS", 5_000)
+    big = {"id": 1, "items": [{"k": k, "text": "x" * 20} for k in range(2_000)]}
+    data = json.dumps([{"id": 0}, big, {"id": 2}], indent=2).encode()
+    units = list(elements(_Counted(data)))
+    assert [u.malformed for u in units] == [None, None, None]
+    assert json.loads(units[1].raw) == big
