@@ -45,7 +45,8 @@ from preflight.source.csv import describe_dialects
 from preflight.source.stdin import csv_note, is_stdin
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.threads import shared_pool
-from preflight.tokenizer import TokenCounter, load_tokenizer
+from preflight.tokenizer.counter import TokenCounter
+from preflight.tokenizer.load import load_tokenizer
 
 Progress = Callable[[int, int, str], None]
 IMPLICIT_MALFORMED = Rule(id="malformed", check="malformed", severity="error")

@@ -29,7 +29,7 @@ from preflight.checks import state
 if TYPE_CHECKING:
     from preflight.batch import Batch
     from preflight.config import Fields, ModelFacts
-    from preflight.tokenizer import TokenCounter
+    from preflight.tokenizer.counter import TokenCounter
 
 FINDING_SCHEMA: dict[str, pl.DataType] = {
     "code": pl.String(),

@@ -19,7 +19,7 @@ import polars as pl
 
 from preflight.batch import Batch
 from preflight.checks.base import Context, findings
-from preflight.tokenizer import TokenCounter
+from preflight.tokenizer.counter import TokenCounter
 
 
 def documents(batch: Batch, ctx: Context,

@@ -2,8 +2,8 @@
 too short to teach anything, counted with the model's real tokenizer.
 
 Tokenising is the slow part of a gate (a BPE encodes a few MB/s per core), so texts whose
-proven bounds (see ``preflight.tokenizer``) already settle the answer are not counted: with a
-4,096-token window and a byte-level BPE, a text of at most 4,095 UTF-8 bytes cannot be too
+proven bounds (see ``preflight.tokenizer.bounds``) already settle the answer are not counted:
+with a 4,096-token window and a byte-level BPE, a text of at most 4,095 UTF-8 bytes cannot be too
 long. The others are counted exactly; for a byte-level BPE that splits before spaces, from
 the counts of their pieces, each distinct piece encoded once (``preflight.token_pieces``).
 The verdict stays exact; only the histogram of the skipped texts is estimated (from the
@@ -25,7 +25,7 @@ from preflight.checks.base import Check, Params, findings
 from preflight.checks.model_text import add_specials, documents, token_counts
 from preflight.checks.registry import register
 from preflight.limits import MAX_TOKENS
-from preflight.tokenizer import TokenCounter, estimate_counter
+from preflight.tokenizer.counter import TokenCounter, estimate_counter
 
 _CALIBRATION = 256
 # Without a tokenizer the counts are estimates: a text judged too long on one is

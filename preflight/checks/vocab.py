@@ -38,7 +38,7 @@ from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, corpus_findings, findings
 from preflight.checks.model_text import documents, token_ids
 from preflight.checks.registry import register
-from preflight.tokenizer import TokenCounter
+from preflight.tokenizer.counter import TokenCounter
 
 # Tokens named in one detail; the rest are counted.
 _NAMED = 3

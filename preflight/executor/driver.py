@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from preflight.config import Fields
     from preflight.pipeline import Running
     from preflight.sampling import Sampler
-    from preflight.tokenizer import TokenCounter
+    from preflight.tokenizer.counter import TokenCounter
 
 @dataclass
 class Started:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from preflight.findings import FindingsSink
     from preflight.pipeline import Progress, Read
     from preflight.sampling import Sampler
-    from preflight.tokenizer import TokenCounter
+    from preflight.tokenizer.counter import TokenCounter
 
 # Pieces: about four per worker, so a slow one does not hold the others up.
 PIECES_PER_WORKER = 4

@@ -48,7 +48,7 @@ from preflight.source import Source
 if TYPE_CHECKING:
     from preflight.batch import Batch
     from preflight.pipeline import Progress, Read
-    from preflight.tokenizer import TokenCounter
+    from preflight.tokenizer.counter import TokenCounter
 
 _RESULT = -1  # the ``rule`` of a row holding a batch's Scanned (without its findings)
 _FINDINGS = -2  # the ``rule`` of a row holding a batch's findings: a Parquet shard

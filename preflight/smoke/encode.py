@@ -13,7 +13,7 @@ import torch
 
 from preflight.config import Fields, ModelFacts
 from preflight.text import as_text, first_line
-from preflight.tokenizer import TokenCounter, estimate_counter
+from preflight.tokenizer.counter import TokenCounter, estimate_counter
 
 IGNORE = -100
 BYTE_VOCAB = 256

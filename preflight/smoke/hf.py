@@ -33,7 +33,8 @@ from preflight.hf_folder import folder_of
 from preflight.smoke.encode import IGNORE, NOT_A_CLASS, Encoded, Encoder, _window
 from preflight.smoke.models import classification_loss, lm_loss, regression_loss
 from preflight.text import first_line
-from preflight.tokenizer import TokenCounter, load_tokenizer
+from preflight.tokenizer.counter import TokenCounter
+from preflight.tokenizer.load import load_tokenizer
 
 EXTRA = "pip install 'dataset-preflight[hf]'"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",

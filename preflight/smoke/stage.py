@@ -44,7 +44,7 @@ from preflight.smoke.training_args import resolve as resolve_settings
 from preflight.smoke.user import CONTRACT, call_build, load_build, resolve_spec, user_code
 from preflight.smoke.verdict import Blocked, attribute
 from preflight.text import first_line
-from preflight.tokenizer import TokenCounter
+from preflight.tokenizer.counter import TokenCounter
 
 Progress = Callable[[int, int, str], None]
 REPLAY_NAME = "smoke-replay.pt"
