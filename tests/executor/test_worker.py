@@ -243,13 +243,13 @@ def test_state_merges_by_kind() -> None:
 
 
 def test_numeric_stats_merge_keeps_min_and_max() -> None:
-    from preflight.checks.numeric import _Stats
+    from preflight.checks.numeric_stats import Stats
 
-    a = _Stats(count=2, nan=1, min=-3.0, max=5.0)
-    b = _Stats(count=1, min=-1.0, max=9.0)
+    a = Stats(count=2, nan=1, min=-3.0, max=5.0)
+    b = Stats(count=1, min=-1.0, max=9.0)
     m = merge(a, b)
     assert (m.count, m.nan, m.min, m.max) == (3, 1, -3.0, 9.0)
-    assert merge(_Stats(), b).min == -1.0
+    assert merge(Stats(), b).min == -1.0
 
 
 def test_holding_finds_the_pieces_of_record_keys(tmp_path: Path) -> None:

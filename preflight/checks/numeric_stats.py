@@ -1,0 +1,220 @@
+"""The numeric check's corpus-wide state and what ``finish`` makes of it.
+
+Per field, each batch's finite values are kept as a ``Chunk`` (float64, 8 bytes per value,
+with what locates each value: row numbers, record ends, list positions), never records;
+``Stats`` holds the counts, which merge across workers. At the end the median and MAD
+(median absolute deviation) of all the chunks give the robust z-score of each value, the
+``outlier`` findings, and the histogram of the report.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from preflight.checks.base import findings
+from preflight.checks.numeric_details import SHOWN, fmt
+
+_BINS = 40  # histogram bins per field in the report
+_MAD_SCALE = 1.4826  # MAD * 1.4826 estimates the standard deviation of a normal distribution
+
+
+@dataclass
+class Chunk:
+    """Finite values of one field in one batch, with what locates them."""
+
+    file_index: int
+    rows: np.ndarray | int  # the batch's row numbers, or the first one when consecutive
+    values: np.ndarray  # float64
+    ends: np.ndarray | None = None  # cumulative values per record; None: value k is record k
+    # Depth-1 lists: value k sits at position k - (first value of its record), except the
+    # values listed here (a record that also holds non-finite elements).
+    moved_k: np.ndarray | None = None
+    moved_pos: np.ndarray | None = None
+    levels: list[np.ndarray] | None = None  # deeper lists: each value's position per depth
+    vector: bool = False  # a list field (values have positions)
+
+    def records(self, k: np.ndarray) -> np.ndarray:
+        """Record index in the batch of values ``k``."""
+        return k if self.ends is None else np.searchsorted(self.ends, k, side="right")
+
+    def row(self, i: np.ndarray) -> np.ndarray:
+        """Row numbers of the batch's records ``i``."""
+        return self.rows + i if isinstance(self.rows, int) else self.rows[i]
+
+    def position(self, k: int, record: int) -> str:
+        """Where value ``k`` sits in its record's list (``""`` for a scalar)."""
+        if self.levels is not None:
+            return "".join(f"[{lv[k]}]" for lv in self.levels if lv[k] >= 0)
+        if not self.vector or self.ends is None:
+            return ""
+        if self.moved_k is not None and self.moved_pos is not None:
+            j = int(np.searchsorted(self.moved_k, k))
+            if j < len(self.moved_k) and self.moved_k[j] == k:
+                return f"[{self.moved_pos[j]}]"
+        return f"[{k - (int(self.ends[record - 1]) if record else 0)}]"
+
+
+@dataclass
+class Stats:
+    """One field's counts over the corpus; median, MAD, note and histogram come from
+    ``finish``."""
+
+    count: int = 0
+    nulls: int = 0
+    nan: int = 0
+    inf: int = 0
+    strings: int = 0
+    not_numbers: int = 0
+    outliers: int = 0
+    min: float | None = None
+    max: float | None = None
+    median: float | None = None
+    mad: float | None = None
+    note: str | None = None
+    histogram: dict[str, Any] | None = None
+
+    def merged_with(self, other: Stats) -> Stats:
+        """The counts of both scans (the rest is computed in ``finish``)."""
+        lows = [v for v in (self.min, other.min) if v is not None]
+        highs = [v for v in (self.max, other.max) if v is not None]
+        return Stats(count=self.count + other.count, nulls=self.nulls + other.nulls,
+                     nan=self.nan + other.nan, inf=self.inf + other.inf,
+                     strings=self.strings + other.strings,
+                     not_numbers=self.not_numbers + other.not_numbers,
+                     outliers=self.outliers + other.outliers,
+                     min=min(lows) if lows else None, max=max(highs) if highs else None)
+
+
+def find_outliers(name: str, chunks: list[Chunk], stats: Stats,
+                  z_max: float | None) -> Iterator[pl.DataFrame]:
+    """``outlier`` findings of one field, robust z-score above ``z_max`` (None: none), from
+    all its chunks; sets the field's median, MAD, note and histogram in ``stats``."""
+    values = np.concatenate([c.values for c in chunks])
+    median = _median_in_place(values)
+    with np.errstate(over="ignore"):  # deviations of values near ±1.8e308 may overflow
+        np.subtract(values, median, out=values)
+    np.abs(values, out=values)
+    mad = _median_in_place(values)
+    del values
+    stats.median, stats.mad = median, mad
+    stats.histogram = _histogram(chunks, stats, z_max)
+    if z_max is None:
+        return
+    if mad == 0 or not math.isfinite(mad):
+        stats.note = (f"MAD is {fmt(mad)}"
+                      + (" (over half the values equal the median)" if mad == 0 else "")
+                      + ": outliers skipped")
+        return
+    sigma = _MAD_SCALE * mad
+    for c in chunks:
+        with np.errstate(over="ignore"):
+            z = np.abs(c.values - median) / sigma
+        hit = np.flatnonzero(z > z_max)
+        if not len(hit):
+            continue
+        stats.outliers += len(hit)
+        owners = c.records(hit)
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+        ends = np.r_[starts[1:], len(hit)]
+        center = f"median {fmt(median)}, MAD {fmt(mad)}"
+        details = []
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            rec, ks = int(owners[s]), hit[s:e].tolist()
+            if len(ks) == 1:
+                k = ks[0]
+                details.append(
+                    f"{name}{c.position(k, rec)}: {fmt(float(c.values[k]))} is an outlier "
+                    f"(z = {float(z[k]):.3g} > {fmt(z_max)}; {center})"
+                )
+            else:
+                shown = [f"{c.position(k, rec)}={fmt(float(c.values[k]))} "
+                         f"(z = {float(z[k]):.3g})" for k in ks[:SHOWN]]
+                more = ", …" if e - s > SHOWN else ""
+                details.append(f"{name}: {e - s}× outliers (z > {fmt(z_max)}; {center}) "
+                               f"at {', '.join(shown)}{more}")
+        recs = owners[starts]
+        yield findings(
+            {"file_index": pl.Series(np.full(len(recs), c.file_index, np.int32)),
+             "row": pl.Series(c.row(recs), dtype=pl.Int64)},
+            "outlier",
+            details,
+        )
+
+
+def _median_in_place(a: np.ndarray) -> float:
+    """The median of finite values, reordering ``a``: one partition, where ``np.median``
+    also partitions at the end to look for NaN."""
+    half = len(a) // 2
+    if len(a) % 2:
+        a.partition(half)
+        return float(a[half])
+    a.partition((half - 1, half))
+    lo, hi = float(a[half - 1]), float(a[half])
+    mid = (lo + hi) / 2
+    return mid if math.isfinite(mid) else lo / 2 + hi / 2
+
+
+def compact_rows(rows: np.ndarray) -> np.ndarray | int:
+    """A batch's row numbers, or just the first when they are consecutive."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool(
+        np.all(np.diff(rows) == 1)
+    ):
+        return int(rows[0])
+    return np.asarray(rows, np.int64).copy()
+
+
+def json_stats(s: Stats) -> dict[str, Any]:
+    """One field's stats as the report's ``stats.fields`` holds them."""
+    return {
+        "count": s.count, "nulls": s.nulls, "nan": s.nan, "inf": s.inf, "strings": s.strings,
+        "not_numbers": s.not_numbers, "outliers": s.outliers,
+        "min": s.min, "max": s.max, "median": s.median, "mad": s.mad, "note": s.note,
+        "histogram": s.histogram,
+    }
+
+
+def _histogram(chunks: list[Chunk], stats: Stats, z_max: float | None) -> dict[str, Any]:
+    """The finite values' distribution for the report: ``_BINS`` bins over the range that
+    holds the bulk (the outlier bounds widened by half, within min..max), with the values
+    outside it counted as ``below``/``above``, and the outlier ``bounds`` themselves."""
+    assert stats.min is not None and stats.max is not None and stats.median is not None
+    lo, hi = stats.min, stats.max
+    bounds = None
+    if z_max is not None and stats.mad:
+        sigma = _MAD_SCALE * stats.mad
+        bounds = [stats.median - z_max * sigma, stats.median + z_max * sigma]
+        lo = max(lo, stats.median - 1.5 * z_max * sigma)
+        hi = min(hi, stats.median + 1.5 * z_max * sigma)
+    lo, hi = _bin_range(lo, hi)
+    counts = np.zeros(_BINS, dtype=np.int64)
+    below = above = 0
+    for c in chunks:
+        v = c.values
+        below += int((v < lo).sum())
+        above += int((v > hi).sum())
+        inside = v[(v >= lo) & (v <= hi)]
+        counts += np.histogram(inside, bins=_BINS, range=(lo, hi))[0]
+    edges = np.linspace(lo, hi, _BINS + 1)
+    return {"edges": edges.tolist(), "counts": counts.tolist(), "below": below,
+            "above": above, "bounds": bounds}
+
+
+def _bin_range(lo: float, hi: float) -> tuple[float, float]:
+    """``lo..hi`` as numpy can cut it into ``_BINS`` distinct finite bins: one value is
+    given a width of 1, a range near or past what a float holds (-1e308..1e308) is kept
+    within a sixteenth of the largest float each side (the plot's ticks, a step beyond
+    it, stay finite too), and one too narrow for the floats' spacing there (2**64 - 1
+    and 1.0 more are one float) is widened to a few steps of it per bin."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        lo, hi = (lo, lo + 1.0) if math.isfinite(lo) else (0.0, 1.0)
+    bound = sys.float_info.max / 16
+    lo, hi = min(max(lo, -bound), bound), min(max(hi, -bound), bound)
+    least = 4 * _BINS * math.ulp(max(abs(lo), abs(hi)))
+    return lo, max(hi, lo + least)
