@@ -22,7 +22,8 @@ from preflight.batch import Batch
 from preflight.checks.base import Context
 from preflight.checks.tokens import TokenLength
 from preflight.config import Fields, ModelFacts
-from preflight.tokenizer import _TIKTOKEN_SPACE_SPLITTING, TokenCounter, load_tokenizer
+from preflight.tokenizer import TokenCounter, load_tokenizer
+from preflight.tokenizer.bounds import TIKTOKEN_SPACE_SPLITTING
 from tests.tokenizers import (
     LLAMA3_SPLIT,
     build_bpe,
@@ -192,7 +193,7 @@ def tiktoken_counters() -> dict[str, TokenCounter]:
     spaces = "".join(rng.choices([" ", "\xa0", "\u3000", "\u2009", "\x85", "\u200b", "\t",
                                   "\n", "a", "é", "東"], k=6000))
     data = "".join(odd_corpus()[:300]) + spaces
-    patterns = {f"pat{k}": p for k, p in enumerate(sorted(_TIKTOKEN_SPACE_SPLITTING))}
+    patterns = {f"pat{k}": p for k, p in enumerate(sorted(TIKTOKEN_SPACE_SPLITTING))}
     patterns["odd"] = r"\S+ \S+|\s+"
     encodings = {name: tiktoken.Encoding(name=name, pat_str=pat, special_tokens={},
                                          mergeable_ranks=_with_space_tokens(
@@ -205,7 +206,7 @@ def tiktoken_counters() -> dict[str, TokenCounter]:
 
 def test_tiktoken_patterns_that_qualify(tiktoken_counters: dict[str, TokenCounter]) -> None:
     assert {name: c.pieces is not None for name, c in tiktoken_counters.items()} == {
-        **{f"pat{k}": True for k in range(len(_TIKTOKEN_SPACE_SPLITTING))}, "odd": False}
+        **{f"pat{k}": True for k in range(len(TIKTOKEN_SPACE_SPLITTING))}, "odd": False}
 
 
 @pytest.mark.parametrize("name", [f"pat{k}" for k in range(4)])

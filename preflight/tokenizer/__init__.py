@@ -15,9 +15,6 @@ tokenizer, ``estimate_counter()`` gives a stated estimate. The modules:
 
 from __future__ import annotations
 
-from preflight.tokenizer.bounds import (
-    _TIKTOKEN_SPACE_SPLITTING as _TIKTOKEN_SPACE_SPLITTING,  # read by tests/test_token_pieces.py
-)
 from preflight.tokenizer.counter import TokenCounter, estimate_counter
 from preflight.tokenizer.load import load_tokenizer
 

@@ -92,7 +92,7 @@ _SPACE_SPLITTING = frozenset({
 # GPT-2's (as released, and tiktoken's r50k/p50k with possessive quantifiers), cl100k's and
 # o200k's. A match may read the end of the text (``\s++$``) only through whitespace, and a
 # cut text's start ends with a non-space character.
-_TIKTOKEN_SPACE_SPLITTING = frozenset({
+TIKTOKEN_SPACE_SPLITTING = frozenset({
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
     r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s""",
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|"""

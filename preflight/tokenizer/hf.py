@@ -48,7 +48,7 @@ def _read_text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
+def hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     from tokenizers import Tokenizer
 
     _check_file(path)
@@ -160,7 +160,7 @@ def _chat_template(config: Path) -> tuple[str | None, dict[str, Any]]:
     return template, variables
 
 
-def _transformers(path: Path) -> TokenCounter:
+def transformers_tokenizer(path: Path) -> TokenCounter:
     try:
         from transformers import AutoTokenizer
     except ImportError as e:

@@ -15,14 +15,14 @@ from preflight.errors import ConfigError
 from preflight.hf_cache import cached_snapshot, looks_like_repo_id, not_cached_hint
 from preflight.paths import find_beside
 from preflight.tokenizer.counter import TokenCounter
-from preflight.tokenizer.hf import _hf_tokenizer, _transformers
-from preflight.tokenizer.tiktoken_encoding import _tiktoken
+from preflight.tokenizer.hf import hf_tokenizer, transformers_tokenizer
+from preflight.tokenizer.tiktoken_encoding import tiktoken_counter
 
 
 def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
     """Load the tokenizer ``spec`` names, offline; a problem is a ``ConfigError``."""
     if spec.startswith("tiktoken:"):
-        return _tiktoken(spec.removeprefix("tiktoken:"))
+        return tiktoken_counter(spec.removeprefix("tiktoken:"))
     hub = looks_like_repo_id(spec)
     path = cached_snapshot(spec) if hub else None
     if path is None:
@@ -37,13 +37,13 @@ def load_tokenizer(spec: str, *, base: Path | None = None) -> TokenCounter:
             raise
     if path.is_dir():
         if (path / "tokenizer.json").is_file():
-            return _hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")
+            return hf_tokenizer(path / "tokenizer.json", config=path / "tokenizer_config.json")
         if not any((path / name).is_file() for name in _TOKENIZER_FILES):
             raise ConfigError(f"no tokenizer in folder {path}: it holds none of "
                               f"{', '.join(_TOKENIZER_FILES)}; give the model's tokenizer "
                               "folder or its tokenizer.json")
-        return _transformers(path)
-    return _hf_tokenizer(path, config=path.parent / "tokenizer_config.json")
+        return transformers_tokenizer(path)
+    return hf_tokenizer(path, config=path.parent / "tokenizer_config.json")
 
 
 # What a tokenizer folder that only transformers can load holds (one of them at least).

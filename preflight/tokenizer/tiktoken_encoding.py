@@ -15,7 +15,7 @@ import numpy as np
 from preflight.cores import available_cores
 from preflight.errors import ConfigError
 from preflight.token_pieces import PieceCounter
-from preflight.tokenizer.bounds import _TIKTOKEN_SPACE_SPLITTING
+from preflight.tokenizer.bounds import TIKTOKEN_SPACE_SPLITTING
 from preflight.tokenizer.counter import TokenCounter
 
 
@@ -47,7 +47,7 @@ def _tiktoken_offline() -> Iterator[None]:
             tiktoken.load.read_file = fetch
 
 
-def _tiktoken(name: str) -> TokenCounter:
+def tiktoken_counter(name: str) -> TokenCounter:
     try:
         import tiktoken
     except ImportError as e:
@@ -84,7 +84,7 @@ def _tiktoken(name: str) -> TokenCounter:
         return np.fromiter((len(x) for x in enc.encode_ordinary_batch(words, num_threads=threads)),
                            np.int64, len(words))
 
-    splits = getattr(enc, "_pat_str", None) in _TIKTOKEN_SPACE_SPLITTING
+    splits = getattr(enc, "_pat_str", None) in TIKTOKEN_SPACE_SPLITTING
     longest = max((len(b) for b in enc.token_byte_values()), default=1)
     # Ordinary encoding never yields a special token: the largest id below them all.
     specials = {enc.encode_single_token(t) for t in enc.special_tokens_set}
