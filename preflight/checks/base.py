@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from preflight.batch import repeated
 from preflight.checks import state
 
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def findings(
         if isinstance(value, pl.Series | list):
             cols[name] = pl.Series(name, value, dtype=FINDING_SCHEMA[name])
         else:
-            cols[name] = pl.repeat(value, n, eager=True, dtype=FINDING_SCHEMA[name])
+            cols[name] = repeated(value, n, FINDING_SCHEMA[name], name)
     return pl.DataFrame(cols)
 
 

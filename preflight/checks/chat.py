@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch, dtype_kind, json_type
+from preflight.batch import JSON_TYPE_NOUNS, Batch, dtype_kind, json_type, positions, repeated
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
 
@@ -264,7 +264,7 @@ def _findings(hit: pl.DataFrame, code: str) -> pl.DataFrame:
     ``turn`` column (null for record findings) to sort on."""
     frame = findings({"i": hit.get_column("i")}, code, hit.get_column("detail"))
     turn = (hit.get_column("turn") if "turn" in hit.columns
-            else pl.repeat(None, hit.height, eager=True, dtype=pl.Int64))
+            else repeated(None, hit.height, pl.Int64))
     return frame.with_columns(turn=turn.cast(pl.Int64))
 
 
@@ -272,7 +272,7 @@ def _tables(batch: Batch, name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The batch's conversations as two tables: one row per record (``i``, ``kind`` — the
     field's JSON type — and ``n`` turns) and one row per turn (``_TURNS_SCHEMA``)."""
     kind = batch.json_types(name)
-    index = pl.int_range(len(batch), dtype=pl.UInt32, eager=True)
+    index = positions(len(batch))
     dtype = batch.frame.schema.get(name)
     struct = (
         dict(dtype.inner.to_schema())
@@ -284,8 +284,8 @@ def _tables(batch: Batch, name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         records = pl.DataFrame({"i": index, "kind": kind, "n": col.list.len()})
         return records, _typed_turns(batch.frame.select(name), name, struct)
     if not batch.has(name):
-        records = pl.DataFrame({"i": index, "kind": kind, "n": pl.repeat(
-            None, len(batch), eager=True, dtype=pl.UInt32)})
+        records = pl.DataFrame({"i": index, "kind": kind, "n": repeated(
+            None, len(batch), pl.UInt32)})
         return records, pl.DataFrame(schema=_TURNS_SCHEMA)
     return _python_tables(batch.values(name), index, kind)
 

@@ -30,7 +30,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
-from preflight.batch import Batch
+from preflight.batch import Batch, positions
 from preflight.checks.base import Check, Context, Params, corpus_findings, findings
 from preflight.checks.registry import register
 from preflight.checks.token_lists import (
@@ -391,7 +391,7 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
         strs = [v if isinstance(v, str) else None for v in raw]
         shown = [show_value(v) for v in raw]
         return pl.DataFrame(
-            {"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
+            {"i": positions(n), "kind": kind,
              "int": pl.Series(ints, dtype=pl.Int64), "str": pl.Series(strs, dtype=pl.String),
              "shown": pl.Series(shown, dtype=pl.String)}
         )
@@ -400,7 +400,7 @@ def _label_values(batch: Batch, name: str, *, textual: bool = False,
     else:
         col = pl.Series(name, [None] * n, dtype=pl.Null)
     dtype = col.dtype
-    frame = pl.DataFrame({"i": pl.int_range(n, dtype=pl.UInt32, eager=True), "kind": kind,
+    frame = pl.DataFrame({"i": positions(n), "kind": kind,
                           "v": col})
     v = pl.col("v")
     numbers_shown = v.cast(pl.String)

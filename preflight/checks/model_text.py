@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preflight.batch import Batch
+from preflight.batch import Batch, positions
 from preflight.checks.base import Context, findings
 from preflight.tokenizer.counter import TokenCounter
 
@@ -101,7 +101,7 @@ def _documents(batch: Batch, ctx: Context,
             .select("i", pl.when(pl.col("n") > 0).then(pl.col("text")).alias("text"))
         )
         docs = (
-            pl.DataFrame({"i": pl.int_range(len(batch), dtype=pl.UInt32, eager=True)})
+            pl.DataFrame({"i": positions(len(batch))})
             .join(joined, on="i", how="left", maintain_order="left")
             .get_column("text")
         )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from preflight.batch import Batch
+from preflight.batch import Batch, repeated
 
 # Element kinds: what a value is before it is judged.
 NUM, NULL, STR_NUM, STR_NAN, STR_INF, STR_BAD, BOOL, OBJECT, ARRAY = range(9)
@@ -94,7 +94,7 @@ def _from_column(col: pl.Series) -> Elements:
             kind = np.concatenate([kind, np.full(len(ni), NULL, np.int8)])
             value = np.concatenate([value, np.full(len(ni), np.nan)])
             if text is not None:
-                text = pl.concat([text, pl.repeat(None, len(ni), eager=True, dtype=pl.String)])
+                text = pl.concat([text, repeated(None, len(ni), pl.String)])
         order = np.lexsort([*reversed(levels), i])
         i, kind, value = i[order], kind[order], value[order]
         levels = [lv[order] for lv in levels]
@@ -121,7 +121,7 @@ def _leaf(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series | None]:
         text = col.cast(pl.String)
         return np.where(null, NULL, BOOL).astype(np.int8), np.full(n, np.nan), text
     what = "an object" if isinstance(dtype, pl.Struct) else f"a {dtype} value"
-    text = pl.repeat(what, n, eager=True, dtype=pl.String)
+    text = repeated(what, n, pl.String)
     return np.where(null, NULL, OBJECT).astype(np.int8), np.full(n, np.nan), text
 
 
