@@ -225,7 +225,8 @@ def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 class _Main(click.Group):
     """The command group: a closed standard stream is plugged before any command runs, and
     a reader gone where no command expected it ends the run quietly (exit 141, as SIGPIPE
-    would), never with a traceback."""
+    would), never with a traceback; Ctrl-C before a command handles it itself (its options
+    parsed, ``_guarded``'s imports) is exit 130 too, not click's "Aborted!" and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
         _plug_closed_streams()
@@ -235,6 +236,9 @@ class _Main(click.Group):
             _silence_stdout()
             _err().quiet = True
             sys.exit(141)
+        except KeyboardInterrupt:
+            _err().print("interrupted")
+            sys.exit(130)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})

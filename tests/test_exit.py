@@ -124,3 +124,36 @@ def test_the_mark_shows_a_teardown(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     assert done.returncode == 0 and b"[torn down]" in done.stderr
+
+
+# Ctrl-C as the command starts: the first import of ``module`` (which the command makes
+# before its own handling of Ctrl-C, or inside it) is interrupted, once.
+_CTRL_C_AT = """
+import importlib.abc, sys
+
+class CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None, module=sys.argv[1]):
+        if name == module:
+            sys.meta_path.remove(self)
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["preflight", *sys.argv[2:]]
+from preflight.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("module", ["rich.markup", "preflight.executor.launch"])
+def test_ctrl_c_as_the_command_starts_is_exit_130(tmp_path: Path, module: str) -> None:
+    """Click's own answer to Ctrl-C is "Aborted!" and exit 1, a failed gate to a CI job."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a"}\n')
+    done = subprocess.run([sys.executable, "-c", _CTRL_C_AT, module, "check", str(data),
+                           "--no-smoke", "--out", str(tmp_path / "out")],
+                          capture_output=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    stderr = done.stderr.decode()
+    assert done.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr

@@ -155,37 +155,41 @@ def context(preload: tuple[str, ...] = ()) -> Workers:
 
 
 def warm_for(data: str | Path | None, workers: int | None, executor: str) -> None:
-    """Start the fork server now when this run will use a pool (``--workers N`` on an
-    input of ``POOL_MIN_BYTES`` or more; with no ``--workers``, ``AUTO_POOL_BYTES`` or more
-    on ``AUTO_POOL_CORES`` cores or more), so that its imports overlap this process's own.
-    Nothing for standard input (its size is known once spooled), Ray, or a name that is not
-    a local file or folder; the pool starts the server then, as it always may."""
+    """Start the fork server now when this run will use a pool (``--workers N``, at most the
+    usable cores, on an input of ``POOL_MIN_BYTES`` or more; with no ``--workers``,
+    ``AUTO_POOL_BYTES`` or more on ``AUTO_POOL_CORES`` cores or more), so that its imports
+    overlap this process's own. Nothing for standard input (its size is known once spooled),
+    Ray, or a name that is not a local file or folder; the pool starts the server then, as it
+    always may."""
     if executor != "local" or data is None or str(data) == "-" or workers == 1:
         return
-    if workers is None:
-        from preflight.cores import available_cores
+    from preflight.cores import available_cores
 
-        if available_cores() < AUTO_POOL_CORES:
-            return
+    cores = available_cores()
+    # The run clips --workers to the usable cores (pipeline.run): one left runs no pool.
+    if cores < (AUTO_POOL_CORES if workers is None else 2):
+        return
     least = POOL_MIN_BYTES if workers is not None else AUTO_POOL_BYTES
     if _at_least(Path(data), least):
         warm()
 
 
 def _at_least(path: Path, size: int) -> bool:
-    """Whether the file, or the files under the folder, at ``path`` hold ``size`` bytes (a
-    folder of ``_LOOK_AT_FILES`` files or more is taken to: this is a guess, the pool's own
+    """Whether the file at ``path``, or the files a folder's source reads (those directly
+    inside it, hidden and ``_`` names skipped: ``source._folder``), hold ``size`` bytes (a
+    folder of ``_LOOK_AT_FILES`` entries or more is taken to: this is a guess, the pool's own
     decision comes later)."""
     try:
         if path.is_file():
             return path.stat().st_size >= size
-        total = files = 0
-        for root, _, names in os.walk(path):
-            for name in names:
-                with contextlib.suppress(OSError):
-                    total += os.stat(os.path.join(root, name)).st_size
-                files += 1
-                if total >= size or files >= _LOOK_AT_FILES:
+        total = 0
+        with os.scandir(path) as entries:
+            for seen, entry in enumerate(entries, 1):
+                if not entry.name.startswith((".", "_")):
+                    with contextlib.suppress(OSError):
+                        if entry.is_file():
+                            total += entry.stat().st_size
+                if total >= size or seen >= _LOOK_AT_FILES:
                     return True
     except OSError:
         pass

@@ -12,6 +12,7 @@ from its metadata. Compressed files, JSON arrays, CSV and Arrow files are read w
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -141,12 +142,25 @@ class Survey:
     is counted: a file's first piece at once, each later one once the line ends of those
     before it are counted. A pool hands the first pieces to its workers while the rest are
     still counted (counting all first held every worker back: 0.4 s at 250 MB).
-    ``pieces`` and ``fingerprint`` are complete once the iteration is."""
+    ``pieces`` and ``fingerprint`` are complete once the iteration is; ``unchanged`` tells
+    whether a file was written meanwhile (made just after the plan, which cut the files)."""
 
     def __init__(self, pieces: list[Piece]) -> None:
         self._pieces = pieces
         self.pieces: list[Piece] = []
         self.fingerprint: dict[str, Any] = {}
+        self._stats = {piece.path: _identity(piece.path) for piece in pieces}
+
+    def unchanged(self) -> None:
+        """Raise ``InputError`` when a file is not the one planned (size, time written, or
+        another file at its path): its pieces were cut, numbered and read at separate times,
+        so its rows would be misnumbered, or its new lines left unread."""
+        for path, planned in self._stats.items():
+            now = _identity(path)
+            if now != planned:
+                raise InputError(
+                    f"{path} changed while it was read ({planned[0]} bytes when the run "
+                    f"began, {now[0]} now): check it once whatever writes it is done")
 
     def __iter__(self) -> Iterator[Piece]:
         files: dict[int, list[Piece]] = {}
@@ -170,6 +184,15 @@ class Survey:
             hashes.append((Path(parts[0].path).name, h.hexdigest(), size))
             total += size
         self.fingerprint = file_fingerprint({"hashes": hashes, "bytes": total})
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    """A file's size, time written and inode (-1s for a file that is gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1, -1)
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _read_counting(piece: Piece, h: Any, *, hint: str = "") -> Counted:

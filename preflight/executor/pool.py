@@ -108,6 +108,9 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
     with Pool(workers, preload=("numba",) if _minhash(rule_list) else ()) as pool:
         t0 = time.perf_counter()
         cut = _plan(src, workers, limit)
+        # The pieces are numbered (and the files hashed) by the survey while the workers
+        # scan them; it notes the files as the plan cut them.
+        survey = piecework.Survey(cut) if cut is not None else None
         started = driver.start(src, rules, rule_list, tokenizer=tokenizer,
                                eval_path=eval_path, sampler=sampler, limit=limit)
         setup = pickle.dumps(started.setup)
@@ -115,8 +118,6 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
 
         t0 = time.perf_counter()
         merge = Merge(started.running, sink, sampler, started.shapes)
-        # The pieces are numbered (and the files hashed) here while the workers scan them.
-        survey = piecework.Survey(cut) if cut is not None else None
         units = survey if survey is not None else _fed(src, limit)
         for result in pool.ordered((_scan, (setup, unit)) for unit in units):
             for scanned in result:
@@ -140,6 +141,8 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
                     for index, part in state.items():
                         started.running[index].check.merge_state(part)
         timings["pool:revisit"] = round(time.perf_counter() - t0, 4)
+        if survey is not None:  # every piece read (twice for the revisit): as planned?
+            survey.unchanged()
     return Read(running=started.running, fields=started.fields, ctx=started.ctx,
                 inferred=started.inferred, seen=merge.seen, records=merge.records,
                 malformed=merge.malformed, cluster={"workers": workers},

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from preflight import WorkerError, run_preflight
+from preflight import InputError, WorkerError, run_preflight
 from preflight.cli import main
 from preflight.config import load_rules
 from preflight.executor import launch, pieces, pool
@@ -128,6 +128,34 @@ def test_malformed_lines_at_piece_boundaries(tmp_path: Path) -> None:
         pl.col("check") == "malformed")
     assert sorted(found["row"].to_list()) == sorted(
         [r for row in first_rows for r in (row - 1, row)])
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite"])
+def test_a_file_that_changes_while_the_pool_reads_it_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """The pieces are cut, numbered and read at separate times: a file written meanwhile
+    (lines appended by a writer still at work, an earlier line made longer) had its new
+    lines left unread, or its pieces start mid-line (a record counted twice, as two
+    malformed halves), under a report of the file as planned. It is exit 3, named."""
+    path = tmp_path / "data.jsonl"
+    lines = [json.dumps({"text": f"line {i} " + "word " * (i % 13)}) for i in range(1_200)]
+    path.write_text("\n".join(lines) + "\n")
+    counting = pieces._read_counting
+
+    def written_meanwhile(piece: pieces.Piece, h: object, **kwargs: object) -> object:
+        if piece.index == 0:  # the first piece is out to a worker: the writer strikes
+            if change == "append":
+                with path.open("a") as f:
+                    f.write(json.dumps({"text": "late \u200b"}) + "\n")
+            else:
+                lines[10] = json.dumps({"text": "longer " * 500})
+                path.write_text("\n".join(lines) + "\n")
+        return counting(piece, h, **kwargs)
+
+    monkeypatch.setattr(pieces, "_read_counting", written_meanwhile)
+    with pytest.raises(InputError, match="changed while it was read"):
+        run_preflight(path, None, tmp_path / "two", workers=2, smoke=False)
+    assert not (tmp_path / "two" / "report.json").exists()
 
 
 def test_near_copies_across_piece_boundaries(tmp_path: Path) -> None:

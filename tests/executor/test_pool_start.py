@@ -238,12 +238,15 @@ print(json.dumps({{"server": server, "light": light, "parents": parents}}))
 
 @pytest.mark.parametrize("data,workers,executor,cores,expect", [
     ("big", 2, "local", 2, True),  # asked for, input large enough for a pool
+    ("big", 2, "local", 1, False),  # one usable core: the run clips --workers to 1
     ("small", 2, "local", 2, False),  # below POOL_MIN_BYTES: the pool is not used
     ("big", 1, "local", 8, False),
     ("big", 2, "ray", 8, False),
     ("-", 2, "local", 8, False),  # standard input: its size is known once spooled
     ("missing", 2, "local", 8, False),  # a hub dataset name, not a local path
     ("folder", 2, "local", 2, True),  # a folder's files together
+    # bytes the source does not read: a sub-folder's files, hidden and "_" names
+    ("nested", 2, "local", 2, False),
     ("big", None, "local", 4, True),  # not asked: a pool per core, from 4 cores
     ("big", None, "local", 3, False),
     ("small", None, "local", 8, False),
@@ -255,9 +258,14 @@ def test_warm_for_starts_the_server_only_for_a_run_that_uses_the_pool(
 
     (tmp_path / "big").write_bytes(b"x" * 2_000)
     (tmp_path / "small").write_bytes(b"x" * 500)
-    (tmp_path / "folder" / "sub").mkdir(parents=True)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "nested" / "sub").mkdir(parents=True)
     for k in range(3):
-        (tmp_path / "folder" / "sub" / f"part-{k}").write_bytes(b"x" * 400)
+        (tmp_path / "folder" / f"part-{k}.jsonl").write_bytes(b"x" * 400)
+        (tmp_path / "nested" / "sub" / f"part-{k}.jsonl").write_bytes(b"x" * 400)
+    (tmp_path / "nested" / "part.jsonl").write_bytes(b"x" * 400)
+    (tmp_path / "nested" / ".cache").write_bytes(b"x" * 2_000)
+    (tmp_path / "nested" / "_meta.jsonl").write_bytes(b"x" * 2_000)
     monkeypatch.setattr(launch, "POOL_MIN_BYTES", 1_000)
     monkeypatch.setattr(launch, "AUTO_POOL_BYTES", 1_000)
     monkeypatch.setattr(core_count, "available_cores", lambda: cores)
