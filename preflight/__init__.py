@@ -46,7 +46,7 @@ __all__ = [
 
 
 # Public names loaded on first use, so that ``import preflight`` (and ``preflight --help``)
-# loads no polars, pydantic model or numba: the module that defines each.
+# loads no polars, pydantic model or numba: the module that exports each.
 _LAZY = {"FixOptions": "preflight.fix", "Report": "preflight.report.model",
          "RuleSet": "preflight.config", "load_rules": "preflight.config"}
 

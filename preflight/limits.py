@@ -1,4 +1,4 @@
-"""The ranges a rules file's numbers must fall in, shared by ``config.py`` and the checks'
+"""The ranges a rules file's numbers must fall in, shared by ``preflight.config`` and the checks'
 ``Params`` models.
 
 A rules file is input too: a shingle size of 10^9 or a seed past 64 bits must be a config

@@ -21,10 +21,10 @@ from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from preflight import config
 from preflight.checks import registry
 from preflight.cli import main
 from preflight.config import ModelFacts, Rule, RuleSet, SmokeConfig, load_rules, preset_names
+from preflight.config import load as rules_loading
 from preflight.errors import ConfigError
 
 RULE = "rules:\n  - {id: a, check: empty}\n"
@@ -480,7 +480,7 @@ def _write_until_closed(fifo: Path) -> None:
 def test_rules_fifo_without_a_writer_is_exit_2_not_a_hang(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(config, "PIPE_WAIT_S", 0.5)
+    monkeypatch.setattr(rules_loading, "PIPE_WAIT_S", 0.5)  # where the pipe is read
     fifo = tmp_path / "rules.yaml"
     os.mkfifo(fifo)
     data = tmp_path / "data.jsonl"

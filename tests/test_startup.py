@@ -83,7 +83,9 @@ def test_public_names_load_on_first_use() -> None:
 
     for name in preflight.__all__:
         assert getattr(preflight, name) is not None, name
-    assert preflight.load_rules.__module__ == "preflight.config"
+    from preflight.config import load_rules
+
+    assert preflight.load_rules is load_rules
     assert set(preflight.__all__) <= set(dir(preflight))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         preflight.nope  # noqa: B018

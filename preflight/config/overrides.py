@@ -1,0 +1,106 @@
+"""Command-line overrides of a rule set: model facts, smoke settings, fields and
+``--set RULE_ID.PARAM=VALUE``, applied to the rules-file form and validated again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from preflight.checks import registry
+from preflight.config.bounded_yaml import yaml_load
+from preflight.config.models import RuleSet
+from preflight.config.validate import rebuild, to_dict
+from preflight.errors import ConfigError
+
+# The sections `--set SECTION.KEY=VALUE` reaches besides rules (they win over a rule that
+# has one of these names as its id).
+_SET_SECTIONS = ("smoke", "fields", "model")
+
+
+def with_overrides(
+    ruleset: RuleSet,
+    *,
+    context_window: int | None = None,
+    tokenizer: str | None = None,
+    num_classes: int | None = None,
+    eval_path: str | None = None,
+    sets: list[str] = (),  # type: ignore[assignment]
+    smoke: dict[str, Any] | None = None,
+    fields: dict[str, str | None] | None = None,
+) -> RuleSet:
+    """Apply command-line overrides: model facts, smoke settings, fields (a role to its
+    column, e.g. ``{"text": "body"}``) and ``RULE_ID.PARAM=VALUE`` settings (VALUE read as
+    YAML, so ``0.01``, ``true`` and ``[a, b]`` keep their types; ``smoke.PARAM``,
+    ``fields.ROLE`` and ``model.FACT`` set those sections). Naming a model fact adds the rule
+    that uses it when the rules lack one. The result is validated like a rules file."""
+    data = to_dict(ruleset)
+    given = dict(ruleset.given_fields)
+    for role, column in (fields or {}).items():
+        if column is not None:
+            data["fields"][role] = column
+            given[role] = f"--{role.replace('_', '-')}-field"
+    data["smoke"].update({k: v for k, v in (smoke or {}).items() if v is not None})
+    facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
+    data["model"].update({k: v for k, v in facts.items() if v is not None})
+    checks = {r["check"] for r in data["rules"]}
+    if (context_window or tokenizer) and "token_length" not in checks:
+        data["rules"].append({"id": "token-length", "check": "token_length"})
+    if num_classes and "label_range" not in checks and registry.get("label_range"):
+        data["rules"].append({"id": "labels", "check": "label_range"})
+    if eval_path:
+        data["eval"] = eval_path
+        if "overlap" not in checks:
+            data["rules"].append({"id": "eval-overlap", "check": "overlap"})
+    by_id = {r["id"]: r for r in data["rules"]}
+    for item in sets:
+        _add_inferred(ruleset, data, by_id, item.partition("=")[0].rpartition(".")[0])
+        target, sep, raw = item.partition("=")
+        rule_id, dot, key = target.rpartition(".")
+        if not sep or not dot or not rule_id or not key:
+            raise ConfigError(
+                f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. exact-dupes.max_fraction=0.01"
+            )
+        section = data[rule_id] if rule_id in _SET_SECTIONS else by_id.get(rule_id)
+        if section is None:
+            raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}"
+                              " (or smoke.PARAM, fields.ROLE, model.FACT)")
+        try:
+            section[key] = yaml_load(raw) if raw else None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
+                              f"{getattr(e, 'problem', None) or e}") from e
+        if rule_id == "fields":
+            _check_field_set(item, key, section[key], fields or {})
+            given[key] = f"--set {target}"
+    if not ruleset.fields.is_empty() and not ruleset.given_fields:
+        given = {}  # the rules declared their fields: nothing else is inferred
+    where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
+    return rebuild(ruleset, data, where=f"{where} with command-line overrides",
+                   given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
+
+
+def _check_field_set(item: str, role: str, value: Any, options: dict[str, str | None]) -> None:
+    """Refuse ``--set fields.ROLE=VALUE`` naming no column, or naming another column than
+    ``--ROLE-field`` does (two answers to one question: neither silently wins)."""
+    names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"--set {item!r}: name a column (fields.{role}=COLUMN or "
+                          f"fields.{role}=[A, B]); leave fields.{role} out to infer it")
+    option = options.get(role)
+    if option is not None and [option] != names:
+        raise ConfigError(f"--set {item!r} conflicts with --{role.replace('_', '-')}-field "
+                          f"{option!r}; give the column once")
+
+
+def _add_inferred(ruleset: RuleSet, data: dict[str, Any], by_id: dict[str, Any],
+                  rule_id: str) -> None:
+    """Make a rule that inference would add to the default rule set (``values``,
+    ``labels``, ``chat-format``) a listed one, so ``--set values.dtype=fp16`` can set it."""
+    from preflight.defaults import INFERRED, candidate_ids
+
+    if rule_id in by_id or rule_id not in candidate_ids(ruleset):
+        return
+    rule = next(r for _, r in INFERRED if r.id == rule_id)
+    by_id[rule_id] = {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
+    data["rules"].append(by_id[rule_id])

@@ -1,0 +1,133 @@
+"""A rules file's contents (a mapping) validated into a ``RuleSet``: each rule against its
+check's ``Params`` from the registry, every mistake collected into one ``ConfigError``; and a
+``RuleSet`` back to that mapping (``to_dict``) to change and validate again (``rebuild``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from preflight.checks import registry
+from preflight.config.messages import _INTERNAL, _did_you_mean, _file_keys, _kind, _messages
+from preflight.config.models import RULE_KEYS, Rule, RuleSet
+from preflight.errors import ConfigError
+
+
+def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str,
+            given_fields: dict[str, str] | None = None) -> RuleSet:
+    """``data`` (``to_dict`` of ``ruleset``, changed) validated like a rules file, keeping
+    where ``ruleset`` came from (path, hash, preset) and the fields named on the command
+    line (``given_fields``, else the rule set's own)."""
+    return _validate(data, where=where, sha256=ruleset.sha256, preset=ruleset.preset,
+                     path=ruleset.path,
+                     given_fields=ruleset.given_fields if given_fields is None else given_fields)
+
+
+def rules_from_mapping(data: dict[str, Any], *, where: str, path: str | None = None,
+                       sha256: str | None = None) -> RuleSet:
+    """Validate a rules file's contents already parsed (``[tool.preflight]`` of a
+    ``pyproject.toml``); ``where`` names it in errors, ``path`` anchors relative paths."""
+    return _validate(data, where=where, sha256=sha256, preset=None, path=path)
+
+
+def to_dict(ruleset: RuleSet) -> dict[str, Any]:
+    """The rules-file form of a rule set (each rule's parameters inline)."""
+    data = ruleset.model_dump(exclude={"rules"}, exclude_none=True)
+    data.setdefault("model", {})
+    data["fields"] = ruleset.fields.model_dump(exclude_none=True)
+    # Only the keys that were set (None is a setting there: clip off), so the smoke
+    # settings can tell an explicit key from a default (a training-args file fills those).
+    data["smoke"] = ruleset.smoke.model_dump(exclude_unset=True)
+    data["rules"] = [
+        {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
+        for rule in ruleset.rules
+    ]
+    return data
+
+
+def _validate(
+    data: dict[str, Any],
+    *,
+    where: str,
+    sha256: str | None,
+    preset: str | None,
+    path: str | None = None,
+    given_fields: dict[str, str] | None = None,
+) -> RuleSet:
+    data = dict(data)
+    # Keys the loader sets, never a file: one written in a file is an unknown key.
+    written = [key for key in _INTERNAL if key in data]
+    errors = [f"{key}: unknown key for this section; allowed: {', '.join(_file_keys(RuleSet))}"
+              for key in written]
+    for key in written:
+        del data[key]
+    raw_rules = data.pop("rules", None)
+    if raw_rules is None:
+        raise ConfigError(f"{where}: missing key `rules` (a list of rules)")
+    if not isinstance(raw_rules, list):
+        raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
+    if not raw_rules:
+        raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
+    rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
+    # Ids as written, so a duplicate is reported beside the other errors of its rule.
+    seen: set[str] = set()
+    for i, spec in enumerate(raw_rules):
+        rule_id = spec.get("id", spec.get("check")) if isinstance(spec, dict) else None
+        if not isinstance(rule_id, str):
+            continue
+        if rule_id in seen:
+            errors.append(f"rules[{i}].id: duplicate rule id {rule_id!r}; ids must be unique")
+        seen.add(rule_id)
+    try:
+        ruleset = RuleSet(**data, rules=rules, path=path, sha256=sha256, preset=preset,
+                          given_fields=given_fields or {})
+    except ValidationError as e:
+        errors = _messages(e, prefix="", model=RuleSet) + errors
+        ruleset = None
+    if errors:
+        raise ConfigError(f"{where}: invalid rules file:\n  " + "\n  ".join(errors))
+    assert ruleset is not None
+    return ruleset
+
+
+def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
+    at = f"rules[{i}]"
+    if not isinstance(spec, dict):
+        errors.append(f"{at}: expected a mapping like {{id: ..., check: ...}}, got {_kind(spec)}")
+        return None
+    check_name = spec.get("check")
+    if check_name is None:
+        errors.append(f"{at}.check: missing; choose one of {', '.join(registry.names())}")
+        return None
+    check = registry.get(check_name)
+    if check is None:
+        hint = _did_you_mean(str(check_name), registry.names())
+        errors.append(f"{at}.check: unknown check {check_name!r}{hint}")
+        return None
+    common = {k: v for k, v in spec.items() if k in RULE_KEYS}
+    common.setdefault("id", check_name)
+    params = {k: v for k, v in spec.items() if k not in RULE_KEYS}
+    before = len(errors)
+    try:
+        validated = check.Params(**params)
+    except ValidationError as e:
+        errors.extend(
+            _messages(e, prefix=at, model=check.Params, extra_keys=RULE_KEYS, check=check_name)
+        )
+        validated = None
+    fix = common.get("fix")
+    if fix is not None and fix not in check.fixes:
+        errors.append(
+            f"{at}.fix: {check_name} cannot {fix!r}; allowed: {', '.join(check.fixes)}"
+        )
+    try:
+        rule = Rule(**common, params=validated.model_dump() if validated else {})
+    except ValidationError as e:
+        errors.extend(_messages(e, prefix=at, model=Rule))
+        return None
+    if check_name == "malformed" and rule.enabled is False:
+        errors.append(f"{at}.enabled: the malformed rule cannot be disabled: unreadable lines "
+                      "are always reported, never silently dropped (severity: warn lets them "
+                      "pass the gate, still reported)")
+    return rule if len(errors) == before else None
