@@ -116,6 +116,43 @@ def test_a_kept_bad_element_that_spans_lines_is_set_aside_not_split(tmp_path: Pa
     assert codes == [(1, "invalid_json")]
 
 
+@pytest.mark.parametrize("out", ["clean.jsonl", "clean.parquet", "clean.arrow"])
+def test_the_dry_run_counts_the_kept_bad_elements_the_output_cannot_hold(
+        tmp_path: Path, out: str) -> None:
+    """Found by the late review: under ``malformed: none`` the dry run said "0 would be
+    quarantined" where the run sets aside the bad element that spans lines (JSON Lines) or
+    every bad element (Parquet, Arrow, where it cannot be a row)."""
+    src = tmp_path / "in.json"
+    src.write_text('[\r\n  {"id": 0, "text": "%s"},\r\n  {"id": 1, "text": "x",\r\n  '
+                   '"more": },\r\n  {oops},\r\n  {"id": 3, "text": "%s"}\r\n]\r\n'
+                   % (PLAIN[0], PLAIN[1]), encoding="utf-8")
+    keep = {"fields": {"text": "text", "id": "id"},
+            "rules": [{"id": "malformed", "check": "malformed", "fix": "none"}]}
+    manifest, _, entries = fix(src, tmp_path / "real", keep, out=out)
+    assert manifest["quarantine"]["records"] == len(entries) == (1 if out.endswith("l") else 2)
+    dry = tmp_path / "dry"
+    report = run_preflight(src, keep, smoke=False, fix=FixOptions(
+        out=dry / out, quarantine=dry / "q.jsonl", dry_run=True))
+    assert report.fix is not None and report.fix["would_quarantine"] == len(entries)
+    assert not dry.exists()
+
+
+@pytest.mark.parametrize("out", ["clean.jsonl", "clean.parquet"])
+def test_the_dry_run_counts_kept_malformed_lines_of_json_lines(tmp_path: Path,
+                                                               out: str) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 0, "text": "%s"}\n{oops\n{"id": 2, "text": "%s"}\n'
+                   % (PLAIN[0], PLAIN[1]), encoding="utf-8")
+    keep = {"fields": {"text": "text", "id": "id"},
+            "rules": [{"id": "malformed", "check": "malformed", "fix": "none"}]}
+    _, _, entries = fix(src, tmp_path / "real", keep, out=out)
+    assert len(entries) == (0 if out.endswith("l") else 1)
+    dry = tmp_path / "dry"
+    report = run_preflight(src, keep, smoke=False, fix=FixOptions(
+        out=dry / out, quarantine=dry / "q.jsonl", dry_run=True))
+    assert report.fix is not None and report.fix["would_quarantine"] == len(entries)
+
+
 def test_a_pretty_printed_array_keeps_values_as_written(tmp_path: Path) -> None:
     src = tmp_path / "in.json"
     src.write_text('[\n  {\n    "id": 0,\n    "text": "Zero\u200b width",\n'

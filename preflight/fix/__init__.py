@@ -112,7 +112,7 @@ def run_fix(
         if options.dry_run:
             return report, manifests.dry_run(
                 found, the_plan, Mender(rules, ctx, options.marker), report,
-                show_text=show_text,
+                findings=findings, out_format=out_format, show_text=show_text,
             )
         # Outputs are written under temporary names beside their final ones and renamed only
         # when complete; whatever happens, no temporary file is left behind.

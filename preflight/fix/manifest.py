@@ -6,9 +6,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
 from preflight.fix.units import Input, units
+from preflight.fix.writers import keeps_malformed
 from preflight.report.model import Report
 from preflight.source.tracked import hash_file
 from preflight.text import redact, visible
@@ -60,8 +63,10 @@ def manifest(
 
 
 def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
-            show_text: bool = False) -> dict[str, Any]:
-    """What fix would do, with a few before/after examples (redacted unless ``show_text``)."""
+            findings: pl.DataFrame, out_format: str, show_text: bool = False
+            ) -> dict[str, Any]:
+    """What fix would do, with a few before/after examples (redacted unless ``show_text``);
+    ``findings``: the gate's, for the malformed units kept as written."""
     src = found.path
     shown = visible if show_text else redact
     examples = []
@@ -99,7 +104,8 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
         "input": {"path": str(src), "records": report.source.total,
                   "limit": report.source.limit},
         "would_change": len(the_plan.transforms.keys() - the_plan.quarantine.keys()),
-        "would_quarantine": len(the_plan.quarantine),
+        "would_quarantine": len(the_plan.quarantine)
+        + _unwritable(found, the_plan, findings, out_format),
         "findings_per_rule_and_action": dict(actions),
         "examples": examples,
     }
@@ -109,3 +115,20 @@ def _around(text: str, at: int, radius: int = 40) -> str:
     """The text near position ``at`` (where before and after first differ)."""
     start, end = max(0, at - radius), at + radius
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _unwritable(found: Input, the_plan: Plan, findings: pl.DataFrame, out_format: str) -> int:
+    """How many malformed units, kept under their rule's ``none``, the output cannot hold as
+    written (``keeps_malformed``): the run sets them aside. The input is read again only
+    where that depends on the unit's text (a JSON array's elements to JSON Lines)."""
+    bad = findings.filter(pl.col("check") == "malformed", pl.col("row").is_not_null())
+    keys = {(file, row) for row, file in bad.select("row", "file").iter_rows()}
+    keys -= the_plan.quarantine.keys()
+    if not keys or out_format == "csv":
+        return 0
+    if out_format != "jsonl" or found.syntax != "json":
+        return len(keys)
+    if found.format == "jsonl":  # a line stays one line
+        return 0
+    return sum(1 for unit in units(found) if (unit.file, unit.row) in keys
+               and not keeps_malformed(unit, out_format))

@@ -13,7 +13,7 @@ from typing import Any
 from preflight.fix.mend import Mender
 from preflight.fix.plan import Plan
 from preflight.fix.units import Input, Unit, units
-from preflight.fix.writers import open_writer, quarantine_line
+from preflight.fix.writers import keeps_malformed, open_writer, quarantine_line
 from preflight.tempfiles import temp_path
 
 
@@ -61,7 +61,7 @@ def write_round(
                 continue
             record = unit.record()
             if record is None:  # malformed, and its rule's action is none: keep it as written
-                if writer.keeps_malformed(unit):
+                if keeps_malformed(unit, out_format):
                     writer.keep(unit)
                     counts["clean"] += 1
                     new_origin.append(*at)

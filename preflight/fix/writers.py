@@ -100,10 +100,6 @@ class Writer:
         """Write a blank line where the format has them; True when written."""
         return False
 
-    def keeps_malformed(self, unit: Unit) -> bool:
-        """True when a malformed unit can be kept as written (its rule's action is none)."""
-        return False
-
     def close(self) -> None:
         raise NotImplementedError
 
@@ -134,11 +130,6 @@ class JsonlWriter(Writer):
         assert before is not None
         text = replace_values(unit.raw.decode(), changes(before, after))
         self._f.write(text.encode() + unit.eol)
-
-    def keeps_malformed(self, unit: Unit) -> bool:
-        # A JSON array's bad element may span lines: as written it would be several lines
-        # here (several units where there was one), so it goes to the quarantine.
-        return unit.syntax == "json" and b"\n" not in (unit.raw or b"")
 
     def blank(self, unit: Unit) -> bool:
         assert unit.raw is not None
@@ -176,9 +167,6 @@ class CsvWriter(Writer):
         csv.writer(text, lineterminator="\r\n", delimiter=unit.delimiter).writerow(cells)
         row = text.getvalue().removesuffix("\r\n") + ending
         self._f.write(row.encode("utf-8", "surrogateescape"))
-
-    def keeps_malformed(self, unit: Unit) -> bool:
-        return True
 
     def _check_header(self, unit: Unit) -> None:
         if unit.header != self.found.header:
@@ -392,6 +380,16 @@ def _take(batch: pa.RecordBatch, index: pa.Array) -> pa.RecordBatch:
                                       ) from e
                 columns.append(column.cast(plain).take(index).cast(column.type))
         return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def keeps_malformed(unit: Unit, fmt: str) -> bool:
+    """True when output format ``fmt`` can keep a malformed unit as written (its rule's
+    action is none): a CSV row; a JSON unit in JSON Lines unless it spans lines (a JSON
+    array's bad element: as written it would be several lines, several units where there
+    was one); never a Parquet or Arrow row."""
+    if fmt == "csv":
+        return True
+    return fmt == "jsonl" and unit.syntax == "json" and b"\n" not in (unit.raw or b"")
 
 
 def open_writer(path: Path, fmt: str, found: Input) -> Writer:

@@ -154,16 +154,25 @@ def _cut(buf: str, pos: int, eof: bool, indent: int | None
     return len(buf), 0, TRUNCATED, True  # no element after it: the file ends inside it
 
 
-def resync(buf: str, since: int, stop: int, indent: int | None) -> int | None:
+def resync(buf: str, since: int, stop: int, indent: int | None, *,
+           strict: bool = False) -> int | None:
     """Where the next element starts in a runaway element's text (``since`` to ``stop``):
     the first line that begins with ``{``, ``, {`` or ``}, {`` no deeper than the element's
     own column (``indent``); when that is not known (the element shares its line with other
     values), the least indented such line within
     ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in one).
-    None when there is none (a file cut off in its last element)."""
+    None when there is none (a file cut off in its last element).
+
+    ``strict``, for an element that may well be valid (cut only for its length): the line's
+    ``{`` itself at or left of ``indent`` (a nested ``}, {`` line has its ``}`` there, its
+    ``{`` deeper), and None when ``indent`` is not known (any nested object line may be the
+    least indented one)."""
     if indent is not None:
         return next((m.end() - 1 for m in _ELEMENT_LINE.finditer(buf, since, stop)
-                     if len(m.group(1)) <= indent), None)
+                     if (m.end() - m.start() - 2 if strict else len(m.group(1))) <= indent),
+                    None)
+    if strict:
+        return None
     window = min(stop, since + _RESYNC_WINDOW)
     starts = [(len(m.group(1)), m.end() - 1) for m in _ELEMENT_LINE.finditer(buf, since, window)]
     if not starts:

@@ -50,9 +50,10 @@ _FAST_STRETCH = 1000
 # One whose quotes went out of step is cut as soon as that shows, at no such cost.
 MAX_RESYNCS = 16
 # An element still open this many characters on, with a line inside it that starts an
-# element no deeper than its own (``resync``), is cut there without reading on to the end:
-# what was held of the rest of the file (about 10x its size in memory, and seconds per
-# runaway) is bounded. A valid element this large laid out that way would be cut too.
+# element no deeper than its own (``resync``, strict: its column known, a line's "{" no
+# further right), is cut there without reading on to the end: what was held of the rest of
+# the file (about 10x its size in memory, and seconds per runaway) is bounded. A valid
+# element this large laid out that way would be cut too.
 MAX_OPEN_CHARS = 16 << 20
 _STRAY_CLOSER = ("invalid_json", "a ] that closes nothing: elements follow it")
 
@@ -185,7 +186,8 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         try:
             end, depth, problem, runaway = value_end(buf, pos, eof, indent)
         except NeedMore:
-            at = resync(buf, pos, len(buf), indent) if len(buf) - pos >= MAX_OPEN_CHARS else None
+            at = (resync(buf, pos, len(buf), indent, strict=True)
+                  if len(buf) - pos >= MAX_OPEN_CHARS else None)
             if at is None:
                 fill()
                 continue

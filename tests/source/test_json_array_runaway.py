@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -329,3 +330,36 @@ def test_a_valid_element_longer_than_the_cap_is_read_whole(
     units = list(elements(_Counted(data)))
     assert [u.malformed for u in units] == [None, None, None]
     assert json.loads(units[1].raw) == big
+
+
+def _shares_its_line(items: list[str]) -> str:
+    """The long element shares its first line with the one before: its column is unknown."""
+    return ('[{"id": 0}, {"id": 1, "items": [\n' + ",\n".join("    " + i for i in items)
+            + '\n]}, {"id": 2}]\n')
+
+
+def _closers_share_lines(items: list[str]) -> str:
+    """Elements and the objects nested in them joined by "}, {" lines (a hand-written
+    style): a nested "}, {" has its "}" left of the element's "{", its "{" right of it."""
+    nested = "[{\n" + "\n    }, {\n".join("      " + i.strip("{}") for i in items) + "\n    }]"
+    return ('[\n  {\n    "id": 0\n  }, {\n    "id": 1,\n    "items": ' + nested
+            + '\n  }, {\n    "id": 2\n  }\n]\n')
+
+
+@pytest.mark.parametrize("layout", [_shares_its_line, _closers_share_lines],
+                         ids=["shares-its-line", "closers-share-lines"])
+def test_a_valid_element_longer_than_the_cap_with_nested_object_lines_is_read_whole(
+        monkeypatch: pytest.MonkeyPatch, layout: Any) -> None:
+    # Found by the late review: the cap cut such an element at its first nested object
+    # line (the column of an element that shares its line is not known; a nested "}, {"
+    # was measured at its "}"): a valid 40 MB array of three elements read as 460,006
+    # units, the nested objects as records and the elements after it as trailing data.
+    monkeypatch.setattr(jsonarray, "_READ", 4_096)
+    monkeypatch.setattr(jsonarray, "MAX_OPEN_CHARS", 20_000)
+    items = [json.dumps({"k": k, "text": "x" * 20}) for k in range(2_000)]
+    data = layout(items).encode()
+    expected = [{"id": 0}, {"id": 1, "items": [json.loads(i) for i in items]}, {"id": 2}]
+    assert json.loads(data) == expected
+    units = list(elements(_Counted(data)))
+    assert [u.malformed for u in units] == [None, None, None]
+    assert [json.loads(u.raw) for u in units] == expected
