@@ -153,6 +153,32 @@ def test_the_dry_run_counts_kept_malformed_lines_of_json_lines(tmp_path: Path,
     assert report.fix is not None and report.fix["would_quarantine"] == len(entries)
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_kept_missing_bracket_is_set_aside_not_written_as_a_blank_line(
+        tmp_path: Path, dry_run: bool) -> None:
+    """A file cut off before the array's ``]`` is a unit with no text; kept under
+    ``malformed: none`` it was a blank JSON Lines line, which is no unit when read back (the
+    manifest counted it clean). It goes to the quarantine; the dry run counts it so."""
+    src = tmp_path / "in.json"
+    src.write_text('[{"id": 0, "text": "%s"}, {"id": 1, "text": "%s"}' % tuple(PLAIN[:2]),
+                   encoding="utf-8")
+    keep = {"fields": {"text": "text", "id": "id"},
+            "rules": [{"id": "malformed", "check": "malformed", "fix": "none"}]}
+    clean, quarantine = tmp_path / "out" / "clean.jsonl", tmp_path / "out" / "q.jsonl"
+    report = run_preflight(src, keep, smoke=False, fix=FixOptions(
+        out=clean, quarantine=quarantine, dry_run=dry_run))
+    manifest = report.fix
+    assert manifest is not None
+    if dry_run:
+        assert (manifest["input"]["records"], manifest["would_quarantine"]) == (3, 1)
+        return
+    assert (manifest["clean"]["records"], manifest["quarantine"]["records"]) == (2, 1)
+    assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == [0, 1]
+    [entry] = [json.loads(x) for x in quarantine.read_bytes().splitlines()]
+    assert (entry["row"], entry["raw"], entry["malformed"]["code"]) == (2, "", "truncated")
+    assert "blank JSON Lines line" in entry["reasons"][0]["detail"]
+
+
 def test_a_pretty_printed_array_keeps_values_as_written(tmp_path: Path) -> None:
     src = tmp_path / "in.json"
     src.write_text('[\n  {\n    "id": 0,\n    "text": "Zero\u200b width",\n'

@@ -11,7 +11,7 @@ import polars as pl
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
 from preflight.fix.units import Input, units
-from preflight.fix.writers import keeps_malformed
+from preflight.fix.writers import malformed_refusal
 from preflight.report.model import Report
 from preflight.source.tracked import hash_file
 from preflight.text import redact, visible
@@ -119,7 +119,7 @@ def _around(text: str, at: int, radius: int = 40) -> str:
 
 def _unwritable(found: Input, the_plan: Plan, findings: pl.DataFrame, out_format: str) -> int:
     """How many malformed units, kept under their rule's ``none``, the output cannot hold as
-    written (``keeps_malformed``): the run sets them aside. The input is read again only
+    written (``malformed_refusal``): the run sets them aside. The input is read again only
     where that depends on the unit's text (a JSON array's elements to JSON Lines)."""
     bad = findings.filter(pl.col("check") == "malformed", pl.col("row").is_not_null())
     keys = {(file, row) for row, file in bad.select("row", "file").iter_rows()}
@@ -131,4 +131,4 @@ def _unwritable(found: Input, the_plan: Plan, findings: pl.DataFrame, out_format
     if found.format == "jsonl":  # a line stays one line
         return 0
     return sum(1 for unit in units(found) if (unit.file, unit.row) in keys
-               and not keeps_malformed(unit, out_format))
+               and malformed_refusal(unit, out_format) is not None)

@@ -13,7 +13,7 @@ from typing import Any
 from preflight.fix.mend import Mender
 from preflight.fix.plan import Plan
 from preflight.fix.units import Input, Unit, units
-from preflight.fix.writers import keeps_malformed, open_writer, quarantine_line
+from preflight.fix.writers import malformed_refusal, open_writer, quarantine_line
 from preflight.tempfiles import temp_path
 
 
@@ -61,14 +61,12 @@ def write_round(
                 continue
             record = unit.record()
             if record is None:  # malformed, and its rule's action is none: keep it as written
-                if keeps_malformed(unit, out_format):
+                why = malformed_refusal(unit, out_format)
+                if why is None:
                     writer.keep(unit)
                     counts["clean"] += 1
                     new_origin.append(*at)
                     continue
-                why = (f"cannot be written as a {out_format} row" if unit.syntax != "json"
-                       or out_format != "jsonl" else "spans several lines: one JSON Lines "
-                       "line cannot hold it as written")
                 set_aside(unit, [_reason("malformed", "not_a_record",
                                          f"not a record, so it {why}")], at)
                 continue

@@ -382,14 +382,22 @@ def _take(batch: pa.RecordBatch, index: pa.Array) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-def keeps_malformed(unit: Unit, fmt: str) -> bool:
-    """True when output format ``fmt`` can keep a malformed unit as written (its rule's
-    action is none): a CSV row; a JSON unit in JSON Lines unless it spans lines (a JSON
-    array's bad element: as written it would be several lines, several units where there
-    was one); never a Parquet or Arrow row."""
+def malformed_refusal(unit: Unit, fmt: str) -> str | None:
+    """Why output format ``fmt`` cannot keep a malformed unit as written (its rule's action
+    is none), or None when it can: a CSV row; a JSON unit in JSON Lines unless it spans
+    lines (a JSON array's bad element: as written it would be several lines, several units
+    where there was one) or has no text (a file cut off before the array's ``]``: a blank
+    line is not a unit); never a Parquet or Arrow row."""
     if fmt == "csv":
-        return True
-    return fmt == "jsonl" and unit.syntax == "json" and b"\n" not in (unit.raw or b"")
+        return None
+    if fmt != "jsonl" or unit.syntax != "json":
+        return f"cannot be written as {'an' if fmt[0] in 'aeiou' else 'a'} {fmt} row"
+    raw = unit.raw or b""
+    if b"\n" in raw:
+        return "spans several lines: one JSON Lines line cannot hold it as written"
+    if not raw.strip():
+        return "has no text: a blank JSON Lines line is not a unit"
+    return None
 
 
 def open_writer(path: Path, fmt: str, found: Input) -> Writer:
