@@ -776,16 +776,18 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
         console = _stdout()
         console.print(f"wrote {out}: fields "
                       f"{', '.join(f'{k}={v!r}' for k, v in declared.items()) or 'none found'}; "
-                      f"rules of the {found.preset} preset", markup=False, highlight=False)
+                      f"rules of the {found.preset} preset", markup=False, highlight=False,
+                      soft_wrap=True)
         where = "" if out == Path("preflight.yaml") else f" --rules {out}"
         console.print(f"next: fill in the model facts in {out}, then: preflight check "
-                      f"{data}{where}", style="dim", markup=False, highlight=False)
+                      f"{data}{where}", style="dim", markup=False, highlight=False,
+                      soft_wrap=True)  # a command to copy: one line, however long its paths
 
 
 def _print_valid(file: Path, ruleset: RuleSet) -> None:
     from rich.markup import escape
 
-    console = _console()
+    console = _console(soft_wrap=True)  # a long path stays on its line, for scripts
     console.print(f"[green]valid[/]: {escape(str(file))} ({len(ruleset.rules)} rules)")
     # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.
     model = ruleset.smoke.model

@@ -369,6 +369,18 @@ def test_good_file_loads(tmp_path: Path) -> None:
     assert "3 rules" in result.stdout
 
 
+def test_a_valid_rules_file_with_a_long_path_is_one_line(tmp_path: Path) -> None:
+    """``rules validate`` printed its line at 80 columns when not on a terminal: a long
+    path was cut across two lines (found by CI, whose temporary folders grew a digit)."""
+    folder = tmp_path / ("a-long-folder-name-" * 6)
+    folder.mkdir()
+    path = folder / "rules.yaml"
+    path.write_text("version: 1\nrules:\n  - {check: empty}\n")
+    result = CliRunner().invoke(main, ["rules", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == f"valid: {path} (1 rules)"
+
+
 def test_check_params_get_their_defaults() -> None:
     ruleset = load_rules({"rules": [{"id": "d", "check": "exact_duplicate"}]})
     assert ruleset.rules[0].params["min_chars"] == 1

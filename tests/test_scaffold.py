@@ -190,3 +190,16 @@ def test_the_readme_init_example_runs_from_the_repo_root_and_leaves_sample_data_
     assert report["rules_file"]["path"] == commands[0][commands[0].index("--out") + 1]
     assert not (tmp_path / "sample_data" / "preflight.yaml").exists()
     assert not (tmp_path / "preflight.yaml").exists()
+
+
+def test_init_prints_its_next_command_on_one_line_however_long_the_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / ("a-long-folder-name-" * 8)
+    folder.mkdir()
+    out = folder / "rules.yaml"
+    data = write_jsonl(folder / "data.jsonl", TEXT)
+    monkeypatch.chdir(folder)
+    result = invoke("init", data, "--out", out)
+    assert result.exit_code == 0, result.output
+    [line] = [x for x in result.output.splitlines() if x.startswith("next:")]
+    assert line.endswith(f"preflight check {folder / 'data.jsonl'} --rules {out}")
