@@ -537,7 +537,7 @@ def _scan(check: Check, batch: Any) -> tuple[Any, float]:
 
 
 def _scan_pool() -> ThreadPoolExecutor:
-    return shared_pool("scan", available_cores())
+    return shared_pool("scan", available_cores)
 
 
 def first_with_records(batches: Iterator[Batch], limit: int | None

@@ -9,19 +9,20 @@ teardown, a quarter of a small gate)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
 
 
-def shared_pool(name: str, threads: int) -> ThreadPoolExecutor:
-    """The process's pool called ``name`` (its threads ``name_0``, ``name_1``...), made with
-    ``threads`` threads on first use."""
+def shared_pool(name: str, threads: Callable[[], int]) -> ThreadPoolExecutor:
+    """The process's pool called ``name`` (its threads ``name_0``, ``name_1``...), made on
+    first use with ``threads()`` threads (asked then only: callers ask per block or batch)."""
     with _LOCK:
         pool = _POOLS.get(name)
         if pool is None:
-            pool = _POOLS[name] = ThreadPoolExecutor(max_workers=max(1, threads),
+            pool = _POOLS[name] = ThreadPoolExecutor(max_workers=max(1, threads()),
                                                      thread_name_prefix=name)
         return pool
 

@@ -73,18 +73,23 @@ def _inputs(tmp: Path) -> dict[str, Path]:
     frame = pl.DataFrame(rows)
     (tmp / "shards").mkdir()
     paths = {"jsonl": tmp / "d.jsonl", "json": tmp / "d.json", "csv": tmp / "d.csv",
-             "parquet": tmp / "d.parquet", "shards": tmp / "shards"}
+             "parquet": tmp / "d.parquet", "arrow": tmp / "d.arrow", "shards": tmp / "shards",
+             "datasets": tmp / "saved"}
     frame.write_ndjson(paths["jsonl"])
     paths["json"].write_text(json.dumps(rows, indent=2))
     frame.write_csv(paths["csv"])
     frame.write_parquet(paths["parquet"])
+    frame.write_ipc(paths["arrow"])
     frame.head(200).write_parquet(paths["shards"] / "part-0.parquet")
     frame.tail(200).write_parquet(paths["shards"] / "part-1.parquet")
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset(frame.to_arrow()).save_to_disk(str(paths["datasets"]), num_shards=2)
     return paths
 
 
 @pytest.mark.parametrize("kind,extra", [
-    ("jsonl", ()), ("json", ()), ("csv", ()), ("parquet", ()), ("shards", ()),
+    ("jsonl", ()), ("json", ()), ("csv", ()), ("parquet", ()), ("arrow", ()), ("shards", ()),
+    ("datasets", ()),
     ("jsonl", ("--workers", "2")), ("parquet", ("--workers", "2")), ("stdin", ()),
     ("fix", ()),
 ])
@@ -157,3 +162,36 @@ def test_ctrl_c_as_the_command_starts_is_exit_130(tmp_path: Path, module: str) -
     stderr = done.stderr.decode()
     assert done.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
+
+
+# The same, with every write of the outputs failing as a full disk does.
+_FULL_DISK = _WATCHED.replace("watched = TornDown()", """watched = TornDown()
+import errno
+import preflight.fix.writers as writers
+import pyarrow.parquet as pq
+
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+writers.JsonlWriter.keep = writers.JsonlWriter.change = full
+pq.ParquetWriter.write_table = full""")
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_a_full_disk_is_exit_3_through_the_fast_exit_and_leaves_nothing(
+        tmp_path: Path, command: str) -> None:
+    paths = _inputs(tmp_path)
+    out = tmp_path / "out"
+    args = (["fix", str(paths["jsonl"]), "--out", str(out / "clean.jsonl"),
+             "--quarantine", str(out / "q.jsonl")] if command == "fix"
+            else ["check", str(paths["jsonl"]), "--out", str(out), "--no-smoke"])
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONPATH": str(ROOT)}
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, "-c", _FULL_DISK, *args, "-q", "--no-progress"],
+                          capture_output=True, env=env, timeout=300, check=False)
+    stderr = done.stderr.decode()
+    assert done.returncode == 3, stderr
+    assert "No space left on device" in stderr and "Traceback" not in stderr
+    assert "[torn down]" not in stderr
+    assert not out.exists() or [p.name for p in out.iterdir()] == []
+    assert list((tmp_path / "tmp").iterdir()) == []

@@ -221,6 +221,32 @@ def test_csv_rows_that_are_not_records_are_quarantined_with_their_bytes(tmp_path
     assert [json.loads(x)["id"] for x in clean.read_bytes().splitlines()] == ["0", "3"]
 
 
+@pytest.mark.parametrize(("out", "kept"), [("clean.csv", True), ("clean.jsonl", False),
+                                           ("clean.parquet", False)])
+def test_a_kept_bad_csv_row_stays_only_in_csv_and_the_dry_run_agrees(
+        tmp_path: Path, out: str, kept: bool) -> None:
+    """Under ``malformed: none`` a CSV row that is not a record stays in CSV output as
+    written; JSON Lines and Parquet cannot hold it, so it goes to the quarantine there; the
+    dry run counts what the run does."""
+    src = tmp_path / "in.csv"
+    rows = [b"id,text\r\n", b"0,%s\r\n" % PLAIN[0].encode(), b"1,too,many,fields\r\n",
+            b"2,%s\r\n" % PLAIN[2].encode()]
+    src.write_bytes(b"".join(rows))
+    keep = {"fields": {"text": "text", "id": "id"},
+            "rules": [{"id": "malformed", "check": "malformed", "fix": "none"}]}
+    folder = tmp_path / "out"
+    dry = run_preflight(src, keep, smoke=False, fix=FixOptions(
+        out=folder / out, quarantine=folder / "q.jsonl", dry_run=True)).fix
+    manifest, clean, entries = fix(src, folder, keep, out=out)
+    assert dry is not None and dry["would_quarantine"] == len(entries) == (0 if kept else 1)
+    assert manifest["clean"]["records"] == (3 if kept else 2)
+    if kept:
+        assert clean.read_bytes() == b"".join(rows)
+    else:
+        assert entries[0]["raw"].encode() == rows[2]
+        assert f"cannot be written as a {out.split('.')[1]}" in entries[0]["reasons"][0]["detail"]
+
+
 def test_csv_to_jsonl_keeps_every_cell_as_written(tmp_path: Path) -> None:
     src = tmp_path / "in.csv"
     src.write_text('id,text,code,big,score,pad\n00123,"Zero\u200b width",1E5,'

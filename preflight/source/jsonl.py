@@ -173,8 +173,8 @@ def _line_ends(block: bytes) -> np.ndarray:
 def _pool() -> ThreadPoolExecutor:
     # Arrow's parser releases the GIL: one thread per core parses pieces side by side (one
     # in a worker process of the pool, which has a core of its own: PREFLIGHT_THREADS=1).
-    threads = int(os.environ.get("PREFLIGHT_THREADS") or 0) or available_cores()
-    return shared_pool("jsonl", threads)
+    return shared_pool("jsonl", lambda: int(os.environ.get("PREFLIGHT_THREADS") or 0)
+                       or available_cores())
 
 
 def _is_utf8(data: bytes) -> bool:

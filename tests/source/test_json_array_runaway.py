@@ -363,3 +363,26 @@ def test_a_valid_element_longer_than_the_cap_with_nested_object_lines_is_read_wh
     units = list(elements(_Counted(data)))
     assert [u.malformed for u in units] == [None, None, None]
     assert [json.loads(u.raw) for u in units] == expected
+
+
+def test_fix_cuts_a_long_open_element_as_the_check_does(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """fix reads with the same scanner: with the cap, the unclosed element alone is set
+    aside as written and every later element is kept, as without it."""
+    monkeypatch.setattr(jsonarray, "_READ", 4_096)
+    records = [json.dumps({"id": k, "text": f"text {k}"}) for k in range(2_000)]
+    src = write(tmp_path, "d.json", _one_per_line(records, {30: '{"id": 30, "open": {"a": 1'}))
+    outputs = []
+    for cap in (2_000, 1 << 40):
+        monkeypatch.setattr(jsonarray, "MAX_OPEN_CHARS", cap)
+        out, quarantine = tmp_path / f"o{cap}.jsonl", tmp_path / f"q{cap}.jsonl"
+        result = CliRunner().invoke(main, ["fix", str(src), "--out", str(out),
+                                           "--quarantine", str(quarantine)])
+        assert result.exit_code == 0, result.output
+        outputs.append((out.read_bytes(), quarantine.read_bytes()))
+    assert outputs[0] == outputs[1]
+    clean, set_aside = outputs[0]
+    assert [json.loads(x)["id"] for x in clean.splitlines()] == [k for k in range(2_000)
+                                                                  if k != 30]
+    [entry] = [json.loads(x) for x in set_aside.splitlines()]
+    assert entry["row"] == 30 and entry["raw"].startswith('{"id": 30, "open": {"a": 1')
