@@ -264,6 +264,15 @@ def positions(n: int, name: str = "i") -> pl.Series:
     return pl.Series(name, np.arange(n, dtype=np.uint32))
 
 
+def arrow_numbers(values: np.ndarray) -> pa.Array:
+    """A 1-D numeric numpy array as an Arrow array, sharing its memory. ``pa.array`` first
+    asks pyarrow's pandas shim whether the values are a pandas object, which imports pandas
+    (0.3 s) in each process on its first call."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [None, pa.py_buffer(values)])
+
+
 def record_key(file_index: np.ndarray, row: np.ndarray) -> np.ndarray:
     """One sortable int64 per record: file index in the high bits, row in the low 40."""
     return (file_index.astype(np.int64) << 40) | row.astype(np.int64)

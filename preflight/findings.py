@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from preflight.batch import Batch, record_key, repeated
+from preflight.batch import Batch, arrow_numbers, record_key, repeated
 from preflight.config import Rule
 from preflight.report.model import Example
 from preflight.sampling import FlaggedKeys
@@ -156,7 +156,8 @@ class FindingsSink:
         wanted = record_key(frame.get_column("file_index").fill_null(0).to_numpy(), rows)
         pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
         found = keys[pos] == wanted
-        ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string()).take(pos))
+        ids = pl.Series(pa.chunked_array(self._ids, type=pa.large_string())
+                        .take(arrow_numbers(pos)))
         return ids.set(pl.Series(~found), None) if not found.all() else ids
 
     def _spill(self, frame: pl.DataFrame, rule: Rule) -> None:

@@ -131,3 +131,32 @@ def test_a_near_duplicate_run_loads_numba(tmp_path: Path) -> None:
     loaded = set(_run_loads(tmp_path, "near_duplicate")["loaded"])  # type: ignore[arg-type]
     assert "numba" in loaded
     assert {"torch", "matplotlib"}.isdisjoint(loaded)
+
+
+NO_PANDAS = """
+import json, sys
+from preflight import run_preflight
+report = run_preflight(%r, None, %r, smoke=False)
+print(json.dumps({"codes": {r.id: r.codes for r in report.rules if r.codes},
+                  "loaded": sorted(sys.modules)}))
+"""
+
+
+def test_a_default_run_with_findings_loads_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas (0.3 s) the first time it types Python or numpy values; the
+    reader and the findings do not ask it to, also for blocks with a malformed line and
+    with a float column (each process, each pool worker)."""
+    lines = [json.dumps({"id": i, "text": f"record {i} of a corpus with a few words in it",
+                         "score": i / 7}) for i in range(400)]
+    lines[5] = lines[4]  # an exact duplicate
+    lines[9] = json.dumps({"id": 9, "text": "zero\u200bwidth", "score": 2.0**60})
+    lines[200] = '{"id": 200, "text": "cut off'  # malformed: its block goes line by line
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = json.loads(_python("-c", NO_PANDAS % (str(data), str(tmp_path / "out")),
+                               cwd=tmp_path).stdout)
+    assert found["codes"]["malformed"] == {"invalid_json": 1}
+    assert found["codes"]["exact-dupes"] == {"exact_duplicate_of": 1}
+    assert "zero_width_space" in found["codes"]["hidden-chars"]
+    assert (tmp_path / "out" / "findings.parquet").is_file()
+    assert "pandas" not in found["loaded"]

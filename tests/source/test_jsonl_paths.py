@@ -83,6 +83,34 @@ def test_fast_path_equals_the_line_by_line_path(piece_bytes: int, lines: list[by
     _same(fast, slow)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_LINES)
+def test_good_lines_beside_a_bad_one_are_typed_as_their_python_values(
+        lines: list[bytes]) -> None:
+    """The line-by-line path hands its good lines to Arrow together (typing the Python
+    values imports pandas): the batch equals the one typed from the parsed values."""
+    by_arrow = jsonl._merge([jsonl._slow(lines, 0)])
+
+    def refuse(*_: object, **__: object) -> None:
+        raise jsonl._Fallback
+
+    saved, jsonl._fast = jsonl._fast, refuse
+    try:
+        by_values = jsonl._merge([jsonl._slow(lines, 0)])
+    finally:
+        jsonl._fast = saved
+    _same(by_arrow, by_values)
+
+
+def test_a_bad_line_leaves_its_neighbours_typed_by_arrow() -> None:
+    lines = [b'{"i": 1, "t": "a", "x": 0.5}', b'{"i": 2, "t": ', b'{"i": 3, "t": "c"}']
+    part = jsonl._slow(lines, 10)
+    assert part.table is not None and part.records == []  # Arrow took the good lines
+    assert part.rows.tolist() == [10, 12]
+    assert [m.row for m in part.malformed] == [11]
+    assert part.table.column("x").to_pylist() == [0.5, None]
+
+
 def test_a_mix_of_every_odd_line_is_read_alike_on_both_paths() -> None:
     # One planted example of each odd line between good ones, in pieces of a few lines.
     lines = [b'{"i": 0, "t": "zero"}']
