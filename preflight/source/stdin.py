@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from preflight.errors import InputError
+from preflight.errors import InputError, OutputError
 from preflight.tempfiles import temp_dir
 
 STDIN = "-"
@@ -66,9 +66,15 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
     folder = temp_dir("stdin")
     try:
         path = folder / f"stdin{suffix}"
-        with open(path, "wb") as f:
-            f.write(first)
-            shutil.copyfileobj(stream, f, _CHUNK)
+        try:
+            with open(path, "wb") as f:
+                f.write(first)
+                shutil.copyfileobj(stream, f, _CHUNK)
+        except OSError as e:
+            raise OutputError(
+                f"cannot copy standard input to {path}: {e.strerror or e} (it is read more "
+                "than once, so it is copied first: free some space there, set TMPDIR to a "
+                "folder with room, or save the data to a file and pass its path)") from e
         yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -186,3 +186,20 @@ def test_no_csv_note_where_stdin_is_not_csv(tmp_path: Path, data: bytes) -> None
     assert report is not None, output
     assert report["source"]["warnings"] == []
     assert "save CSV to a file" not in output
+
+
+def test_a_full_disk_while_copying_stdin_is_exit_3_naming_where(
+        tmp_path: Path, own_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import shutil
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    code, output, report = check(lines([{"text": "a"}] * 3), tmp_path)
+    assert code == 3 and report is None
+    assert "cannot copy standard input to" in output and str(own_tmp) in output
+    assert "No space left on device" in output and "TMPDIR" in output
+    assert "Traceback" not in output
+    assert list(own_tmp.iterdir()) == []  # the spool's folder is gone
