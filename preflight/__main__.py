@@ -1,5 +1,5 @@
 """``python -m preflight`` runs the CLI."""
 
-from preflight.cli import run
+from preflight.entry import run
 
 run()
