@@ -304,7 +304,8 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     (a short training run on a sample) unless --no-smoke."""
     from preflight.executor.launch import warm_for
 
-    warm_for(data, workers, executor)  # before the imports below: the two run side by side
+    # Before the imports below: the two run side by side.
+    warm_for(data, workers, executor, rules=(rules_file, preset, eval_path))
     from preflight.hf_folder import is_hf_spec
     from preflight.report.writer import parse_formats
     from preflight.select import parse_ids, select_rules
@@ -400,7 +401,7 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
         raise click.UsageError("give DATA, or --replay FILE")
     from preflight.executor.launch import warm_for
 
-    warm_for(data, workers, "local")
+    warm_for(data, workers, "local", rules=(rules_file, preset, None))
     _no_stdin_outputs(out=(out, "folder"))
     rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
                    model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
@@ -564,7 +565,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
     """Write a cleaned copy of DATA and a quarantine, applying each rule's fix action."""
     from preflight.executor.launch import warm_for
 
-    warm_for(data, workers, "local")  # before the imports below: the two run side by side
+    # Before the imports below: the two run side by side.
+    warm_for(data, workers, "local", rules=(rules_file, preset, eval_path))
     from preflight import FixOptions, run_preflight
 
     _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),

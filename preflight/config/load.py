@@ -7,7 +7,6 @@ import hashlib
 import os
 import select
 import stat
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from preflight.config.messages import _kind
 from preflight.config.models import RuleSet
 from preflight.config.validate import _validate
 from preflight.errors import ConfigError
+from preflight.paths import presets_dir
 
 DEFAULT_PRESET = "default"
 # A rules file is a few KB holding a few hundred values.
@@ -25,14 +25,6 @@ MAX_RULES_BYTES = 10 * 2**20
 # A rules file may come through a pipe (`--rules <(envsubst < r.yaml)`), but a FIFO with no
 # writer would block forever: give up when nothing arrives for this long.
 PIPE_WAIT_S = 5.0
-
-
-def presets_dir() -> Path:
-    """Where the shipped presets live: inside the wheel, or ``rules/`` in a source checkout."""
-    packaged = Path(str(resources.files("preflight"))) / "rules"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "rules"
 
 
 def preset_names() -> list[str]:

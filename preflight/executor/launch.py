@@ -34,13 +34,17 @@ POOL_MIN_BYTES = 16 << 20
 AUTO_POOL_BYTES = 250 * 10**6
 AUTO_POOL_CORES = 4
 
-# What the fork server imports once, before it forks the workers: the checks; pandas, which
-# pyarrow imports on its first ``pa.array`` of Python values (records of lines parsed one
-# by one: a malformed line's neighbours), half a CPU second in each worker otherwise; and
-# its own way out (skipped where one is not installed).
-PRELOAD = ("preflight.executor.pool", "pandas", "preflight.executor.served")
+# What the fork server imports once, before it forks the workers: the checks, and its own
+# way out (skipped where one is not installed). Not pandas: the reader no longer makes
+# pyarrow import it (test_startup), but for a block whose field types change (0.3 s then).
+PRELOAD = ("preflight.executor.pool", "preflight.executor.served")
 _SERVER_OURS = False  # this process started the fork server (with PRELOAD, WORKER_ENV)
 _LOOK_AT_FILES = 10_000  # warm_for sizes a folder by this many files at most
+# Checks whose MinHash kernels need numba (executor.pool._MINHASH_CHECKS), as a rules file
+# names them; the rules found in the working directory when none are named (discover.py).
+_NUMBA_CHECKS = (b"near_duplicate", b"overlap")
+_FOUND_RULES = ("preflight.yaml", "pyproject.toml")
+_RULES_READ = 1 << 20
 
 
 @contextlib.contextmanager
@@ -154,13 +158,15 @@ def context(preload: tuple[str, ...] = ()) -> Workers:
     return _SpawnWithEnv()
 
 
-def warm_for(data: str | Path | None, workers: int | None, executor: str) -> None:
+def warm_for(data: str | Path | None, workers: int | None, executor: str, *,
+             rules: tuple[Path | None, str | None, Path | None] = (None, None, None)) -> None:
     """Start the fork server now when this run will use a pool (``--workers N``, at most the
     usable cores, on an input of ``POOL_MIN_BYTES`` or more; with no ``--workers``,
     ``AUTO_POOL_BYTES`` or more on ``AUTO_POOL_CORES`` cores or more), so that its imports
     overlap this process's own. Nothing for standard input (its size is known once spooled),
     Ray, or a name that is not a local file or folder; the pool starts the server then, as it
-    always may."""
+    always may. ``rules``: the command's ``--rules``, ``--preset`` and ``--eval``, which tell
+    whether the server imports numba too (``may_need_numba``)."""
     if executor != "local" or data is None or str(data) == "-" or workers == 1:
         return
     from preflight.cores import available_cores
@@ -171,7 +177,35 @@ def warm_for(data: str | Path | None, workers: int | None, executor: str) -> Non
         return
     least = POOL_MIN_BYTES if workers is not None else AUTO_POOL_BYTES
     if _at_least(Path(data), least):
-        warm()
+        warm(("numba",) if may_need_numba(*rules) else ())
+
+
+def may_need_numba(rules_file: Path | None, preset: str | None, eval_path: Path | None
+                   ) -> bool:
+    """Whether the rules this run will read may name a MinHash check, before they are
+    loaded (that takes the imports the fork server runs beside): ``--eval`` adds
+    ``overlap``; else the text of the rules file, the preset's file, or the rules found in
+    the working directory mentions one. A guess both ways: a miss only means each worker
+    imports numba itself (half a CPU second), a false hit that the server did for nothing."""
+    if eval_path is not None:
+        return True
+    if rules_file is not None:
+        files = [Path(rules_file)]
+    elif preset is not None:
+        from preflight.paths import presets_dir
+
+        files = [presets_dir() / f"{preset}.yaml"]
+    else:
+        files = [Path(name) for name in _FOUND_RULES]
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(_RULES_READ)
+        except OSError:  # a pipe, a missing file: loading the rules will say
+            continue
+        if any(check in text for check in _NUMBA_CHECKS):
+            return True
+    return False
 
 
 def _at_least(path: Path, size: int) -> bool:
@@ -196,9 +230,9 @@ def _at_least(path: Path, size: int) -> bool:
     return False
 
 
-def warm() -> None:
-    """Start this process's fork server (its imports) without waiting for it, unless one is
-    running that other code of this process started."""
-    ctx = context()
+def warm(preload: tuple[str, ...] = ()) -> None:
+    """Start this process's fork server (its imports, and ``preload``'s) without waiting
+    for it, unless one is running that other code of this process started."""
+    ctx = context(preload)
     if isinstance(ctx, ForkServerWithEnv):
         ctx.warm()

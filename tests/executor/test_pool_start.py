@@ -270,7 +270,55 @@ def test_warm_for_starts_the_server_only_for_a_run_that_uses_the_pool(
     monkeypatch.setattr(launch, "AUTO_POOL_BYTES", 1_000)
     monkeypatch.setattr(core_count, "available_cores", lambda: cores)
     started: list[bool] = []
-    monkeypatch.setattr(launch, "warm", lambda: started.append(True))
+    monkeypatch.setattr(launch, "warm", lambda preload=(): started.append(True))
     path = data if data == "-" else tmp_path / data
     launch.warm_for(path, workers, executor)
     assert started == ([True] if expect else [])
+
+
+@pytest.mark.parametrize("near", [True, False], ids=["near-duplicates", "default"])
+def test_the_early_server_imports_numba_for_rules_that_need_it(tmp_path: Path,
+                                                               near: bool) -> None:
+    """Started before the rules are loaded, the server imports numba when the rules file
+    names a MinHash check, so its workers have it already (each imported it otherwise)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a"}\n' * 10)
+    rules = tmp_path / "r.yaml"
+    check = "near_duplicate" if near else "exact_duplicate"
+    rules.write_text(f"rules:\n  - {{id: d, check: {check}}}\n")
+    script = f"""
+import json, sys
+from pathlib import Path
+from preflight.executor import launch
+launch.POOL_MIN_BYTES = 0
+launch.warm_for({str(data)!r}, 2, "local", rules=(Path({str(rules)!r}), None, None))
+from preflight.executor import pool
+with pool.Pool(2) as workers:
+    has = list(workers.ordered([(eval, ("'numba' in __import__('sys').modules",))] * 2))
+print(json.dumps({{"workers": has, "here": "numba" in sys.modules}}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, check=True)
+    got = json.loads(done.stdout)
+    assert got["workers"] == [near, near]
+    assert got["here"] is False  # the command's own process did not import it for them
+
+
+def test_may_need_numba_reads_the_rules_the_run_will_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    near = tmp_path / "near.yaml"
+    near.write_text("rules:\n  - {id: n, check: near_duplicate}\n")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("rules:\n  - {id: e, check: exact_duplicate}\n")
+    assert launch.may_need_numba(near, None, None)
+    assert not launch.may_need_numba(plain, None, None)
+    assert not launch.may_need_numba(tmp_path / "missing.yaml", None, None)
+    assert launch.may_need_numba(plain, None, tmp_path / "eval.jsonl")  # --eval: overlap
+    assert launch.may_need_numba(None, "pretrain-text", None)  # its near-dupes rule
+    assert not launch.may_need_numba(None, "default", None)
+    assert not launch.may_need_numba(None, None, None)  # nothing found here: the default
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.preflight]\nrules = [{id = 'o', check = 'overlap'}]\n")
+    assert launch.may_need_numba(None, None, None)  # found in the working directory
