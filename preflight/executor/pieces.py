@@ -7,6 +7,8 @@ ends before it (counted by ``count``, which also hashes the piece for the finger
 by ``Survey``, which hashes whole files as the local reader does), and, with
 ``row_groups``, a Parquet file of several row groups: cut between row groups, numbered
 from its metadata. Compressed files, JSON arrays, CSV and Arrow files are read whole.
+Each piece notes its file as the plan found it (size, time written, inode): ``unchanged``,
+which the pool and Ray both call, refuses a run whose file was written since.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from preflight.source.arrow import read_parquet_groups
 from preflight.source.jsonl import read_jsonl_range
 from preflight.source.tracked import file_fingerprint
 
+Identity = tuple[int, int, int]  # a file's size, time written (ns) and inode
+
 PIECE_BYTES = 64 << 20
 _SCAN = 1 << 20
 
@@ -46,15 +50,18 @@ class Piece:
     row0: int = 0
     delimiter: str | None = None  # CSV: forced by the caller (else sniffed)
     groups: tuple[int, int] | None = None  # Parquet: row groups [first, last), when cut
+    planned: Identity | None = None  # the file as ``plan`` cut it (``unchanged``)
 
 
 @dataclass(frozen=True)
 class Counted:
-    """A piece's line ends, bytes and hash."""
+    """A piece's line ends, bytes and hash, and the size of its whole file as the count found
+    it (``unchanged`` compares it with the plan's)."""
 
     lines: int
     size: int
     xxh3_128: str
+    file_size: int
 
 
 def plan(src: Source, *, piece_bytes: int | None = None, row_groups: bool = False
@@ -70,21 +77,46 @@ def plan(src: Source, *, piece_bytes: int | None = None, row_groups: bool = Fals
     pieces: list[Piece] = []
     for file_index, path in enumerate(src.files):
         label = src.file_label(file_index)
-        size = path.stat().st_size
+        # Noted before the file is cut, from the same stat as the cuts' size: a file
+        # written from here on is not the planned one.
+        planned = _identity(path)
+        size = planned[0]
         if row_groups and src.format == "parquet" and size > piece_bytes:
             for first, last, row0 in _groups(path, piece_bytes):
                 pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label,
-                                    src.format, row0=row0, groups=(first, last)))
+                                    src.format, row0=row0, groups=(first, last),
+                                    planned=planned))
             continue
         if (src.format != "jsonl" or path.suffix.lower() not in (".jsonl", ".ndjson")
                 or size <= piece_bytes):
             pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
-                                delimiter=src.delimiter))
+                                delimiter=src.delimiter, planned=planned))
             continue
         for start, end in _cuts(path, size, piece_bytes):
             pieces.append(Piece(len(pieces), file_index, str(path.resolve()), label, src.format,
-                                start=start, end=end))
+                                start=start, end=end, planned=planned))
     return pieces
+
+
+def unchanged(pieces: list[Piece], counts: list[Counted] | None = None) -> None:
+    """Raise ``InputError`` when a file is not the one ``plan`` cut: its size, time written
+    or inode now, or the file size a count of its pieces found (``counts``, in the pieces'
+    order), not the planned ones. Its pieces are cut, numbered and read at separate times
+    (by the pool or on Ray), so its rows would be misnumbered, or its new lines left unread.
+    Both executors call it once their reads are done."""
+    if counts is not None:
+        for piece, counted in zip(pieces, counts, strict=True):
+            if piece.planned is not None and counted.file_size != piece.planned[0]:
+                raise _changed(piece.path, piece.planned[0], counted.file_size)
+    for path, planned in {p.path: p.planned for p in pieces if p.planned}.items():
+        now = _identity(path)
+        if now != planned:
+            raise _changed(path, planned[0], now[0])
+
+
+def _changed(path: str, planned: int, now: int) -> InputError:
+    return InputError(f"{path} changed while it was read ({planned} bytes when the run began, "
+                      f"{now} now): check it once whatever writes it is done")
 
 
 def _groups(path: Path, piece_bytes: int) -> list[tuple[int, int, int]]:
@@ -143,24 +175,16 @@ class Survey:
     before it are counted. A pool hands the first pieces to its workers while the rest are
     still counted (counting all first held every worker back: 0.4 s at 250 MB).
     ``pieces`` and ``fingerprint`` are complete once the iteration is; ``unchanged`` tells
-    whether a file was written meanwhile (made just after the plan, which cut the files)."""
+    whether a file was written since the plan cut it."""
 
     def __init__(self, pieces: list[Piece]) -> None:
         self._pieces = pieces
         self.pieces: list[Piece] = []
         self.fingerprint: dict[str, Any] = {}
-        self._stats = {piece.path: _identity(piece.path) for piece in pieces}
 
     def unchanged(self) -> None:
-        """Raise ``InputError`` when a file is not the one planned (size, time written, or
-        another file at its path): its pieces were cut, numbered and read at separate times,
-        so its rows would be misnumbered, or its new lines left unread."""
-        for path, planned in self._stats.items():
-            now = _identity(path)
-            if now != planned:
-                raise InputError(
-                    f"{path} changed while it was read ({planned[0]} bytes when the run "
-                    f"began, {now[0]} now): check it once whatever writes it is done")
+        """Raise ``InputError`` when a file is not the one planned (``unchanged``)."""
+        unchanged(self._pieces)
 
     def __iter__(self) -> Iterator[Piece]:
         files: dict[int, list[Piece]] = {}
@@ -186,7 +210,7 @@ class Survey:
         self.fingerprint = file_fingerprint({"hashes": hashes, "bytes": total})
 
 
-def _identity(path: str) -> tuple[int, int, int]:
+def _identity(path: str | Path) -> Identity:
     """A file's size, time written and inode (-1s for a file that is gone)."""
     try:
         st = os.stat(path)
@@ -214,7 +238,8 @@ def _read_counting(piece: Piece, h: Any, *, hint: str = "") -> Counted:
             size += len(chunk)
             if left is not None:
                 left -= len(chunk)
-    return Counted(lines=lines, size=size, xxh3_128="")
+        file_size = os.fstat(f.fileno()).st_size  # after reading: a write meanwhile shows
+    return Counted(lines=lines, size=size, xxh3_128="", file_size=file_size)
 
 
 def numbered(pieces: list[Piece], counts: list[Counted]) -> list[Piece]:

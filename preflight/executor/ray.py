@@ -3,6 +3,8 @@
 Stages, each a Ray Data operation over the source's pieces (``preflight.executor.pieces``):
 
 1. count: line ends and a hash per piece (row numbers of split files, the fingerprint);
+   the files must still be those the plan cut (``pieces.unchanged``: checked again after
+   the scan and after the revisit, as the pool does);
 2. scan: ``map_batches`` with one ``Worker`` per CPU: each reads its pieces with preflight's
    own readers (so row numbers and malformed-line findings are those of the local run) and
    scans every batch; a batch gives a row with its findings (a Parquet shard: rows located,
@@ -105,6 +107,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
 
     t0 = time.perf_counter()
     counts = ray.get([ray.remote(num_cpus=1)(piecework.count).remote(p) for p in plan])
+    piecework.unchanged(plan, counts)  # the counts are of the files as planned
     plan = piecework.numbered(plan, counts)
     src._fingerprint = piecework.fingerprint(plan, counts)
     timings["ray:count"] = round(time.perf_counter() - t0, 4)
@@ -121,6 +124,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     t0 = time.perf_counter()
     scanned = items.map_batches(_Scan, fn_constructor_kwargs=setup, batch_size=1,
                                 compute=ActorPoolStrategy(size=pool), num_cpus=1).materialize()
+    piecework.unchanged(plan)  # every piece read as counted?
     timings["ray:scan"] = round(time.perf_counter() - t0, 4)
 
     t0 = time.perf_counter()
@@ -153,6 +157,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             compute=ActorPoolStrategy(size=min(pool, max(len(again), 1))), num_cpus=1)
         for row in revisited.iter_rows():
             running[int(row["rule"])].check.merge_state(pickle.loads(row["payload"]))
+    piecework.unchanged(plan)  # read again as the scan read them?
     timings["ray:revisit"] = round(time.perf_counter() - t0, 4)
 
     def fetch(keys: set[int]) -> list[SampleRow]:

@@ -3,6 +3,8 @@ worker of its own), their results merged in read order, must end as the local ru
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import xxhash
 
 from preflight.checks.state import empty_like, merge
 from preflight.config import RuleSet
+from preflight.errors import InputError
 from preflight.executor import pieces
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
@@ -203,6 +206,81 @@ def test_the_survey_numbers_each_piece_before_counting_it(tmp_path: Path,
     assert survey.pieces[2:] == rest
     assert survey.pieces == pieces.numbered(split, [real(p, xxhash.xxh3_128()) for p in split])
     assert survey.fingerprint == src.fingerprint()
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite", "touch", "replace", "remove",
+                                    "while cut"])
+def test_a_file_written_since_the_plan_is_refused(tmp_path: Path, change: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``unchanged``, which the pool (``Survey``) and Ray both call: a cut file and a whole
+    one as planned pass; lines appended, a line rewritten, the time written moved, another
+    file at the path (same bytes, same time), the file gone, or a write while the plan cut
+    it: InputError naming the file with its planned and present sizes."""
+    path = tmp_path / "a.jsonl"
+    lines = [f'{{"text": "record {i}"}}' for i in range(300)]
+    path.write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.jsonl").write_text('{"text": "x"}\n' * 10)
+    size = path.stat().st_size
+    if change == "while cut":
+        cuts = pieces._cuts
+
+        def written_while_cut(*args: object) -> object:
+            with path.open("a") as f:
+                f.write('{"text": "late"}\n')
+            return cuts(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(pieces, "_cuts", written_while_cut)
+    split = pieces.plan(open_source(tmp_path), piece_bytes=1_000)
+    assert len({p.path for p in split}) == 2 and len(split) > 3
+    if change != "while cut":
+        pieces.unchanged(split, [pieces.count(p) for p in split])  # as planned
+        pieces.Survey(split).unchanged()
+    st = path.stat()
+    if change == "append":
+        with path.open("a") as f:
+            f.write('{"text": "late"}\n')
+    elif change == "rewrite":
+        lines[10] = '{"text": "longer and longer"}'
+        path.write_text("\n".join(lines) + "\n")
+    elif change == "touch":
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    elif change == "replace":
+        copy = tmp_path / "copy"
+        copy.write_bytes(path.read_bytes())
+        os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(copy, path)
+        assert path.stat().st_size == size and path.stat().st_mtime_ns == st.st_mtime_ns
+    elif change == "remove":
+        path.unlink()
+    now = path.stat().st_size if path.exists() else -1
+    assert (now == size) == (change in ("touch", "replace"))
+    expected = f"{path} changed while it was read ({size} bytes when the run began, {now} now)"
+    with pytest.raises(InputError, match=re.escape(expected)):
+        pieces.unchanged(split)
+    with pytest.raises(InputError, match=re.escape(expected)):
+        pieces.Survey(split).unchanged()
+
+
+def test_counts_of_a_file_that_is_not_the_planned_one_are_refused(tmp_path: Path) -> None:
+    """What the count tasks found must agree with the plan, whatever the file looks like by
+    the time the driver looks again: a file appended to before it was counted, then put
+    back as it was (bytes, inode and time written as planned), is refused for its counts."""
+    path = tmp_path / "a.jsonl"
+    original = b"".join(b'{"text": "record %d"}\n' % i for i in range(300))
+    path.write_bytes(original)
+    split = pieces.plan(open_source(path), piece_bytes=1_000)
+    st = path.stat()
+    with path.open("ab") as f:
+        f.write(b'{"text": "late"}\n')
+    counts = [pieces.count(p) for p in split]  # the planned ranges, in a longer file
+    assert sum(c.size for c in counts) == len(original)
+    with path.open("r+b") as f:
+        f.truncate(len(original))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    pieces.unchanged(split)  # the file is as planned again
+    with pytest.raises(InputError, match=re.escape(
+            f"({len(original)} bytes when the run began, {len(original) + 17} now)")):
+        pieces.unchanged(split, counts)
 
 
 def test_sample_candidates_taken_in_order_match_offer() -> None:

@@ -4,7 +4,8 @@ local run's findings; the smoke test samples the same rows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from click.testing import CliRunner  # noqa: E402
 
 from preflight import run_preflight  # noqa: E402
 from preflight.cli import main  # noqa: E402
-from preflight.executor import pieces  # noqa: E402
+from preflight.executor import driver, pieces  # noqa: E402
 from preflight.executor.launch import WORKER_ENV  # noqa: E402
 from preflight.source import open_source  # noqa: E402
 from tests.executor.cases import (  # noqa: E402
@@ -146,3 +147,50 @@ def test_shards_that_start_with_malformed_lines_and_another_shape(tmp_path: Path
     found = {r.id: r.violations for r in on_ray.rules}
     assert found["hidden-chars"] == 2 and found["malformed"] == 9
     assert "mixed_shards" in (tmp_path / "ray" / "report.json").read_text()
+
+
+@pytest.mark.parametrize("stage", ["count", "scan", "revisit"])
+@pytest.mark.parametrize("change", ["append", "rewrite"])
+def test_a_file_that_changes_while_ray_reads_it_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, change: str) -> None:
+    """As with the pool (``pieces.unchanged``): a file written after the plan cut it (lines
+    appended, an earlier line made longer), before the count tasks, before the scan or
+    before the revisit, is exit 3 naming it, not a report of misnumbered rows or of the
+    planned bytes with the new lines unread. Written from the driver's hooks, not raced."""
+    from preflight import InputError
+
+    path = tmp_path / "data.jsonl"
+    lines = [json.dumps({"text": f"line {i} " + "word " * (i % 13)}) for i in range(1_200)]
+    path.write_text("\n".join(lines) + "\n")
+    size = path.stat().st_size
+
+    def write() -> None:
+        if change == "append":
+            with path.open("a") as f:
+                f.write(json.dumps({"text": "late \u200b"}) + "\n")
+        else:
+            lines[10] = json.dumps({"text": "longer " * 500})
+            path.write_text("\n".join(lines) + "\n")
+
+    reached: list[str] = []
+    hooks = {"count": (pieces, "plan"), "scan": (driver, "start"),
+             "revisit": (driver, "revisit_plans")}
+
+    def hooked(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            out = real(*args, **kwargs)
+            reached.append(name)
+            if name == stage:  # planned (counted, scanned): the writer strikes
+                write()
+            return out
+        return call
+
+    for name, (module, attr) in hooks.items():
+        monkeypatch.setattr(module, attr, hooked(name, getattr(module, attr)))
+    with pytest.raises(InputError, match="changed while it was read") as caught:
+        run_preflight(path, None, tmp_path / "ray", smoke=False, executor="ray")
+    assert str(path) in str(caught.value)
+    assert f"({size} bytes when the run began, {path.stat().st_size} now)" in str(caught.value)
+    # Refused at the first check after the write: no later stage ran.
+    assert reached == list(hooks)[:list(hooks).index(stage) + 1]
+    assert not (tmp_path / "ray" / "report.json").exists()
