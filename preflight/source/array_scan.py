@@ -31,6 +31,7 @@ _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _OPEN, _CLOSE, _END, _SEP, _ODD = 1, 2, 4, 3, 5  # a token's part at the array's level
 _AS_SPACE = bytes.maketrans(b"\t\r\n", b"   ")
 _CLOSERS_COMMA = re.compile(rb"[ \t\r}\]]*,")  # a line before an element: closers, comma
+_BLANKS = re.compile(rb"[ \t\r]*")
 
 
 @dataclass
@@ -148,19 +149,19 @@ def lines(data: bytes, found: Cut) -> bytes:
 
 def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                  file_index: int, label: str | None, size: int = CHUNK_BYTES, first: int = 0,
-                 column: int | None = None
+                 indent: int | None = None
                  ) -> Iterator[Batch | tuple[bytes, int, int, bool, int | None]]:
     """Batches of the clean stretch of elements at the start of ``stream`` (positioned where
     element ``index`` may start: after the array's ``[`` or a comma); last, ``(unread bytes,
     the next element's index, raw.pos when the last batch was made, whether the array
-    closed, the column just past the last comma when it was first on its line — ``column``
-    until an element is read)`` for the scanner to go on from. ``parse(lines, row0)`` is the
-    JSON Lines block reader; ``raw.pos`` is the progress in file bytes (``done`` of them in
-    earlier batches). Blocks start at ``size`` bytes and double up to ``CHUNK_BYTES``: after
-    an odd element, little is parsed twice if another one follows soon. With ``first``, the
-    first batch is the first ``first`` elements (or all, to the array's end), as the
-    scanner's first batch is; when they are not all clean, nothing is yielded and all that
-    was read goes back."""
+    closed, the indentation of the last comma's line when only blanks and closers precede
+    it there — ``indent`` until an element is read)`` for the scanner to go on from.
+    ``parse(lines, row0)`` is the JSON Lines block reader; ``raw.pos`` is the progress in
+    file bytes (``done`` of them in earlier batches). Blocks start at ``size`` bytes and
+    double up to ``CHUNK_BYTES``: after an odd element, little is parsed twice if another
+    one follows soon. With ``first``, the first batch is the first ``first`` elements (or
+    all, to the array's end), as the scanner's first batch is; when they are not all clean,
+    nothing is yielded and all that was read goes back."""
     data = b""
     while True:
         chunk = stream.read(size)
@@ -188,13 +189,13 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
                 batch.progress, done = raw.pos - done, raw.pos
                 yield batch
                 index += good
-                column = _column_after(data, int(found.opens[good - 1]),
+                indent = _indent_after(data, int(found.opens[good - 1]),
                                        int(found.bounds[good]))
                 data = data[int(found.bounds[good]):]
             if good < n:
                 break
             if found.closed:
-                yield b"", index, done, True, column
+                yield b"", index, done, True, indent
                 return
             size = min(2 * size, CHUNK_BYTES)
         elif not found.stop:
@@ -206,13 +207,14 @@ def fast_batches(stream: Any, raw: Any, parse: Any, *, index: int, done: int,
             size = CHUNK_BYTES
         if found.stop:
             break
-    yield data, index, done, False, column
+    yield data, index, done, False, indent
 
 
-def _column_after(data: bytes, opens: int, past: int) -> int | None:
-    """The column just past the comma that ends at ``past`` (after an element opening at
-    ``opens``), when only blanks and closers stand before it on its line (a comma first on
-    its line, or ``}, {``): the scanner's count."""
+def _indent_after(data: bytes, opens: int, past: int) -> int | None:
+    """The indentation of the line of the comma that ends at ``past`` (after an element
+    opening at ``opens``), when only blanks and closers stand before it there (a comma
+    first on its line, or ``}, {``): the scanner's count."""
     line = data.rfind(b"\n", opens, past)
-    return None if line < 0 or not _CLOSERS_COMMA.fullmatch(data, line + 1, past) else (
-        past - line - 1)
+    if line < 0 or not _CLOSERS_COMMA.fullmatch(data, line + 1, past):
+        return None
+    return _BLANKS.match(data, line + 1).end() - line - 1  # type: ignore[union-attr]

@@ -3,8 +3,15 @@ parsing), and where an element that runs away is cut.
 
 An element whose quote never closes puts every later quote out of step; one whose bracket
 never closes runs on to the array's end. Either is cut where a later line starts an element
-(``resync``) no deeper than the element's own column, so the elements after it are still
-read. The element scanner (``jsonarray.elements``) reads with these.
+(``resync``) indented no deeper than the line the element starts on, so the elements after it
+are still read. The element scanner (``jsonarray.elements``) reads with these.
+
+Depth is the indentation of a line: the blanks before its first other character, whatever
+that is (``{``, ``, {``, ``}, {`` or ``[{``). An element's and a candidate line's are
+measured alike, so in every layout the array's own element lines are the least indented:
+``[{`` and ``}, {`` at 0 with nested ``{`` or ``}, {`` lines deeper, pretty-printed elements
+at 2 with nested ones at 6, comma-first ``, {`` at 0. (Measured at the ``{``, the ``{`` of
+``}, {`` sat at column 3, right of a nested ``  {`` line, which was taken for an element.)
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ _LINE_STRING_TAIL = re.compile(r'[^"\\\n]*+(?:\\[^\n][^"\\\n]*+)*+"')  # no line
 # Where a scalar (or a stray byte) ends: a bracket or brace starts or ends another value.
 _SCALAR_END = re.compile(r"[,\]\[{}\s]")
 SPACE = re.compile(r"[ \t\r\n\ufeff]*")
-# A line that may start an element: a line break, blanks, an optional comma, blanks, "{";
-# or, where elements share lines (``}, {``), the "}" and comma that close the one before.
+# A line that may start an element: a line break, blanks (its indentation), then "{", a
+# comma and "{" (comma-first), or closers and a comma and "{" (``}, {``, ``]}, {``: the
+# element before ends on the line where this one starts).
 _CLOSERS = re.compile(r"[ \t\r}\]]*")
-_ELEMENT_LINE = re.compile(r"\n([ \t\r]*,?[ \t\r]*)(?:\}[ \t\r]*,[ \t\r]*)?\{")
+_BLANKS = re.compile(r"[ \t\r]*")
+_ELEMENT_LINE = re.compile(r"\n([ \t\r]*)(?:(?:[}\]][}\] \t\r]*)?,[ \t\r]*)?\{")
 # For a runaway element that shares its line with the one before (its depth unknown), the
 # lines that may start an element are looked for this far into it; the least indented of
 # them are the array's own (nested objects sit deeper).
@@ -38,12 +47,20 @@ class NeedMore(Exception):
     """The element runs past the buffer."""
 
 
-def column_past_closers(buf: str, start: int, end: int) -> int | None:
-    """The column at ``end`` when the value ``buf[start:end]`` ends a line of closers only
-    (``}`` of pretty-printed JSON, then ``, {`` on the same line: the next element's column
-    is known), else None."""
+def indent_past_closers(buf: str, start: int, end: int) -> int | None:
+    """The indentation of the line where the value ``buf[start:end]`` ends, when that line
+    holds closers only up to ``end`` (``}`` of pretty-printed JSON, then ``, {`` on the same
+    line: the next element starts on a line of known indentation), else None."""
     line = buf.rfind("\n", start, end)
-    return end - line - 1 if line >= 0 and _CLOSERS.fullmatch(buf, line + 1, end) else None
+    if line < 0 or not _CLOSERS.fullmatch(buf, line + 1, end):
+        return None
+    return line_indent(buf, line + 1)
+
+
+def line_indent(buf: str, line: int) -> int:
+    """The indentation of the line that starts at ``line``: its blanks before anything
+    else."""
+    return _BLANKS.match(buf, line).end() - line  # type: ignore[union-attr]
 
 
 def value_end(buf: str, pos: int, eof: bool, indent: int | None
@@ -139,8 +156,8 @@ def _out_of_step(buf: str, start: int, end: int) -> bool:
 
 def _cut(buf: str, pos: int, eof: bool, indent: int | None
          ) -> tuple[int, int, tuple[str, str] | None, bool]:
-    """``value_end``'s answer for the element at ``pos`` (at column ``indent``, when
-    known) once its quotes are out of step (its own quote that never
+    """``value_end``'s answer for the element at ``pos`` (on a line indented ``indent``,
+    when known) once its quotes are out of step (its own quote that never
     closed, or a later element's inside a bracket of its that never closed): it ends where
     the next element starts (``resync``). Raises NeedMore until the buffer holds that
     start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``."""
@@ -157,20 +174,18 @@ def _cut(buf: str, pos: int, eof: bool, indent: int | None
 def resync(buf: str, since: int, stop: int, indent: int | None, *,
            strict: bool = False) -> int | None:
     """Where the next element starts in a runaway element's text (``since`` to ``stop``):
-    the first line that begins with ``{``, ``, {`` or ``}, {`` no deeper than the element's
-    own column (``indent``); when that is not known (the element shares its line with other
-    values), the least indented such line within
-    ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in one).
-    None when there is none (a file cut off in its last element).
+    the ``{`` of the first line that begins with ``{``, ``, {`` or ``}, {`` indented no
+    deeper than the line the element starts on (``indent``: known when only blanks, the
+    array's ``[``, closers and a comma stand before the element there); when that is not
+    known (the element shares its line with other values), the least indented such line
+    within ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in
+    one). None when there is none (a file cut off in its last element).
 
-    ``strict``, for an element that may well be valid (cut only for its length): the line's
-    ``{`` itself at or left of ``indent`` (a nested ``}, {`` line has its ``}`` there, its
-    ``{`` deeper), and None when ``indent`` is not known (any nested object line may be the
-    least indented one)."""
+    ``strict``, for an element that may well be valid (cut only for its length): None when
+    ``indent`` is not known (any nested object line may be the least indented one)."""
     if indent is not None:
         return next((m.end() - 1 for m in _ELEMENT_LINE.finditer(buf, since, stop)
-                     if (m.end() - m.start() - 2 if strict else len(m.group(1))) <= indent),
-                    None)
+                     if len(m.group(1)) <= indent), None)
     if strict:
         return None
     window = min(stop, since + _RESYNC_WINDOW)

@@ -30,7 +30,8 @@ from preflight.source.array_values import (
     SPACE,
     STRING_BODY,
     NeedMore,
-    column_past_closers,
+    indent_past_closers,
+    line_indent,
     resync,
     value_end,
 )
@@ -50,8 +51,8 @@ _FAST_STRETCH = 1000
 # One whose quotes went out of step is cut as soon as that shows, at no such cost.
 MAX_RESYNCS = 16
 # An element still open this many characters on, with a line inside it that starts an
-# element no deeper than its own (``resync``, strict: its column known, a line's "{" no
-# further right), is cut there without reading on to the end: what was held of the rest of
+# element indented no deeper than its own (``resync``, strict: its line's indentation
+# known), is cut there without reading on to the end: what was held of the rest of
 # the file (about 10x its size in memory, and seconds per runaway) is bounded. A valid
 # element this large laid out that way would be cut too.
 MAX_OPEN_CHARS = 16 << 20
@@ -90,24 +91,23 @@ class Handback:
     rest: bytes | None = None
     index: int = 0
     resyncs: int = 0  # runaway elements cut so far in this file (in: before; out: after)
-    column: int | None = None  # just past the comma, when it was first on its line
+    indent: int | None = None  # of the comma's line, when only blanks and closers precede it
 
 
 def elements(stream: Any, *, index: int = 0, after: str = "",
-             handback: Handback | None = None, column: int | None = None
+             handback: Handback | None = None, indent: int | None = None
              ) -> Iterator[Element]:
     """Every element of the JSON array in ``stream`` (binary), in order; or, with
     ``after`` ("[" or ","), of the rest of an array whose opening ``[`` or last comma was
     read already, ``index`` elements on (up to ``handback``'s stop, when given;
-    ``column``: the column just past that "[" or comma, when its line held only blanks
-    before it)."""
+    ``indent``: the indentation of the line of that "[" or comma, when only blanks and
+    closers stand before it there)."""
     first = index
     resyncs = handback.resyncs if handback is not None else 0
-    # The column the next value starts at, when it is the first on its line or the first
-    # after an opening "[" or a comma that was (only blanks before it since a line break:
-    # comma-first layout): a runaway element is cut at the next line that starts an
-    # element no deeper than it.
-    indent: int | None = column if after else None
+    # The indentation of the line the next value starts on, when only blanks, the array's
+    # "[", closers and a comma stand before it there (``[{``, ``{``, ``, {``, ``}, {``): a
+    # runaway element is cut at the next line that starts an element indented no deeper.
+    indent = indent if after else None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf, pos, eof = "", 0, False
     read_size = _READ
@@ -120,18 +120,18 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         pos = 0
         read_size = max(_READ, len(buf))  # an element larger than the buffer: grow, not rescan
 
-    def skip_space() -> bool:
-        """Skip whitespace, noting the indentation when it ends a line break (``indent``,
-        None after anything else: the value that follows is not first on its line); False
-        when the input is exhausted."""
+    def skip_space(*, leading: bool = False) -> bool:
+        """Skip whitespace, noting the indentation when it ends a line break (``indent``;
+        blanks within a line leave it as it is); ``leading``: these blanks start the
+        file's first line. False when the input is exhausted."""
         nonlocal pos, indent
         while True:
             start = pos
             pos = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
             line = buf.rfind("\n", start, pos)
             if line >= 0:
-                indent = pos - line - 1
-            elif indent is not None:  # the same run of blanks, across a fill
+                indent, leading = pos - line - 1, True
+            elif leading and indent is not None:  # the same run of blanks, across a fill
                 indent += pos - start
             if pos < len(buf):
                 return True
@@ -141,11 +141,10 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
 
     if not after:
         indent = 0  # the start of the file
-        if not skip_space() or buf[pos] != "[":
+        if not skip_space(leading=True) or buf[pos] != "[":
             raise ValueError("expected a JSON array")
         pos += 1
         after = "["
-        indent = None if indent is None else indent + 1
     # ``after``: what came last inside the array — "[" (its opening), "," or a value. A
     # comma where a value belongs, a value where a comma belongs, or a comma before the
     # closing ] is invalid JSON: a malformed unit (rows stay countable), never silence.
@@ -175,12 +174,13 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
             if ch == "]":
                 closed = True
             clean, after = ch == "," and after == "value", ","
-            # A comma first on its line is counted as a blank: ", {" starts an element.
-            pos, indent = pos + 1, (indent + 1 if ch == "," and indent is not None else None)
+            # A comma first on its line (", {"), or after closers ("}, {"), leaves the
+            # indentation known: the element after it starts that line.
+            pos, indent = pos + 1, (indent if ch == "," else None)
             if clean and handback is not None and index - first >= handback.units:
                 handback.rest = (buf[pos:].encode("utf-8", "surrogateescape")
                                  + decoder.getstate()[0])
-                handback.index, handback.resyncs, handback.column = index, resyncs, indent
+                handback.index, handback.resyncs, handback.indent = index, resyncs, indent
                 return
             continue
         try:
@@ -209,9 +209,9 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
                 resyncs += 1
                 element = Element(index, buf[pos:at], malformed=Malformed(index, *RUNAWAY))
         if at is not None:  # the next element starts a line: its indentation is known
-            pos, after, indent = at, ",", at - buf.rfind("\n", 0, at) - 1
+            pos, after, indent = at, ",", line_indent(buf, buf.rfind("\n", 0, at) + 1)
         else:
-            pos, after, indent = end, "value", column_past_closers(buf, pos, end)
+            pos, after, indent = end, "value", indent_past_closers(buf, pos, end)
         if handback is not None:
             handback.resyncs = resyncs
         cut = element.malformed is not None and element.malformed.code == "truncated"
@@ -260,20 +260,20 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
     rest, index, after, done, units = Prefixed(start[1:], stream), 0, "[", 0, 1
     resyncs = 0
     lead = head[: len(head) - len(start)].decode("utf-8", "surrogateescape")
-    column = len(lead) - lead.rfind("\n")  # just past the "[" (the scanner's count)
+    indent: int | None = len(lead) - lead.rfind("\n") - 1  # of the "[" line (the scanner's)
     # Fields are inferred from the first batch: it is the first ARRAY_BATCH elements, fast
     # when they are all clean, else the scanner's.
     size, first = array_scan.CHUNK_BYTES, ARRAY_BATCH
     while True:
-        tail: tuple[bytes, int, int, bool, int | None] = (b"", index, done, False, column)
+        tail: tuple[bytes, int, int, bool, int | None] = (b"", index, done, False, indent)
         for item in array_scan.fast_batches(rest, raw, parse_block, index=index, done=done,
                                             file_index=file_index, label=label, size=size,
-                                            first=first, column=column):
+                                            first=first, indent=indent):
             if isinstance(item, Batch):
                 yield item
             else:
                 tail = item
-        unread, fast_to, done, closed, column = tail
+        unread, fast_to, done, closed, indent = tail
         if closed:
             return
         if fast_to > index:
@@ -285,10 +285,10 @@ def _read_array(stream: Any, raw: Tracked, file_index: int, label: str | None
         first = 0
         rest = Prefixed(unread, rest)
         done = yield from _batches(
-            elements(rest, index=fast_to, after=after, handback=handback, column=column),
+            elements(rest, index=fast_to, after=after, handback=handback, indent=indent),
             raw, file_index,
             label, done=done)
-        resyncs, column = handback.resyncs, handback.column
+        resyncs, indent = handback.resyncs, handback.indent
         if handback.rest is None:
             return
         rest = Prefixed(handback.rest, rest)
