@@ -186,8 +186,11 @@ def _fetcher(plan: list[piecework.Piece], id_field: str | None
     """Fetches records by key from the pieces that hold them, here (the smoke sample's rows
     flagged only at the end: a few pieces at most, read once)."""
     def fetch(keys: set[int]) -> list[SampleRow]:
-        return [row for piece in piecework.holding(plan, keys) if keys
+        holding = piecework.holding(plan, keys) if keys else []
+        rows = [row for piece in holding
                 for batch in piecework.read(piece) for row in records_with(batch, keys, id_field)]
+        piecework.unchanged(holding)  # the sample's rows from the file the scan read
+        return rows
     return fetch
 
 

@@ -168,6 +168,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
         fetched = _dataset(holding).map_batches(
             _fetch, fn_kwargs={"keys": keys, "id_field": fields.id}, batch_size=1)
         rows = [pickle.loads(row["payload"]) for row in fetched.iter_rows()] if holding else []
+        piecework.unchanged(holding)  # the sample's rows from the file the scan read
         timings["ray:fetch"] = round(time.perf_counter() - t0, 4)
         return rows
 

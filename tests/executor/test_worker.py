@@ -361,3 +361,24 @@ def test_holding_finds_the_last_piece_of_every_file(tmp_path: Path) -> None:
     for file_index, row in ((0, 299), (1, 299), (2, 9), (3, 9)):
         key = record_key(np.array([file_index]), np.array([row]))
         assert pieces.holding(plan, set(key.tolist())) == [last[file_index]], file_index
+
+
+def test_the_smoke_samples_late_rows_come_from_the_file_the_scan_read(tmp_path: Path) -> None:
+    """The pool fetches the smoke sample's rows flagged only at the end from their pieces,
+    after its last check: a file rewritten by then is refused there too."""
+    from preflight.executor.pool import _fetcher
+
+    path = tmp_path / "a.jsonl"
+    path.write_text("".join(f'{{"text": "record {i}"}}\n' for i in range(300)))
+    split = pieces.numbered(*_counted(pieces.plan(open_source(tmp_path), piece_bytes=1_000)))
+    fetch = _fetcher(split, None)
+    key = (0 << 40) | 250
+    assert [r.row for r in fetch({key})] == [250]  # as planned: the record itself
+    with path.open("a") as f:
+        f.write('{"text": "late"}\n')
+    with pytest.raises(InputError, match="changed while it was read"):
+        fetch({key})
+
+
+def _counted(split: list[pieces.Piece]) -> tuple[list[pieces.Piece], list[pieces.Counted]]:
+    return split, [pieces.count(p) for p in split]
