@@ -25,8 +25,10 @@ FAULTY = [*CLEAN, {"id": "a3", "text": "hidden\u200bspace"}]
 
 @pytest.fixture(scope="module", autouse=True)
 def harness() -> Iterator[None]:
-    """One temporary Prefect API and database for the module (it takes seconds to start)."""
-    with prefect_test_harness():
+    """One temporary Prefect API and database for the module. It takes seconds to start,
+    and over Prefect's 30 s on a loaded 2-core CI machine (CI runs the six integrations side
+    by side): the wait is raised; a server that starts sooner is used sooner."""
+    with prefect_test_harness(server_startup_timeout=300):
         yield
 
 
