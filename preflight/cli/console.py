@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 
-def _console(**kwargs: Any) -> Console:
+def new_console(**kwargs: Any) -> Console:
     """A rich console (rich loads on first use) whose closed output raises
     ``BrokenPipeError``."""
     from preflight.report.console import PipeConsole
@@ -21,18 +21,18 @@ def _console(**kwargs: Any) -> Console:
 
 
 @functools.cache
-def _err() -> Console:
+def err_console() -> Console:
     """The console on standard error (progress, notes and errors)."""
-    return _console(stderr=True, soft_wrap=True)
+    return new_console(stderr=True, soft_wrap=True)
 
 
-def _stdout() -> Console:
+def out_console() -> Console:
     """A console for the summary; 120 columns when stdout is not a terminal (logs, pipes)."""
-    console = _console()
-    return console if console.is_terminal else _console(width=120)
+    console = new_console()
+    return console if console.is_terminal else new_console(width=120)
 
 
-class _progress:
+class ProgressBar:
     """A rich progress bar fed by the pipeline's ``(done, total, unit)`` callback."""
 
     def __init__(self, enabled: bool) -> None:
@@ -68,7 +68,7 @@ class _progress:
                 columns += [DownloadColumn(), TransferSpeedColumn()]
             else:
                 columns += [MofNCompleteColumn()]
-            self._bar = Progress(*columns, TimeRemainingColumn(), console=_err(),
+            self._bar = Progress(*columns, TimeRemainingColumn(), console=err_console(),
                                  transient=True)
             self._bar.start()
             self._task = self._bar.add_task("read", total=total or None)

@@ -1,5 +1,5 @@
 """How a command ends: preflight's errors become an exit code and one line, never a
-traceback unless --debug (``_guarded``); a standard stream closed at start is plugged, and a
+traceback unless --debug (``guarded``); a standard stream closed at start is plugged, and a
 reader that stops reading (``| head``) ends the output quietly without changing the exit code."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
-from preflight.cli.console import _err
+from preflight.cli.console import err_console
 from preflight.errors import PreflightError
 
 
-def _plug_closed_streams() -> None:
+def plug_closed_streams() -> None:
     """Point a standard stream closed at start (``>&-``) at the null device. Python leaves
     ``sys.stdout`` None then (a write or flush fails), and the next file preflight opened
     would get descriptor 1: what a library or a child process writes to "stdout" would land
@@ -41,7 +41,7 @@ def _plug_closed_streams() -> None:
                                 errors="replace", closefd=null != fd))
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """Point stdout at /dev/null, so nothing more (not even the flush at exit) fails."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -50,15 +50,15 @@ def _silence_stdout() -> None:
 
 
 @contextlib.contextmanager
-def _stdout_may_close() -> Iterator[None]:
+def stdout_may_close() -> Iterator[None]:
     """Output that a reader may stop reading (``| head``): a broken pipe ends the output
     quietly; the caller exits with the code it decided."""
     try:
         yield
         sys.stdout.flush()
     except BrokenPipeError:
-        _silence_stdout()
-        _err().quiet = True  # the summary may have gone to stderr, as closed
+        silence_stdout()
+        err_console().quiet = True  # the summary may have gone to stderr, as closed
 
 
 # Failures of the disk or the file system, which the user fixes where the files live (exit 3);
@@ -70,7 +70,7 @@ _IO_FAILURES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
 MAX_ERROR_CHARS = 10_000
 
 
-def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Map preflight's errors to exit codes; no traceback unless --debug."""
 
     @wraps(fn)
@@ -83,15 +83,16 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except PreflightError as e:
             if debug:
                 traceback.print_exc()
-            _err().print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}", highlight=False)
+            err_console().print(f"[bold red]error:[/] {escape(_capped(str(e), debug))}",
+                                highlight=False)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            _err().print("interrupted")
+            err_console().print("interrupted")
             sys.exit(130)
         except click.ClickException:  # a usage mistake: click prints it, exit 2
             raise
         except BrokenPipeError:  # stdout closed where no command expected it
-            _silence_stdout()
+            silence_stdout()
             sys.exit(141)  # what the shell reports for SIGPIPE
         except Exception as e:
             if debug:
@@ -99,14 +100,14 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             if isinstance(e, OSError) and e.errno in _IO_FAILURES:
                 # an I/O failure no reader or writer named for the user: still exit 3
                 where = f"{e.filename}: " if e.filename else ""
-                _err().print(f"[bold red]error:[/] {escape(where)}{escape(e.strerror or str(e))}",
-                             highlight=False)
+                err_console().print(f"[bold red]error:[/] {escape(where)}"
+                                    f"{escape(e.strerror or str(e))}", highlight=False)
                 sys.exit(3)
             # a bug in preflight, not a user mistake
-            _err().print(f"[bold red]internal error:[/] {type(e).__name__}: "
-                         f"{escape(_capped(str(e), debug))}\n"
-                         "This is a bug in preflight; rerun with --debug for the traceback.",
-                         highlight=False)
+            err_console().print(f"[bold red]internal error:[/] {type(e).__name__}: "
+                                f"{escape(_capped(str(e), debug))}\n"
+                                "This is a bug in preflight; rerun with --debug for the "
+                                "traceback.", highlight=False)
             sys.exit(2)
 
     return wrapper

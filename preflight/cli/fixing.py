@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from preflight.cli.console import _err, _progress, _stdout
-from preflight.cli.exits import _guarded, _stdout_may_close
+from preflight.cli.console import ProgressBar, err_console, out_console
+from preflight.cli.exits import guarded, stdout_may_close
 from preflight.cli.options import (
-    _INPUT,
-    _delimiter,
-    _field_options,
-    _no_stdin_outputs,
-    _rules,
-    _workers,
+    INPUT,
+    delimiter_option,
+    field_options,
+    no_stdin_outputs,
+    rule_set,
+    workers_option,
 )
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("data", type=_INPUT)
+@click.argument("data", type=INPUT)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="The cleaned corpus; its suffix picks the format (.jsonl, .csv, .parquet, "
                    ".arrow) unless --format says.")
@@ -50,15 +50,15 @@ if TYPE_CHECKING:
               help="Fix only the first N records (the outputs hold only them).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter or a field, e.g. --set fields.text=body (repeatable).")
-@_field_options
-@_delimiter
+@field_options
+@delimiter_option
 @click.option("--show-text", is_flag=True,
               help="Show raw text in the --dry-run examples (redacted by default).")
-@_workers
+@workers_option
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset: str | None,
         manifest: Path | None, out_format: str | None, marker: str, dry_run: bool,
         context_window: int | None, tokenizer: str | None, num_classes: int | None,
@@ -72,20 +72,20 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
     warm_for(data, workers, "local", rules=(rules_file, preset, eval_path))
     from preflight import FixOptions, run_preflight
 
-    _no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),
-                      manifest=(manifest, "file"))
-    rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
-                   num_classes=num_classes, eval_path=eval_path, sets=sets, fields=fields,
-                   quiet=quiet)
+    no_stdin_outputs(out=(out, "file"), quarantine=(quarantine, "file"),
+                     manifest=(manifest, "file"))
+    rules = rule_set(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
+                     num_classes=num_classes, eval_path=eval_path, sets=sets, fields=fields,
+                     quiet=quiet)
     options = FixOptions(out=out, quarantine=quarantine, manifest=manifest, format=out_format,
                          marker=marker, dry_run=dry_run)
-    with _progress(not (quiet or no_progress) and _err().is_terminal) as update:
+    with ProgressBar(not (quiet or no_progress) and err_console().is_terminal) as update:
         report = run_preflight(data, rules, fix=options, limit=limit, show_text=show_text,
                                delimiter=delimiter, progress=update, workers=workers)
     if quiet:
         return
-    with _stdout_may_close():  # the files are written: a reader gone changes nothing
-        _print_fix(_stdout(), report.fix or {}, dry_run=dry_run, show_text=show_text)
+    with stdout_may_close():  # the files are written: a reader gone changes nothing
+        _print_fix(out_console(), report.fix or {}, dry_run=dry_run, show_text=show_text)
 
 
 def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool,

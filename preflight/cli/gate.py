@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from preflight.cli.console import _err, _progress, _stdout
-from preflight.cli.exits import _guarded, _stdout_may_close
+from preflight.cli.console import ProgressBar, err_console, out_console
+from preflight.cli.exits import guarded, stdout_may_close
 from preflight.cli.options import (
-    _INPUT,
-    _delimiter,
-    _executor,
-    _field_options,
-    _no_stdin_outputs,
-    _report_files,
-    _rules,
-    _workers,
+    INPUT,
+    delimiter_option,
+    executor_options,
+    field_options,
+    no_stdin_outputs,
+    report_file_options,
+    rule_set,
+    workers_option,
 )
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("data", type=_INPUT)
+@click.argument("data", type=INPUT)
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file (see `preflight rules list`).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
@@ -50,14 +50,14 @@ if TYPE_CHECKING:
               help="Set a rule parameter, e.g. --set exact-dupes.max_fraction=0.01, a smoke "
                    "setting, e.g. --set smoke.steps=50, or a field, e.g. --set "
                    "fields.text=body (repeatable).")
-@_field_options
-@_delimiter
+@field_options
+@delimiter_option
 @click.option("--only", multiple=True, metavar="ID[,ID]",
               help="Run only these rules (ids as in the report; repeatable).")
 @click.option("--skip", multiple=True, metavar="ID[,ID]",
               help="Do not run these rules (as `enabled: false` in a rules file).")
-@_report_files
-@_executor
+@report_file_options
+@executor_options
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: hf:DIR / hf-config:DIR (a transformers folder), "
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
                    "optimizer, lr, schedule, warm-up, clipping, accumulation and precision "
                    "(smoke: keys in the rules win).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
           limit: int | None, strict: bool, show_text: bool, quiet: bool, as_json: bool,
           no_progress: bool, context_window: int | None, tokenizer: str | None,
@@ -89,16 +89,16 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
     from preflight.report.writer import parse_formats
     from preflight.select import parse_ids, select_rules
 
-    _no_stdin_outputs(out=(out, "folder"))
+    no_stdin_outputs(out=(out, "folder"))
     # An hf: folder also tells the gate its tokenizer and embedding size (the vocab check).
     if no_smoke and (checkpoint or training_args
                      or (model_spec and not is_hf_spec(model_spec))):
         raise click.UsageError("--checkpoint, --training-args and a --model other than hf:DIR "
                                "are for the smoke test; drop --no-smoke or them")
-    rules = _rules(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
-                   num_classes=num_classes, eval_path=eval_path, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
-                   fields=fields, quiet=quiet)
+    rules = rule_set(rules_file, preset, context_window=context_window, tokenizer=tokenizer,
+                     num_classes=num_classes, eval_path=eval_path, sets=sets,
+                     model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
+                     fields=fields, quiet=quiet)
     rules = select_rules(rules, only=parse_ids(only, "--only"),
                          skip=parse_ids(skip, "--skip"))
     _gate(data, rules, out, smoke=False if no_smoke else None, limit=limit, strict=strict,
@@ -108,7 +108,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 
 
 @click.command()
-@click.argument("data", type=_INPUT, required=False)
+@click.argument("data", type=INPUT, required=False)
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
@@ -133,14 +133,14 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="e.g. --set smoke.steps=50 --set smoke.lr=0.001 (repeatable).")
-@_field_options
-@_report_files
-@_workers
+@field_options
+@report_file_options
+@workers_option
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Write report.json to stdout as well.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: Path,
           model_spec: str | None, checkpoint: Path | None, training_args: Path | None,
           replay_path: Path | None,
@@ -170,21 +170,21 @@ def smoke(data: Path | None, rules_file: Path | None, preset: str | None, out: P
         from preflight.smoke import replay
 
         result = replay(replay_path, model=model_spec)
-        with _stdout_may_close():
+        with stdout_may_close():
             if as_json:
                 click.echo(result.model_dump_json(indent=2))
             if not quiet:
-                render_smoke(result, _err() if as_json else _stdout())
+                render_smoke(result, err_console() if as_json else out_console())
         sys.exit(1 if result.failed else 0)
     if data is None:
         raise click.UsageError("give DATA, or --replay FILE")
     from preflight.executor.launch import warm_for
 
     warm_for(data, workers, "local", rules=(rules_file, preset, None))
-    _no_stdin_outputs(out=(out, "folder"))
-    rules = _rules(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
-                   model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
-                   fields=fields, quiet=quiet)
+    no_stdin_outputs(out=(out, "folder"))
+    rules = rule_set(rules_file, preset, tokenizer=tokenizer, num_classes=num_classes, sets=sets,
+                     model_spec=model_spec, checkpoint=checkpoint, training_args=training_args,
+                     fields=fields, quiet=quiet)
     _gate(data, rules, out, smoke=True, limit=limit, strict=False, show_text=False,
           quiet=quiet, as_json=as_json, no_progress=no_progress,
           formats=parse_formats(formats), md_max_chars=md_max_chars, workers=workers)
@@ -198,15 +198,15 @@ def _gate(data: Path, rules: RuleSet, out: Path, *, smoke: bool | None, limit: i
     from preflight import run_preflight
     from preflight.report.console import render_console
 
-    show_bar = not (quiet or no_progress) and _err().is_terminal
-    with _progress(show_bar) as update:
+    show_bar = not (quiet or no_progress) and err_console().is_terminal
+    with ProgressBar(show_bar) as update:
         report = run_preflight(data, rules, out, limit=limit, strict=strict,
                                show_text=show_text, progress=update, smoke=smoke,
                                formats=formats, md_max_chars=md_max_chars, executor=executor,
                                address=address, delimiter=delimiter, workers=workers)
-    with _stdout_may_close():  # `| head` must not turn a verdict into another exit code
+    with stdout_may_close():  # `| head` must not turn a verdict into another exit code
         if as_json:
             click.echo(report.model_dump_json(indent=2))
         if not quiet:
-            render_console(report, _err() if as_json else _stdout())
+            render_console(report, err_console() if as_json else out_console())
     sys.exit(0 if report.passed else 1)

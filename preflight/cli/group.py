@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from preflight.cli.console import _err
-from preflight.cli.exits import _plug_closed_streams, _silence_stdout
+from preflight.cli.console import err_console
+from preflight.cli.exits import plug_closed_streams, silence_stdout
 from preflight.cli.fixing import fix
 from preflight.cli.gate import check, smoke
 from preflight.cli.reports import diff, report
@@ -23,18 +23,18 @@ class _Main(click.Group):
     """The command group: a closed standard stream is plugged before any command runs, and
     a reader gone where no command expected it ends the run quietly (exit 141, as SIGPIPE
     would), never with a traceback; Ctrl-C before a command handles it itself (its options
-    parsed, ``_guarded``'s imports) is exit 130 too, not click's "Aborted!" and exit 1."""
+    parsed, ``guarded``'s imports) is exit 130 too, not click's "Aborted!" and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        _plug_closed_streams()
+        plug_closed_streams()
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            _silence_stdout()
-            _err().quiet = True
+            silence_stdout()
+            err_console().quiet = True
             sys.exit(141)
         except KeyboardInterrupt:
-            _err().print("interrupted")
+            err_console().print("interrupted")
             sys.exit(130)
 
 

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from preflight.choices import EXECUTORS, MD_MAX_CHARS
-from preflight.cli.console import _err
+from preflight.cli.console import err_console
 from preflight.errors import ConfigError
 
 if TYPE_CHECKING:
     from preflight.config import RuleSet
 
 
-def _no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
+def no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
     """Refuse ``-`` as an output (option name -> (path, "file" or "folder")): it would
     write a file or folder literally named ``-``; ``-`` is standard input, for DATA only."""
     from preflight.source.stdin import STDIN
@@ -32,27 +32,27 @@ def _no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
 
 # DATA as given: whether it exists and can be read is the reader's to say (exit 3), not
 # click's (whose readable=True check would make an unreadable input a usage error, exit 2).
-_INPUT = click.Path(path_type=Path, readable=False)
+INPUT = click.Path(path_type=Path, readable=False)
 
-_delimiter = click.option(
+delimiter_option = click.option(
     "--delimiter", metavar="CHAR",
     help="CSV delimiter (',' ';' '|' or tab; default: tab for .tsv, else sniffed).")
 
-_md_max_chars = click.option(
+md_max_chars_option = click.option(
     "--md-max-chars", type=click.IntRange(min=200), default=MD_MAX_CHARS,
     show_default=True, help="Cut report.md to this many characters.")
 
 
-def _report_files(fn: Callable[..., Any]) -> Callable[..., Any]:
+def report_file_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--format and --md-max-chars: which report files a run writes, and how long report.md
     may be."""
-    fn = _md_max_chars(fn)
+    fn = md_max_chars_option(fn)
     return click.option(
         "--format", "formats", default="json,html", show_default=True,
         help="Report files to write into --out: json, html, junit, md (comma-separated).")(fn)
 
 
-def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
+def workers_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--workers: the local executor's processes."""
     return click.option(
         "--workers", type=click.IntRange(min=1), metavar="N",
@@ -61,9 +61,9 @@ def _workers(fn: Callable[..., Any]) -> Callable[..., Any]:
              "usable cores run one per core). Any number gives the same findings.")(fn)
 
 
-def _executor(fn: Callable[..., Any]) -> Callable[..., Any]:
+def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--executor, --address and --workers: where the checks run."""
-    fn = _workers(fn)
+    fn = workers_option(fn)
     fn = click.option(
         "--address", metavar="ADDR",
         help="Ray cluster to run on (ray://HOST:10001 or HOST:6379); default RAY_ADDRESS, "
@@ -78,7 +78,7 @@ _FIELD_ROLES = {"text": "the text", "id": "each record's id", "label": "the clas
                 "messages": "a chat ([{role, content}])"}
 
 
-def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--text-field, --id-field, --label-field, --messages-field: name the columns without a
     rules file. The command receives them as one ``fields`` mapping (role -> column)."""
 
@@ -95,12 +95,12 @@ def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _rules(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
-           tokenizer: str | None = None, num_classes: int | None = None,
-           eval_path: Path | None = None, sets: tuple[str, ...] = (),
-           model_spec: str | None = None, checkpoint: Path | None = None,
-           training_args: Path | None = None, fields: dict[str, str | None] | None = None,
-           quiet: bool = False) -> RuleSet:
+def rule_set(rules_file: Path | None, preset: str | None, *, context_window: int | None = None,
+             tokenizer: str | None = None, num_classes: int | None = None,
+             eval_path: Path | None = None, sets: tuple[str, ...] = (),
+             model_spec: str | None = None, checkpoint: Path | None = None,
+             training_args: Path | None = None, fields: dict[str, str | None] | None = None,
+             quiet: bool = False) -> RuleSet:
     """The rules file (or preset; with neither, the rules found in the working directory)
     with the command line's overrides applied."""
     from rich.markup import escape
@@ -112,9 +112,9 @@ def _rules(rules_file: Path | None, preset: str | None, *, context_window: int |
     if found is not None:
         refuse_code(found, model_given=bool(model_spec))
         if not quiet:
-            _err().print(f"rules: {escape(found.where)} (found in the working directory; "
-                         "--rules FILE or --preset NAME to choose others)", style="dim",
-                         highlight=False)
+            err_console().print(f"rules: {escape(found.where)} (found in the working "
+                                "directory; --rules FILE or --preset NAME to choose others)",
+                                style="dim", highlight=False)
     rules = found.rules if found is not None else load_rules(rules_file, preset=preset)
     smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None,
                  "training_args": str(training_args) if training_args else None}

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_
 
 import click
 
-from preflight.cli.console import _console, _stdout
-from preflight.cli.exits import _guarded, _stdout_may_close
-from preflight.cli.options import _INPUT, _field_options, _no_stdin_outputs
+from preflight.cli.console import new_console, out_console
+from preflight.cli.exits import guarded, stdout_may_close
+from preflight.cli.options import INPUT, field_options, no_stdin_outputs
 from preflight.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def rules_list(as_json: bool) -> None:
 
     checks = [_describe(c) for c in registry.all_checks()]
     smoke = _params(SmokeConfig)
-    with _stdout_may_close():  # `rules list | head` is a fine way to read it
+    with stdout_may_close():  # `rules list | head` is a fine way to read it
         _print_checks(checks, smoke, as_json=as_json)
 
 
@@ -48,7 +48,7 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
         click.echo(json.dumps({"rule_keys": list(RULE_KEYS), "checks": checks,
                                "smoke": smoke, "presets": preset_names()}, indent=2))
         return
-    console = _console()
+    console = new_console()
     console.print("Every rule takes: id, check, severity (error|warn|info, default error), "
                   "max_count (default 0 unless max_fraction is set), max_fraction, fix, "
                   "enabled (default true).\n")
@@ -69,7 +69,7 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
 @rules.command("validate")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     from preflight.config import load_rules
@@ -77,31 +77,31 @@ def rules_validate(file: Path, debug: bool) -> None:
 
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)
-    with _stdout_may_close():
+    with stdout_may_close():
         _print_valid(file, ruleset)
 
 
 @rules.command("show")
 @click.argument("name")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def rules_show(name: str, debug: bool) -> None:
     """Print the shipped preset NAME, comments included (a start for your own rules file)."""
     from preflight.config import preset_path
 
     text = preset_path(name).read_text(encoding="utf-8")
-    with _stdout_may_close():
+    with stdout_may_close():
         click.echo(text, nl=not text.endswith("\n"))
 
 
 @click.command()
-@click.argument("data", type=_INPUT)
+@click.argument("data", type=INPUT)
 @click.option("--out", type=click.Path(path_type=Path), default=Path("preflight.yaml"),
               show_default=True, help="The rules file to write.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
-@_field_options
+@field_options
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-@_guarded
+@guarded
 def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
          debug: bool) -> None:
     """Write a commented rules file for DATA from what inference finds in it: the fields,
@@ -111,7 +111,7 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
     from preflight.scaffold import scaffold
     from preflight.source.stdin import STDIN
 
-    _no_stdin_outputs(out=(out, "file"))
+    no_stdin_outputs(out=(out, "file"))
     if str(data) == STDIN:
         raise ConfigError("preflight init needs a file: - (standard input) is for check, "
                           "smoke and fix; save the data to a file and pass its path")
@@ -122,8 +122,8 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
     write_text(out, found.render(str(data)))
     load_rules(out)  # what init writes must validate; a failure here is preflight's bug
     declared = found.fields.model_dump(exclude_none=True)
-    with _stdout_may_close():
-        console = _stdout()
+    with stdout_may_close():
+        console = out_console()
         console.print(f"wrote {out}: fields "
                       f"{', '.join(f'{k}={v!r}' for k, v in declared.items()) or 'none found'}; "
                       f"rules of the {found.preset} preset", markup=False, highlight=False,
@@ -137,7 +137,7 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
 def _print_valid(file: Path, ruleset: RuleSet) -> None:
     from rich.markup import escape
 
-    console = _console(soft_wrap=True)  # a long path stays on its line, for scripts
+    console = new_console(soft_wrap=True)  # a long path stays on its line, for scripts
     console.print(f"[green]valid[/]: {escape(str(file))} ({len(ruleset.rules)} rules)")
     # A transformers folder (hf:, hf-config:) is data: loading it runs none of its code.
     model = ruleset.smoke.model
