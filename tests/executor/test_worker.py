@@ -370,7 +370,7 @@ def test_the_smoke_samples_late_rows_come_from_the_file_the_scan_read(tmp_path: 
 
     path = tmp_path / "a.jsonl"
     path.write_text("".join(f'{{"text": "record {i}"}}\n' for i in range(300)))
-    split = pieces.numbered(*_counted(pieces.plan(open_source(tmp_path), piece_bytes=1_000)))
+    split = pieces.numbered(*_counted(open_source(tmp_path), 1_000))
     fetch = _fetcher(split, None)
     key = (0 << 40) | 250
     assert [r.row for r in fetch({key})] == [250]  # as planned: the record itself
@@ -378,7 +378,3 @@ def test_the_smoke_samples_late_rows_come_from_the_file_the_scan_read(tmp_path: 
         f.write('{"text": "late"}\n')
     with pytest.raises(InputError, match="changed while it was read"):
         fetch({key})
-
-
-def _counted(split: list[pieces.Piece]) -> tuple[list[pieces.Piece], list[pieces.Counted]]:
-    return split, [pieces.count(p) for p in split]
