@@ -13,6 +13,7 @@ import multiprocessing
 import multiprocessing.context
 import os
 import signal
+import stat
 import sys
 import types
 from collections.abc import Iterator
@@ -197,15 +198,28 @@ def may_need_numba(rules_file: Path | None, preset: str | None, eval_path: Path 
         files = [presets_dir() / f"{preset}.yaml"]
     else:
         files = [Path(name) for name in _FOUND_RULES]
-    for path in files:
+    return any(any(check in _regular_head(path) for check in _NUMBA_CHECKS)
+               for path in files)
+
+
+def _regular_head(path: Path) -> bytes:
+    """The first ``_RULES_READ`` bytes of ``path`` when it is a regular file, else nothing.
+    A pipe (``--rules <(envsubst < r.yaml)``, a FIFO) is never opened here: reading it
+    would take the rules the loader reads next, and opening a FIFO with no writer blocks
+    for ever (the loader waits for one a bounded time and says so); a device may never end.
+    Missing, a folder, unreadable: loading the rules will say."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return b""
+        # Not blocking, and looked at again once open: a FIFO put there meanwhile is not read.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return b""
+    with os.fdopen(fd, "rb") as f:
         try:
-            with open(path, "rb") as f:
-                text = f.read(_RULES_READ)
-        except OSError:  # a pipe, a missing file: loading the rules will say
-            continue
-        if any(check in text for check in _NUMBA_CHECKS):
-            return True
-    return False
+            return f.read(_RULES_READ) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            return b""
 
 
 def _at_least(path: Path, size: int) -> bool:

@@ -57,25 +57,34 @@ def indent_past_closers(buf: str, start: int, end: int) -> int | None:
     return line_indent(buf, line + 1)
 
 
+def advance(column: int, blanks: str) -> int:
+    """The column after ``blanks`` from ``column``, a tab to the next multiple of 8: where
+    text shows, so that ``[\t{`` puts its ``{`` right of a nested ``\t\t{`` line's."""
+    for ch in blanks:
+        column = (column // 8 + 1) * 8 if ch == "\t" else column + 1
+    return column
+
+
 def line_indent(buf: str, line: int) -> int:
     """The indentation of the line that starts at ``line``: its blanks before anything
     else."""
     return _BLANKS.match(buf, line).end() - line  # type: ignore[union-attr]
 
 
-def value_end(buf: str, pos: int, eof: bool, indent: int | None
-              ) -> tuple[int, int, tuple[str, str] | None, bool]:
+def value_end(buf: str, pos: int, eof: bool, indent: int | None, *,
+              column: int | None = None) -> tuple[int, int, tuple[str, str] | None, bool]:
     """Where the value starting at ``pos`` ends, its nesting depth, when the structure
     itself is broken (code, detail), and whether it ran away (past where its own opener
     could close: the end of the file, or a closer of the array around it). Raises
-    NeedMore when the buffer ends first."""
+    NeedMore when the buffer ends first. ``indent``, ``column``: as ``resync`` takes
+    them."""
     first = buf[pos]
     if first not in "[{":
         if first == '"':
             m = _STRING_TAIL.match(buf, pos + 1)
             if m:
                 if _out_of_step(buf, pos, m.end()):
-                    return _cut(buf, pos, eof, indent)
+                    return _cut(buf, pos, eof, indent, column)
                 return m.end(), 0, None, False
         else:
             m = _SCALAR_END.search(buf, pos + 1)
@@ -103,7 +112,7 @@ def value_end(buf: str, pos: int, eof: bool, indent: int | None
                 if tail is None:
                     break
                 if _out_of_step(buf, p - 1, tail.end()):
-                    return _cut(buf, pos, eof, indent)
+                    return _cut(buf, pos, eof, indent, column)
             p = tail.end()
         elif ch in "[{":
             stack.append(ch)
@@ -154,7 +163,7 @@ def _out_of_step(buf: str, start: int, end: int) -> bool:
     return line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, k) is not None
 
 
-def _cut(buf: str, pos: int, eof: bool, indent: int | None
+def _cut(buf: str, pos: int, eof: bool, indent: int | None, column: int | None = None
          ) -> tuple[int, int, tuple[str, str] | None, bool]:
     """``value_end``'s answer for the element at ``pos`` (on a line indented ``indent``,
     when known) once its quotes are out of step (its own quote that never
@@ -163,7 +172,7 @@ def _cut(buf: str, pos: int, eof: bool, indent: int | None
     start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``."""
     if indent is None and len(buf) < pos + _RESYNC_WINDOW and not eof:
         raise NeedMore
-    at = resync(buf, pos, len(buf), indent)
+    at = resync(buf, pos, len(buf), indent, column=column)
     if at is not None:
         return at, 0, RUNAWAY, False
     if not eof:
@@ -172,7 +181,7 @@ def _cut(buf: str, pos: int, eof: bool, indent: int | None
 
 
 def resync(buf: str, since: int, stop: int, indent: int | None, *,
-           strict: bool = False) -> int | None:
+           column: int | None = None, strict: bool = False) -> int | None:
     """Where the next element starts in a runaway element's text (``since`` to ``stop``):
     the ``{`` of the first line that begins with ``{``, ``, {`` or ``}, {`` indented no
     deeper than the line the element starts on (``indent``: known when only blanks, the
@@ -181,11 +190,22 @@ def resync(buf: str, since: int, stop: int, indent: int | None, *,
     within ``_RESYNC_WINDOW`` characters (the array's own elements, not objects nested in
     one). None when there is none (a file cut off in its last element).
 
+    ``column``, for the first element when it shares the array's ``[`` line: the column
+    of its own ``{`` (``advance``); a line whose ``{`` shows no further right starts an
+    element too. The elements after such a first one may sit deeper than the ``[`` line,
+    under its ``{`` (``[{...},\n {...}`` as pprint writes, ``[ {`` then ``  },\n  {``):
+    cut only at lines indented like the ``[`` line, it ran on to the file's end with every
+    later element in it. (A nested ``}, {`` line has its ``{`` further right.)
+
     ``strict``, for an element that may well be valid (cut only for its length): None when
-    ``indent`` is not known (any nested object line may be the least indented one)."""
+    ``indent`` is not known (any nested object line may be the least indented one); no
+    ``column``."""
     if indent is not None:
+        column = None if strict else column
         return next((m.end() - 1 for m in _ELEMENT_LINE.finditer(buf, since, stop)
-                     if len(m.group(1)) <= indent), None)
+                     if len(m.group(1)) <= indent
+                     or (column is not None
+                         and advance(0, m.group()[1:-1]) <= column)), None)
     if strict:
         return None
     window = min(stop, since + _RESYNC_WINDOW)

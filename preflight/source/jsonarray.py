@@ -30,6 +30,7 @@ from preflight.source.array_values import (
     SPACE,
     STRING_BODY,
     NeedMore,
+    advance,
     indent_past_closers,
     line_indent,
     resync,
@@ -108,6 +109,10 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
     # "[", closers and a comma stand before it there (``[{``, ``{``, ``, {``, ``}, {``): a
     # runaway element is cut at the next line that starts an element indented no deeper.
     indent = indent if after else None
+    # The column of the first element's "{" while it may share the array's "[" line ("[{",
+    # "[ {"; ``advance``): that element, running away, is also cut at a line whose "{"
+    # shows there or further left (``resync``'s ``column``).
+    column = indent + 1 if after == "[" and indent is not None else None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
     buf, pos, eof = "", 0, False
     read_size = _READ
@@ -124,15 +129,18 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         """Skip whitespace, noting the indentation when it ends a line break (``indent``;
         blanks within a line leave it as it is); ``leading``: these blanks start the
         file's first line. False when the input is exhausted."""
-        nonlocal pos, indent
+        nonlocal pos, indent, column
         while True:
             start = pos
             pos = SPACE.match(buf, pos).end()  # type: ignore[union-attr]
             line = buf.rfind("\n", start, pos)
             if line >= 0:
-                indent, leading = pos - line - 1, True
-            elif leading and indent is not None:  # the same run of blanks, across a fill
-                indent += pos - start
+                indent, leading, column = pos - line - 1, True, None
+            else:
+                if leading and indent is not None:  # the same run of blanks, across a fill
+                    indent += pos - start
+                if column is not None:
+                    column = advance(column, buf[start:pos])
             if pos < len(buf):
                 return True
             if eof:
@@ -144,7 +152,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         if not skip_space(leading=True) or buf[pos] != "[":
             raise ValueError("expected a JSON array")
         pos += 1
-        after = "["
+        after, column = "[", indent + 1
     # ``after``: what came last inside the array — "[" (its opening), "," or a value. A
     # comma where a value belongs, a value where a comma belongs, or a comma before the
     # closing ] is invalid JSON: a malformed unit (rows stay countable), never silence.
@@ -183,8 +191,10 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
                 handback.index, handback.resyncs, handback.indent = index, resyncs, indent
                 return
             continue
+        first_column = column if after == "[" else None
         try:
-            end, depth, problem, runaway = value_end(buf, pos, eof, indent)
+            end, depth, problem, runaway = value_end(buf, pos, eof, indent,
+                                                     column=first_column)
         except NeedMore:
             at = (resync(buf, pos, len(buf), indent, strict=True)
                   if len(buf) - pos >= MAX_OPEN_CHARS else None)
@@ -204,7 +214,7 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         else:
             element = _element(index, text, depth, problem)
             if runaway and not closed and resyncs < MAX_RESYNCS:
-                at = resync(buf, pos, end, indent)
+                at = resync(buf, pos, end, indent, column=first_column)
             if at is not None:  # the element ends where the next one starts: no comma
                 resyncs += 1
                 element = Element(index, buf[pos:at], malformed=Malformed(index, *RUNAWAY))

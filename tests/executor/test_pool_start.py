@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -322,3 +323,37 @@ def test_may_need_numba_reads_the_rules_the_run_will_read(
     (tmp_path / "pyproject.toml").write_text(
         "[tool.preflight]\nrules = [{id = 'o', check = 'overlap'}]\n")
     assert launch.may_need_numba(None, None, None)  # found in the working directory
+
+
+@pytest.mark.skipif(not Path("/dev/fd").is_dir(), reason="needs /dev/fd (as <(cmd) gives)")
+def test_may_need_numba_leaves_a_piped_rules_file_to_the_loader() -> None:
+    """``--rules <(envsubst < r.yaml)``: the guess must not read the pipe, or the loader
+    finds it empty (it read the rules as 'the rules file is empty', exit 2)."""
+    from preflight.config import load_rules
+
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"rules:\n  - {id: n, check: near_duplicate}\n")
+        os.close(write_end)
+        piped = Path(f"/dev/fd/{read_end}")
+        assert not launch.may_need_numba(piped, None, None)  # a pipe is not looked into
+        assert [rule.id for rule in load_rules(piped).rules] == ["n"]
+    finally:
+        os.close(read_end)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_may_need_numba_does_not_wait_for_a_fifo_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO with no writer, named by --rules or found as preflight.yaml: opening it would
+    block for ever (the loader waits a bounded time and says so)."""
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "r.yaml")
+    os.mkfifo(tmp_path / "preflight.yaml")
+    answers: list[bool] = []
+    guess = threading.Thread(target=lambda: answers.extend(
+        [launch.may_need_numba(tmp_path / "r.yaml", None, None),
+         launch.may_need_numba(None, None, None)]), daemon=True)
+    guess.start()
+    guess.join(120)  # a bound against a hang, not a timing assertion
+    assert answers == [False, False]

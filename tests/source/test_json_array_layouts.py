@@ -83,6 +83,15 @@ _LAYOUTS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
     "brace-comma-brace-step-1": lambda rs: "[" + ", ".join(_braces(r, 0, 1) for r in rs) + "]",
     "report": _brief,
     "closers-then-brace": lambda rs: "[" + ", ".join(_lists_on_lines(r) for r in rs) + "]",
+    # The first element shares the "[" line, the others sit under its "{", deeper than the
+    # "[" line (found by review: a runaway first element swallowed every later one).
+    "pprint": lambda rs: "[" + ",\n ".join(json.dumps(r) for r in rs) + "]\n",
+    "bracket-space": lambda rs: "[ " + ",\n  ".join(
+        json.dumps(r, indent=2).replace("\n", "\n  ") for r in rs) + " ]\n",
+    # Jackson's default: "[ {", then "}, {" at the "[" line's indentation, nested ones deeper.
+    "jackson": lambda rs: "[ " + ", ".join(_braces(r) for r in rs) + " ]\n",
+    "comma-first-tabs": lambda rs: "[\t" + "\n,\t".join(json.dumps(r, indent="\t")
+                                                       for r in rs) + "\n]\n",
 }
 # Each breaks element ``at`` right after its id; the first two run away (a quote out of step
 # from there; a brace that never closes), the last is well delimited (its "}" closes it).
@@ -251,7 +260,7 @@ def _fix(src: Path, rules: Path, out: Path) -> tuple[list[dict[str, Any]], list[
 
 @pytest.mark.parametrize("action", ["quarantine", "none"])
 @pytest.mark.parametrize("at", [0, 3])
-@pytest.mark.parametrize("layout", ["report", "brace-comma-brace-nested"])
+@pytest.mark.parametrize("layout", ["report", "brace-comma-brace-nested", "pprint"])
 @pytest.mark.parametrize("bad", [_BREAKS["unclosed-quote"], _BREAKS["unclosed-brace"]],
                          ids=["unclosed-quote", "unclosed-brace"])
 def test_check_and_fix_agree_on_a_runaway_element(tmp_path: Path, layout: str, bad: str,
