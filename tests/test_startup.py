@@ -160,3 +160,43 @@ def test_a_default_run_with_findings_loads_no_pandas(tmp_path: Path) -> None:
     assert "zero_width_space" in found["codes"]["hidden-chars"]
     assert (tmp_path / "out" / "findings.parquet").is_file()
     assert "pandas" not in found["loaded"]
+
+
+@pytest.mark.parametrize("shape", ["json-array", "csv", "parquet", "arrow", "shards",
+                                   "datasets"])
+def test_other_input_formats_with_findings_load_no_pandas(tmp_path: Path, shape: str) -> None:
+    """The same on every other input shape (findings with ids, floats, one past 2**53)."""
+    import polars as pl
+
+    records = [{"id": i, "text": f"record {i} of a corpus with a few words in it",
+                "score": i / 7} for i in range(400)]
+    records[5] = dict(records[4])  # an exact duplicate
+    records[9] = {"id": 9, "text": "zero\u200bwidth", "score": 2.0**60}
+    frame = pl.DataFrame(records)
+    data = tmp_path / "data"
+    if shape == "json-array":
+        data = tmp_path / "d.json"
+        data.write_text(json.dumps(records, indent=1), encoding="utf-8")
+    elif shape == "csv":
+        data = tmp_path / "d.csv"
+        frame.write_csv(data)
+    elif shape == "parquet":
+        data = tmp_path / "d.parquet"
+        frame.write_parquet(data)
+    elif shape == "arrow":
+        data = tmp_path / "d.arrow"
+        frame.write_ipc(data)
+    elif shape == "shards":
+        data.mkdir()
+        for k in range(2):
+            (data / f"part-{k}.jsonl").write_text("".join(
+                json.dumps(r) + "\n" for r in records[k * 200:(k + 1) * 200]), encoding="utf-8")
+    else:
+        import datasets
+
+        datasets.Dataset.from_list(records).save_to_disk(str(data))
+    found = json.loads(_python("-c", NO_PANDAS % (str(data), str(tmp_path / "out")),
+                               cwd=tmp_path).stdout)
+    assert found["codes"]["exact-dupes"] == {"exact_duplicate_of": 1}
+    assert "zero_width_space" in found["codes"]["hidden-chars"]
+    assert "pandas" not in found["loaded"]
