@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from preflight.arrow_values import strings_array, values_array
 from preflight.text import as_text, fold
 
 # Joins a record's text fields into one document; a private-use character, so folding
@@ -284,7 +285,7 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table | None:
     if not columns:  # only empty objects: no columns, but still len(records) rows
         return pa.table({"_": pa.nulls(len(records))}).drop(["_"])
     try:
-        return pa.table({name: _array(values) for name, values in columns.items()})
+        return pa.table({name: values_array(values) for name, values in columns.items()})
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
 
@@ -296,13 +297,12 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
     raw: dict[str, list[Any]] = {}
     for name, values in _columns(records).items():
         try:
-            array: pa.Array | None = _array(values)
+            array: pa.Array | None = values_array(values)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             array = None
         if array is None or type_depth(array.type) > RAW_DEPTH:
             raw[name] = values
-            array = pa.array([v if isinstance(v, str) else None for v in values],
-                             type=pa.string())
+            array = strings_array([v if isinstance(v, str) else None for v in values])
         arrays[name] = array
     frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
     assert isinstance(frame, pl.DataFrame)
@@ -341,36 +341,6 @@ def split_deep(table: pa.Table) -> tuple[pa.Table, dict[str, list[Any]]]:
         table = table.set_column(i, pa.field(name, pa.string()), pa.nulls(len(table),
                                                                           pa.string()))
     return table, raw
-
-
-def _array(values: list[Any]) -> pa.Array:
-    """An Arrow array of the values; booleans mixed with numbers, at the top or nested,
-    are refused (Arrow would quietly turn ``true`` into ``1.0``)."""
-    if _bools_among_numbers(values):
-        raise TypeError("booleans mixed with numbers")
-    return pa.array(values)
-
-
-def _bools_among_numbers(values: list[Any]) -> bool:
-    """True when booleans and numbers meet in one column or one nested position."""
-    kinds: set[type] = set()
-    items: list[Any] = []
-    fields: dict[str, list[Any]] = {}
-    for v in values:
-        if isinstance(v, bool):
-            kinds.add(bool)
-        elif isinstance(v, int | float):
-            kinds.add(float)
-        elif isinstance(v, list):
-            items.extend(v)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                fields.setdefault(k, []).append(x)
-    if len(kinds) == 2:
-        return True
-    return (bool(items) and _bools_among_numbers(items)) or any(
-        _bools_among_numbers(x) for x in fields.values()
-    )
 
 
 def _columns(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

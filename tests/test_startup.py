@@ -200,3 +200,24 @@ def test_other_input_formats_with_findings_load_no_pandas(tmp_path: Path, shape:
     assert found["codes"]["exact-dupes"] == {"exact_duplicate_of": 1}
     assert "zero_width_space" in found["codes"]["hidden-chars"]
     assert "pandas" not in found["loaded"]
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "json-array"])
+def test_a_field_whose_type_changes_loads_no_pandas(tmp_path: Path, shape: str) -> None:
+    """A field written as a string here and a number there (the schema faults the sample
+    corpora plant) is typed from Python values: without pyarrow's pandas import too."""
+    records: list[dict[str, object]] = [
+        {"id": i, "text": f"record {i} of a corpus with a few words in it", "label": i % 3,
+         "meta": {"tags": ["a", "b"], "score": i / 7}} for i in range(300)]
+    records[40]["text"] = 12345  # a number where the text should be
+    records[41]["label"] = "2"  # a string label among integers
+    records[42]["meta"] = "none"  # a string where an object stood
+    data = tmp_path / ("d.jsonl" if shape == "jsonl" else "d.json")
+    if shape == "jsonl":
+        data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    else:
+        data.write_text(json.dumps(records, indent=1), encoding="utf-8")
+    found = json.loads(_python("-c", NO_PANDAS % (str(data), str(tmp_path / "out")),
+                               cwd=tmp_path).stdout)
+    assert found["codes"]["schema"] == {"wrong_type": 1}  # the text field is declared
+    assert "pandas" not in found["loaded"]
