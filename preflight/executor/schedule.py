@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from preflight import cores
 from preflight.config import Rule, RuleSet
-from preflight.cores import available_cores
 from preflight.executor.local import Read, scan_local
 from preflight.executor.pool import default_workers, scan_on_pool, uses_pool
 from preflight.findings import FindingsSink
@@ -25,7 +25,8 @@ def worker_count(workers: int | None, executor: str, src: Source, rule_list: lis
     (``pool.default_workers``)."""
     if workers is None:
         return (default_workers(src, rule_list) if executor == "local" else 1), []
-    if executor == "local" and workers > (usable := available_cores()):
+    # cores.available_cores, looked up when called: a test that sets it reaches the cap
+    if executor == "local" and workers > (usable := cores.available_cores()):
         return usable, [f"workers: {workers} asked, {usable} run: this process may use "
                         f"{usable} core(s) (its affinity and cgroup quota), and a worker "
                         "past them adds memory, not speed"]
