@@ -70,8 +70,8 @@ import numpy as np
 import torch
 
 from preflight.config import RuleSet, load_rules
-from preflight.pipeline import rules_tokenizer
 from preflight.pipeline import run as run_pipeline
+from preflight.resolve import rules_tokenizer
 from preflight.smoke.encode import Collate, Encoder, compact_vocab
 from preflight.smoke.models import build_builtin
 

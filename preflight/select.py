@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from preflight.config import RuleSet, rebuild, to_dict
 from preflight.defaults import INFERRED, candidate_ids
 from preflight.errors import ConfigError
-from preflight.pipeline import IMPLICIT_MALFORMED
+from preflight.resolve import IMPLICIT_MALFORMED
 
 
 def parse_ids(values: Iterable[str], option: str) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from preflight.config import load_rules
 from preflight.errors import ConfigError
 from preflight.hf_folder import folder_of, is_hf_spec, read_facts
-from preflight.pipeline import with_model_folder
+from preflight.resolve import with_model_folder
 
 
 def write(folder: Path, config: object, *files: str) -> Path:

@@ -10,8 +10,8 @@ import pytest
 
 from preflight import run_preflight
 from preflight.config import Rule
-from preflight.pipeline import decide, judge
 from preflight.report.model import RuleResult
+from preflight.verdict import decide, judge
 
 
 def _rule(**kw: Any) -> Rule:

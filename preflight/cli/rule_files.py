@@ -73,7 +73,7 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
 def rules_validate(file: Path, debug: bool) -> None:
     """Validate a rules file: exit 0 when valid, 2 with every mistake listed when not."""
     from preflight.config import load_rules
-    from preflight.pipeline import rules_tokenizer
+    from preflight.resolve import rules_tokenizer
 
     ruleset = load_rules(file)
     rules_tokenizer(ruleset)

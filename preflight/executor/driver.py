@@ -18,7 +18,7 @@ from preflight.source import Source
 if TYPE_CHECKING:
     from preflight.checks.base import Context
     from preflight.config import Fields
-    from preflight.pipeline import Running
+    from preflight.executor.local import Running
     from preflight.sampling import Sampler
     from preflight.tokenizer.counter import TokenCounter
 
@@ -38,9 +38,9 @@ def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
           tokenizer: TokenCounter | None, eval_path: str | None, sampler: Sampler | None,
           limit: int | None = None) -> Started:
     """Infer the fields from the first batch with records (the first ``limit`` records of
-    it: ``pipeline.first_with_records``), start the checks and make their calibrations
+    it: ``local.first_with_records``), start the checks and make their calibrations
     (``scan_plan``) on it, as the local loop does."""
-    from preflight.pipeline import first_with_records, start_checks
+    from preflight.executor.local import first_with_records, start_checks
 
     batches = src.batches()
     try:
@@ -95,7 +95,7 @@ def revisit_plans(running: list[Running]) -> tuple[dict[int, dict[str, Any]],
 def portable(rules: RuleSet) -> RuleSet:
     """The rules with the files they name (tokenizer, eval file) as absolute paths: workers
     may not run in the driver's folder."""
-    from preflight.pipeline import rules_eval_path
+    from preflight.resolve import rules_eval_path
 
     base = Path(rules.path).parent if rules.path else None
     model = rules.model

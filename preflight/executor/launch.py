@@ -173,7 +173,8 @@ def warm_for(data: str | Path | None, workers: int | None, executor: str, *,
     from preflight.cores import available_cores
 
     cores = available_cores()
-    # The run clips --workers to the usable cores (pipeline.run): one left runs no pool.
+    # The run clips --workers to the usable cores (schedule.worker_count): one left runs no
+    # pool.
     if cores < (AUTO_POOL_CORES if workers is None else 2):
         return
     least = POOL_MIN_BYTES if workers is not None else AUTO_POOL_BYTES

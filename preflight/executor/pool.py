@@ -49,8 +49,9 @@ from preflight.source import READERS, Source
 
 if TYPE_CHECKING:
     from preflight.config import Rule, RuleSet
+    from preflight.executor.local import Read
     from preflight.findings import FindingsSink
-    from preflight.pipeline import Progress, Read
+    from preflight.pipeline import Progress
     from preflight.sampling import Sampler
     from preflight.tokenizer.counter import TokenCounter
 
@@ -102,7 +103,7 @@ def scan_on_pool(src: Source, rules: RuleSet, rule_list: list[Rule], *, workers:
                  progress: Progress | None) -> Read:
     """Read and scan ``src`` with ``workers`` processes; leave the driver's checks ready for
     ``finish``, with the local loop's findings."""
-    from preflight.pipeline import Read
+    from preflight.executor.local import Read
 
     # The workers start (spawn, imports) while this process plans and starts the checks.
     with Pool(workers, preload=("numba",) if _minhash(rule_list) else ()) as pool:

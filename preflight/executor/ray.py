@@ -49,7 +49,8 @@ from preflight.source import Source
 
 if TYPE_CHECKING:
     from preflight.batch import Batch
-    from preflight.pipeline import Progress, Read
+    from preflight.executor.local import Read
+    from preflight.pipeline import Progress
     from preflight.tokenizer.counter import TokenCounter
 
 _RESULT = -1  # the ``rule`` of a row holding a batch's Scanned (without its findings)
@@ -96,7 +97,7 @@ def _scan_on_ray(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                  tokenizer: TokenCounter | None, eval_path: str | None, sink: FindingsSink,
                  sampler: Sampler | None, limit: int | None, address: str | None,
                  timings: dict[str, float], progress: Progress | None) -> Read:
-    from preflight.pipeline import Read
+    from preflight.executor.local import Read
 
     if limit is not None:
         raise ConfigError("--limit reads the first N records in order, which only the local "

@@ -51,7 +51,8 @@ class Worker:
                  sample: tuple[int, int] | None = None,
                  plans: dict[int, dict[str, Any]] | None = None, shapes: bool = False
                  ) -> None:
-        from preflight.pipeline import rules_eval_path, rules_for, rules_tokenizer, start_rule
+        from preflight.executor.local import start_rule
+        from preflight.resolve import rules_eval_path, rules_for, rules_tokenizer
 
         self.fields = fields
         self.ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),

@@ -47,8 +47,8 @@ from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.paths import find_beside
-from preflight.pipeline import rules_for, rules_tokenizer
 from preflight.report.model import Report
+from preflight.resolve import rules_for, rules_tokenizer
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]

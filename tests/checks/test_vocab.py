@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 from tokenizers import Tokenizer
 
-from preflight import pipeline, run_preflight
+from preflight import resolve, run_preflight
 from preflight.cli import main
 from preflight.tokenizer import TokenCounter, load_tokenizer
 from tests.tokenizers import (
@@ -308,7 +308,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, path: Path) -> Counter[str]:
         return encode(texts, specials)
 
     counter = dataclasses.replace(real, ids=counted_ids, encode=counted_encode)
-    monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    monkeypatch.setattr(resolve, "load_tokenizer", lambda spec, base=None: counter)
     return seen
 
 
@@ -354,7 +354,7 @@ def building_ids(monkeypatch: pytest.MonkeyPatch, tok: Path) -> list[int]:
         return real.ids(texts, specials)
 
     counter = dataclasses.replace(real, ids=ids)
-    monkeypatch.setattr(pipeline, "load_tokenizer", lambda spec, base=None: counter)
+    monkeypatch.setattr(resolve, "load_tokenizer", lambda spec, base=None: counter)
     return built
 
 

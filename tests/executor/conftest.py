@@ -1,5 +1,5 @@
 """The pool tests run a pool of two on any machine: a process that may use fewer cores
-would otherwise run fewer workers (``pipeline.run`` caps them at the usable cores)."""
+would otherwise run fewer workers (``schedule.worker_count`` caps them at the usable cores)."""
 
 from __future__ import annotations
 

@@ -68,9 +68,9 @@ def test_token_length_encodes_on_the_workers_with_one_processs_findings(
         counter.count_series, counter.ids = spy_count, spy_ids  # type: ignore[method-assign]
         return counter
 
-    import preflight.pipeline as pipeline
+    import preflight.resolve as resolve
 
-    monkeypatch.setattr(pipeline, "load_tokenizer", counted)
+    monkeypatch.setattr(resolve, "load_tokenizer", counted)
     two = run_preflight(path, rules, tmp_path / "two", workers=2, smoke=False)
     assert "pool:scan" in two.timings and two.environment["workers"] == 2
 

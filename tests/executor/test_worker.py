@@ -16,16 +16,11 @@ from preflight.checks.state import empty_like, merge
 from preflight.config import RuleSet
 from preflight.errors import InputError
 from preflight.executor import pieces
+from preflight.executor.local import scan_local, start_checks
 from preflight.executor.worker import Merge, Worker
 from preflight.findings import FindingsSink
-from preflight.pipeline import (
-    _read_local,
-    gate_rules,
-    rules_eval_path,
-    rules_tokenizer,
-    run,
-    start_checks,
-)
+from preflight.pipeline import run
+from preflight.resolve import gate_rules, rules_eval_path, rules_tokenizer
 from preflight.sampling import Sampler
 from preflight.source import open_source
 from tests.executor.cases import (
@@ -130,9 +125,9 @@ def test_smoke_sample_when_batches_hold_only_malformed_lines(tmp_path: Path) -> 
             for batch in (b for p in plan for b in pieces.read(p)):
                 merge_.add(worker.scan(batch))
         else:
-            running = _read_local(src, rules, gate_rules(rules), tokenizer=None,
-                                  eval_path=None, sink=sink, sampler=sampler, limit=None,
-                                  timings={"read": 0.0}, progress=None).running
+            running = scan_local(src, rules, gate_rules(rules), tokenizer=None,
+                                 eval_path=None, sink=sink, sampler=sampler, limit=None,
+                                 timings={"read": 0.0}, progress=None).running
         for r in running:
             sink.add(r.rule, frame=r.check.finish())
         return [(s.file_index, s.row, s.flagged) for s in sampler.finish(src.batches())]
