@@ -3,6 +3,7 @@ from a code fault. torch is imported here and nowhere else in preflight."""
 
 from __future__ import annotations
 
-from preflight.smoke.stage import check_setup, replay, run_smoke
+from preflight.smoke.rerun import replay
+from preflight.smoke.stage import check_setup, run_smoke
 
 __all__ = ["check_setup", "replay", "run_smoke"]

@@ -16,6 +16,7 @@ from preflight.tempfiles import atomic_write
 
 FORMAT = "preflight-smoke-replay"
 VERSION = 1
+WATCH_TASK = "watch"  # a replay written by preflight.watch: its batch goes to step_fn
 
 
 def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dict[str, Any],

@@ -13,8 +13,10 @@ import torch
 
 from preflight.config import Fields, ModelFacts
 from preflight.errors import ConfigError
-from preflight.smoke import hf, replay
+from preflight.smoke import hf, hf_load, hf_memory, replay
 from preflight.smoke.encode import IGNORE, Encoder
+from preflight.smoke.hf_model import HFCollate
+from preflight.smoke.hf_shrink import shrink_config
 from preflight.tokenizer import load_tokenizer
 from tests.smoke import hf_folders
 from tests.smoke.conftest import codes, finding, flat, gate, invoke, sentence, smoke_of, write_jsonl
@@ -152,7 +154,7 @@ def _encoder(folder: Path, task: str, fields: Fields, max_length: int = 32) -> E
 def test_the_collate_pads_with_the_pad_id_and_ignores_padding_in_the_labels(
         folders: dict[str, Path]) -> None:
     encoder = _encoder(folders["gpt2"], "lm", Fields(text="text"))
-    collate = hf.HFCollate(encoder, pad=7, max_length=32)
+    collate = HFCollate(encoder, pad=7, max_length=32)
     inputs, labels = collate([{"text": "a b"}, {"text": "a much longer text of words here"}])
     short = int(inputs["attention_mask"][0].sum())
     assert short < inputs["input_ids"].shape[1]
@@ -164,7 +166,7 @@ def test_the_collate_pads_with_the_pad_id_and_ignores_padding_in_the_labels(
 
 def test_the_collate_truncates_to_max_length(folders: dict[str, Path]) -> None:
     encoder = _encoder(folders["gpt2"], "lm", Fields(text="text"), max_length=8)
-    inputs, labels = hf.HFCollate(encoder, pad=0, max_length=8)([{"text": "word " * 50}])
+    inputs, labels = HFCollate(encoder, pad=0, max_length=8)([{"text": "word " * 50}])
     assert inputs["input_ids"].shape == (1, 8) and labels.shape == (1, 8)
 
 
@@ -172,7 +174,7 @@ def test_the_chat_collate_trains_on_assistant_tokens_only(folders: dict[str, Pat
     encoder = _encoder(folders["gpt2"], "chat", Fields(messages="messages"), max_length=64)
     row = {"messages": [{"role": "user", "content": "hello there"},
                         {"role": "assistant", "content": "general kenobi"}]}
-    inputs, labels = hf.HFCollate(encoder, pad=0, max_length=64)([row])
+    inputs, labels = HFCollate(encoder, pad=0, max_length=64)([row])
     ids, kept = inputs["input_ids"][0].tolist(), labels[0].tolist()
     counted = [i for i, t in enumerate(kept) if t != IGNORE]
     assert counted and all(kept[i] == ids[i] for i in counted)
@@ -200,16 +202,16 @@ def test_a_chat_corpus_passes_on_a_gpt2_folder(tmp_path: Path,
 def test_shrink_keeps_the_class_and_vocabulary_at_two_layers() -> None:
     from transformers import BertConfig, GPT2Config, LlamaConfig
 
-    gpt2 = hf.shrink_config(GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257,
+    gpt2 = shrink_config(GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257,
                                        eos_token_id=50256))
     assert (gpt2.n_layer, gpt2.n_embd, gpt2.vocab_size, gpt2.eos_token_id) == (2, 64, 50257,
                                                                               50256)
     assert gpt2.n_embd % gpt2.n_head == 0
-    bert = hf.shrink_config(BertConfig(num_hidden_layers=12, hidden_size=768,
+    bert = shrink_config(BertConfig(num_hidden_layers=12, hidden_size=768,
                                        num_attention_heads=12, intermediate_size=3072))
     assert (bert.num_hidden_layers, bert.hidden_size, bert.intermediate_size) == (2, 64, 256)
     assert bert.hidden_size % bert.num_attention_heads == 0
-    llama = hf.shrink_config(LlamaConfig(num_hidden_layers=32, hidden_size=4096,
+    llama = shrink_config(LlamaConfig(num_hidden_layers=32, hidden_size=4096,
                                          num_attention_heads=32, num_key_value_heads=8,
                                          intermediate_size=11008, vocab_size=32000))
     assert llama.num_hidden_layers == 2 and llama.vocab_size == 32000
@@ -220,7 +222,7 @@ def test_shrink_keeps_the_class_and_vocabulary_at_two_layers() -> None:
 def test_hf_config_trains_the_shrunk_model_unless_shrink_is_off(
         tmp_path: Path, folders: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[int] = []
-    real = hf._from_config
+    real = hf_load.from_config
 
     def spy(tf: Any, config: Any, task: str, *, spec: str = "") -> Any:
         model = real(tf, config, task, spec=spec)
@@ -229,7 +231,7 @@ def test_hf_config_trains_the_shrunk_model_unless_shrink_is_off(
             assert config.vocab_size == 1000
         return model
 
-    monkeypatch.setattr(hf, "_from_config", spy)
+    monkeypatch.setattr(hf_load, "from_config", spy)
     spec = f"hf-config:{folders['gpt2-big']}"
     smoke = smoke_of(gate(tmp_path, lm_records(30), lm_rules(spec), out="a"))
     assert built == [2]
@@ -286,8 +288,8 @@ def test_an_encoder_only_architecture_cannot_be_a_causal_lm(tmp_path: Path) -> N
 
 def test_a_model_too_big_for_memory_is_refused_before_allocation(
         tmp_path: Path, folders: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hf, "free_memory", lambda device: 2**20)
-    monkeypatch.setattr(hf, "_load", lambda *a, **k: pytest.fail("allocated the model"))
+    monkeypatch.setattr(hf_memory, "free_memory", lambda device: 2**20)
+    monkeypatch.setattr(hf, "load_model", lambda *a, **k: pytest.fail("allocated the model"))
     with pytest.raises(ConfigError, match=r"parameters; training it needs about .* but 1\.0 "
                                           r"MiB is free"):
         gate(tmp_path, lm_records(10), lm_rules(f"hf:{folders['gpt2']}"))
@@ -319,8 +321,8 @@ def test_a_plain_bin_state_dict_loads(tmp_path: Path, folders: dict[str, Path]) 
         (folder / name).write_bytes((folders["gpt2"] / name).read_bytes())
     state = load_file(str(folders["gpt2"] / "model.safetensors"))
     torch.save(state, folder / "pytorch_model.bin")
-    config = hf.load_config(hf.parse(f"hf:{folder}"), task="lm", num_labels=2)
-    model, missing = hf._load(hf.parse(f"hf:{folder}"), config, "lm")
+    config = hf_load.load_config(hf_load.parse(f"hf:{folder}"), task="lm", num_labels=2)
+    model, missing = hf_load.load_model(hf_load.parse(f"hf:{folder}"), config, "lm")
     assert torch.equal(model.state_dict()["transformer.wte.weight"],
                        state["transformer.wte.weight"])
     assert not missing
@@ -332,7 +334,7 @@ def test_loading_is_offline_and_the_environment_restored_after(
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
-    with hf._quiet(hf.transformers_module()):
+    with hf_load._quiet(hf_load.transformers_module()):
         assert os.environ["HF_HUB_OFFLINE"] == os.environ["TRANSFORMERS_OFFLINE"] == "1"
     assert "HF_HUB_OFFLINE" not in os.environ
     assert os.environ["TRANSFORMERS_OFFLINE"] == "0"

@@ -1,0 +1,119 @@
+"""Rerunning a replay file (``preflight smoke --replay FILE``): the minimal batch trained
+again from the saved initial weights and seed, with the model it was written with or one
+the user names."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from preflight.config import SmokeConfig
+from preflight.errors import ConfigError
+from preflight.hf_folder import is_hf_spec
+from preflight.report.model import SmokeFinding, SmokeResult
+from preflight.smoke import hf, hf_load
+from preflight.smoke.device import resolve_device
+from preflight.smoke.loop import Setup, anomaly, train
+from preflight.smoke.models import build_builtin
+from preflight.smoke.replay import WATCH_TASK
+from preflight.smoke.replay import load as load_replay
+from preflight.smoke.replay import weights as replay_weights
+from preflight.smoke.user import call_build, load_build, resolve_spec, user_code
+
+
+def replay(path: str | Path, *, model: str | None = None, device: str = "auto") -> SmokeResult:
+    """Rerun a replay file: the minimal batch from the saved initial weights and seed.
+    The verdict is ``data_fault`` when the failure reproduces, ``pass`` when it does not.
+
+    A replay file names the model it was written with; when that is the user's code, it
+    runs only if the caller names a model too (``model``, the CLI's ``--model``): a replay
+    file from elsewhere must not import code on its own. The model given is the one used
+    (a fixed version of the recorded one, say); a different spec is noted in the result."""
+    data = load_replay(path)
+    recorded = data["model"]
+    if model is None and is_hf_spec(recorded):
+        model = recorded  # a model folder is data: loading it runs no code
+    if model is None and data["task"] == WATCH_TASK and not recorded:
+        raise ConfigError(
+            f"{path} was written by preflight.watch without a model_spec: pass --model "
+            "package.module:build, where build() returns (model, step_fn, None) and step_fn "
+            "is the one given to watch")
+    if model is None and not recorded.startswith("built-in:"):
+        raise ConfigError(
+            f"{path} was written with your model {recorded!r}; rerunning it imports and runs "
+            f"that code, so preflight does so only when you name it: pass --model {recorded} "
+            "to confirm (or the spec of the model to rerun it with)")
+    # The built-in model by its name, else the user's spec (a file path made absolute).
+    builtin = model is None or (model == recorded and recorded.startswith("built-in:"))
+    spec = None if builtin else (
+        hf_load.parse(str(model)).resolved if is_hf_spec(model) else resolve_spec(str(model)))
+    with user_code(spec) if spec else contextlib.nullcontext():
+        return _replay(path, data, spec, device)
+
+
+def _misfit(model: torch.nn.Module, saved: dict[str, Any]) -> str:
+    """How a model's weights differ from a replay's: missing, unexpected, other shapes."""
+    mine = model.state_dict()
+    parts = [(what, names) for what, names in (
+        ("missing", [k for k in mine if k not in saved]),
+        ("unexpected", [k for k in saved if k not in mine]),
+        ("other shape", [f"{k} (saved {tuple(saved[k].shape)}, model {tuple(v.shape)})"
+                         for k, v in mine.items()
+                         if k in saved and tuple(saved[k].shape) != tuple(v.shape)])) if names]
+    return "; ".join(f"{what}: {', '.join(names[:4])}"
+                     + (f" (+{len(names) - 4} more)" if len(names) > 4 else "")
+                     for what, names in parts) or "the weights do not load"
+
+
+def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
+            device: str) -> SmokeResult:
+    started = time.perf_counter()
+    cfg = SmokeConfig(**{**data["config"], "device": device})
+    dev, precision = resolve_device(cfg)
+    task, recorded = data["task"], data["model"]
+    name = spec or recorded
+    if spec is None:
+        model, loss_fn = build_builtin(task, data["spec"])
+    elif is_hf_spec(spec):
+        model, loss_fn = hf.rebuild(spec, task=task, saved=data["spec"], shrink=cfg.shrink,
+                                    device=dev)
+    else:  # a watch replay's build returns (model, step_fn, None)
+        model, loss_fn, _ = call_build(load_build(spec), spec, watch=task == WATCH_TASK)
+    step_fn = loss_fn if task == WATCH_TASK else None
+    initial = replay_weights(data, path)
+    try:
+        if initial:  # else a large model's replay taken without a checkpoint: as built
+            model.load_state_dict(initial)
+    except RuntimeError as e:
+        raise ConfigError(f"--model {name!r} does not fit the weights saved in {path} (written "
+                          f"with {recorded!r}): {_misfit(model, initial)}") from e
+    initial = initial or {k: v.detach().clone() for k, v in model.state_dict().items()}
+    # The saved config is the one the runs used: its warm-up is already in smoke steps.
+    setup = Setup(template=model, initial=initial, loss_fn=loss_fn, cfg=cfg,
+                  device=dev, precision=precision, user=spec is not None,
+                  exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
+                  step_fn=step_fn)
+    batch = (data["inputs"], data["targets"])
+    out = train(setup, [batch], steps=cfg.steps)
+    result = SmokeResult(
+        verdict="data_fault" if out.failed else "pass", task=task, model=name,
+        device=str(dev), precision=precision, seed=cfg.seed, steps=cfg.steps,
+        samples=len(data["rows"]), minimal_rows=list(data["rows"]),
+        minimal_ids=list(data["ids"]), minimal_files=list(data["files"]),
+        first_bad_module=out.first_bad_module, first_bad_param=out.first_bad_param,
+        real=out.run, replay=str(path),
+        reason=(f"reproduced: {out.run.failure}" if out.failed else
+                f"did not reproduce (recorded: {data['failure']})"),
+    )
+    if name != recorded:
+        result.findings.append(SmokeFinding(
+            code="replay_model_differs", severity="warn",
+            detail=f"the replay was written with {recorded!r}; this rerun uses {name!r}"))
+    if out.failed:
+        result.anomaly = anomaly(setup, batch)
+    result.timings = {"total": round(time.perf_counter() - started, 4)}
+    return result
