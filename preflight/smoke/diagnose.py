@@ -16,7 +16,7 @@ from preflight.sampling import SampleRow
 from preflight.smoke import hf_load
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import FP16_MAX, Outcome, Setup, anomaly, per_row_losses
-from preflight.smoke.replay import save as save_replay
+from preflight.smoke.replay_file import save as save_replay
 from preflight.smoke.runs import Runs
 from preflight.smoke.spy import FP16_TINY
 from preflight.smoke.user import resolve_spec

@@ -19,9 +19,9 @@ from preflight.smoke import hf, hf_load
 from preflight.smoke.device import resolve_device
 from preflight.smoke.loop import Setup, anomaly, train
 from preflight.smoke.models import build_builtin
-from preflight.smoke.replay import WATCH_TASK
-from preflight.smoke.replay import load as load_replay
-from preflight.smoke.replay import weights as replay_weights
+from preflight.smoke.replay_file import WATCH_TASK
+from preflight.smoke.replay_file import load as load_replay
+from preflight.smoke.replay_file import weights as replay_weights
 from preflight.smoke.user import call_build, load_build, resolve_spec, user_code
 
 

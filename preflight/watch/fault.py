@@ -31,8 +31,8 @@ from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import Setup, anomaly, nonfinite_paths, per_row_losses, train
-from preflight.smoke.replay import WATCH_TASK
-from preflight.smoke.replay import save as save_replay
+from preflight.smoke.replay_file import WATCH_TASK
+from preflight.smoke.replay_file import save as save_replay
 from preflight.smoke.spy import bad_param, named, rows_of
 from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write

@@ -402,7 +402,7 @@ def test_an_interrupted_replay_save_leaves_no_temporary(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from preflight.smoke.replay import save
+    from preflight.smoke.replay_file import save
 
     def interrupted(obj: object, f: object) -> None:
         Path(str(f)).write_bytes(b"half")
