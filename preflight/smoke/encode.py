@@ -242,7 +242,7 @@ class Collate:
                 xs, ys = [], []
                 for e in enc:
                     x, y = self._map(e.ids or []), self._targets(e)
-                    s = _window(y, n)
+                    s = target_window(y, n)
                     xs.append(x[s : s + n])
                     ys.append(y[s : s + n][: len(xs[-1])])  # token lists of unequal length
             else:
@@ -301,7 +301,7 @@ def _offset(ids: list[int], core: list[int]) -> int:
     return 0
 
 
-def _window(targets: list[int], n: int) -> int:
+def target_window(targets: list[int], n: int) -> int:
     """Where a row's ``n``-token window starts: 0, unless every target there is ignored
     and a later one is not (a long prompt before the answer): then around that one."""
     if any(t != IGNORE for t in targets[:n]):

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from preflight.smoke.encode import IGNORE, NOT_A_CLASS, Encoded, Encoder, _window
+from preflight.smoke.encode import IGNORE, NOT_A_CLASS, Encoded, Encoder, target_window
 from preflight.smoke.models import classification_loss, lm_loss, regression_loss
 
 
@@ -75,7 +75,7 @@ class HFCollate:
             ids = e.ids or []
             if causal:
                 labels = self._labels(e)
-                start = _window([*labels[1:], IGNORE], n)  # where a label is, past a long prompt
+                start = target_window([*labels[1:], IGNORE], n)  # where a label is, past a long prompt
                 xs.append(ids[start : start + n])
                 ys.append(labels[start : start + n])
             else:
