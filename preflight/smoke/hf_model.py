@@ -75,7 +75,8 @@ class HFCollate:
             ids = e.ids or []
             if causal:
                 labels = self._labels(e)
-                start = target_window([*labels[1:], IGNORE], n)  # where a label is, past a long prompt
+                # Where a label is, past a long prompt.
+                start = target_window([*labels[1:], IGNORE], n)
                 xs.append(ids[start : start + n])
                 ys.append(labels[start : start + n])
             else:
