@@ -1,5 +1,5 @@
 """Python values (as ``json.loads`` gives them) as Arrow arrays, typed as ``pa.array`` types
-them, built from numpy buffers.
+them, built from numpy buffers (and polars, for strings).
 
 ``pa.array`` first asks pyarrow's pandas shim whether the values are a pandas object, which
 imports pandas (0.3-0.5 s, ~600 modules) in each process on its first call. The reader types
@@ -16,6 +16,9 @@ of (integers past 2**53 beside floats, strings over 2 GB, other Python types) go
 
 from __future__ import annotations
 
+import operator
+from itertools import chain, repeat
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -24,7 +27,9 @@ import pyarrow as pa
 _INT64 = (-(2**63), 2**63 - 1)
 _EXACT = 2**53  # beside a float, an integer further from 0 may not be a double exactly
 _STRING_BYTES = 2**31 - 1  # past this pa.array makes a chunked array
-_KINDS = (bool, int, float, str, list, dict)  # bool first: a bool is an int too
+_KINDS = {bool, int, float, str, list, dict}  # exactly: what json.loads gives
+_NONE = type(None)
+_EMPTY: dict[str, Any] = {}
 
 
 class _Unsure(Exception):
@@ -49,93 +54,94 @@ def strings_array(values: list[str | None]) -> pa.Array:
     """A string array of the values (None is null), as ``pa.array(values, pa.string())``."""
     if all(v is None for v in values):
         return pa.nulls(len(values), pa.string())
-    return _strings(values, _validity(values))
+    return _strings(values)
 
 
 def _array(values: list[Any]) -> pa.Array:
-    kinds = {_kind(v) for v in values if v is not None}
-    validity = _validity(values)
+    kinds = set(map(type, values))
+    nulls = _NONE in kinds
+    kinds.discard(_NONE)
     if not kinds:
         return pa.nulls(len(values))
+    if not kinds <= _KINDS:  # not what json.loads gives
+        raise _Unsure
     if kinds <= {int, float}:
-        return _numbers(values, validity, float in kinds)
+        return _numbers(values, nulls, float in kinds)
     if len(kinds) > 1:
         raise TypeError(f"values of {len(kinds)} JSON types share no Arrow type")
     kind = kinds.pop()
     if kind is bool:
-        return _bools(values, validity)
+        return _bools(values, nulls)
     if kind is str:
-        return _strings(values, validity)
+        return _strings(values)
     if kind is list:
-        return _lists(values, validity)
-    return _structs(values, validity)
+        return _lists(values, nulls)
+    return _structs(values, nulls)
 
 
-def _kind(value: Any) -> type:
-    for kind in _KINDS:
-        if isinstance(value, kind):
-            return kind
-    raise _Unsure
-
-
-def _validity(values: list[Any]) -> pa.Buffer | None:
-    valid = np.fromiter((v is not None for v in values), bool, len(values))
-    if valid.all():
+def _validity(values: list[Any], nulls: bool) -> pa.Buffer | None:
+    if not nulls:
         return None
+    valid = np.fromiter(map(operator.is_not, values, repeat(None)), bool, len(values))
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
-def _numbers(values: list[Any], validity: pa.Buffer | None, floats: bool) -> pa.Array:
-    if floats:
-        if any(type(v) is int and not -_EXACT <= v <= _EXACT for v in values):
-            raise _Unsure
-        data = np.fromiter((0.0 if v is None else v for v in values), np.float64, len(values))
-        return pa.Array.from_buffers(pa.float64(), len(values), [validity, pa.py_buffer(data)])
-    low, high = _INT64
-    if any(v is not None and not low <= v <= high for v in values):
-        raise OverflowError("Python int too large to convert to C long")
-    data = np.fromiter((0 if v is None else v for v in values), np.int64, len(values))
-    return pa.Array.from_buffers(pa.int64(), len(values), [validity, pa.py_buffer(data)])
+def _numbers(values: list[Any], nulls: bool, floats: bool) -> pa.Array:
+    present = [v for v in values if v is not None] if nulls else values
+    if floats and any(type(v) is int and not -_EXACT <= v <= _EXACT for v in present):
+        raise _Unsure
+    dtype = np.float64 if floats else np.int64
+    filled = [0 if v is None else v for v in values] if nulls else values
+    data = np.array(filled, dtype=dtype)  # an int past int64: OverflowError, as pa.array
+    arrow_type = pa.float64() if floats else pa.int64()
+    return pa.Array.from_buffers(arrow_type, len(values),
+                                 [_validity(values, nulls), pa.py_buffer(data)])
 
 
-def _bools(values: list[Any], validity: pa.Buffer | None) -> pa.Array:
-    data = np.fromiter((v is True for v in values), bool, len(values))
-    return pa.Array.from_buffers(pa.bool_(), len(values),
-                                 [validity, pa.py_buffer(np.packbits(data, bitorder="little"))])
+def _bools(values: list[Any], nulls: bool) -> pa.Array:
+    data = np.fromiter(map(operator.is_, values, repeat(True)), bool, len(values))
+    return pa.Array.from_buffers(pa.bool_(), len(values), [
+        _validity(values, nulls), pa.py_buffer(np.packbits(data, bitorder="little"))])
 
 
-def _strings(values: list[Any], validity: pa.Buffer | None) -> pa.Array:
-    encoded = [b"" if v is None else v.encode("utf-8") for v in values]  # surrogates: raise
+def _strings(values: list[Any]) -> pa.Array:
+    """Built by polars (natively, as pa.array does) and cast to Arrow's 32-bit offsets. A
+    lone surrogate raises ``UnicodeEncodeError``, as in pa.array."""
+    import polars as pl
+
+    array = pl.Series(values, dtype=pl.String).to_arrow(compat_level=pl.CompatLevel.oldest())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if len(array) and array.buffers()[1] is not None and _offset_end(array) > _STRING_BYTES:
+        raise _Unsure
+    return array.cast(pa.string())
+
+
+def _offset_end(array: pa.Array) -> int:
+    return int(np.frombuffer(array.buffers()[1], np.int64, len(array) + 1, array.offset * 8)[-1])
+
+
+def _lists(values: list[Any], nulls: bool) -> pa.Array:
+    rows = [() if v is None else v for v in values] if nulls else values
     offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(values)), out=offsets[1:])
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(values)), out=offsets[1:])
     if offsets[-1] > _STRING_BYTES:
         raise _Unsure
-    return pa.Array.from_buffers(pa.string(), len(values), [
-        validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))])
-
-
-def _lists(values: list[Any], validity: pa.Buffer | None) -> pa.Array:
-    lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int64, len(values))
-    offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if offsets[-1] > _STRING_BYTES:
-        raise _Unsure
-    child = _array([item for v in values if v is not None for item in v])
+    child = _array(list(chain.from_iterable(rows)))
     return pa.Array.from_buffers(pa.list_(child.type), len(values),
-                                 [validity, pa.py_buffer(offsets.astype(np.int32))],
+                                 [_validity(values, nulls), pa.py_buffer(offsets.astype(np.int32))],
                                  children=[child])
 
 
-def _structs(values: list[Any], validity: pa.Buffer | None) -> pa.Array:
-    names: dict[str, None] = {}
-    for v in values:
-        if v is not None:
-            names.update(dict.fromkeys(v))
+def _structs(values: list[Any], nulls: bool) -> pa.Array:
+    rows = [_EMPTY if v is None else v for v in values] if nulls else values
+    names = dict.fromkeys(chain.from_iterable(rows))
     if not all(type(name) is str for name in names):
         raise _Unsure
-    children = [_array([None if v is None else v.get(name) for v in values]) for name in names]
+    children = [_array(list(map(methodcaller("get", name), rows))) for name in names]
     fields = [pa.field(name, child.type) for name, child in zip(names, children, strict=True)]
-    return pa.Array.from_buffers(pa.struct(fields), len(values), [validity], children=children)
+    return pa.Array.from_buffers(pa.struct(fields), len(values), [_validity(values, nulls)],
+                                 children=children)
 
 
 def _bools_among_numbers(values: list[Any]) -> bool:
