@@ -45,7 +45,7 @@ def _typed(values: list[Any]) -> tuple[str, Any]:
     except _REFUSALS:
         return ("refused", None)
     array.validate(full=True)
-    return ("array", (array.type, _comparable(array.to_pylist())))
+    return ("array", (array.type, _comparable(array.to_pylist()), _layout(array)))
 
 
 def _expected(values: list[Any]) -> tuple[str, Any]:
@@ -55,7 +55,13 @@ def _expected(values: list[Any]) -> tuple[str, Any]:
         array = pa.array(values)
     except _REFUSALS:
         return ("refused", None)
-    return ("array", (array.type, _comparable(array.to_pylist())))
+    return ("array", (array.type, _comparable(array.to_pylist()), _layout(array)))
+
+
+def _layout(array: pa.Array) -> list[bytes | None]:
+    """Every buffer of the array and its children (what `fix --format arrow` writes), so
+    the validity of a field under a null struct too (pa.array makes it a valid empty value)."""
+    return [None if b is None else b.to_pybytes() for b in array.buffers()]
 
 
 def _bools_meet_numbers(values: list[Any]) -> bool:
@@ -97,9 +103,25 @@ def test_flat_and_one_level_values_as_pa_array(values: list[Any]) -> None:
     [{"a": 1}, {"b": "x"}], [{"a": 1}, {"a": "x"}], [{}], [{}, None], [[], None],
     [[], [[]]], [[[]], [1]], [True, 1], [1, True], [[1], [True]], ["a", "\ud800"],
     [None], [], [{"a": {}}, {"a": {"b": 1}}], [None, {"a": [None, {"b": 2.5}]}],
+    [None, {"a": 1}], [{"a": {"b": "x"}}, {"a": None}, None], [[None, {"a": [1], "b": {}}]],
 ])
 def test_known_edges(values: list[Any]) -> None:
     assert _typed(values) == _expected(values)
+
+
+def _nested(leaf: Any, depth: int, kind: str) -> Any:
+    for level in range(depth):
+        leaf = [leaf] if kind == "list" or (kind == "mixed" and level % 2) else {"k": leaf}
+    return leaf
+
+
+@pytest.mark.parametrize("kind", ["list", "struct", "mixed"])
+def test_values_as_deep_as_the_reader_takes(kind: str) -> None:
+    """200 levels (the reader's MAX_DEPTH), with an int beside a float and a null at the
+    bottom: typed as pa.array types them (a RecursionError would go to pa.array)."""
+    values = [_nested(1, 200, kind), None, _nested(2.5, 200, kind), _nested(None, 200, kind)]
+    assert _typed(values) == _expected(values)
+    assert _typed([_nested(True, 200, kind), _nested(1, 200, kind)]) == ("refused", None)
 
 
 def test_strings_array_matches_a_typed_pa_array() -> None:
@@ -107,6 +129,17 @@ def test_strings_array_matches_a_typed_pa_array() -> None:
         got = strings_array(values)
         assert got.type == pa.string()
         assert got.equals(pa.array(values, pa.string()))
+
+
+def test_strings_past_2gb_go_to_pa_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strings over the 32-bit offsets' 2 GB (made small here) are left to ``pa.array``,
+    which chunks them, for both builders: a raw column that large was an internal error."""
+    from preflight import arrow_values
+
+    monkeypatch.setattr(arrow_values, "_STRING_BYTES", 10)
+    values = ["a" * 8, None, "b" * 8]
+    assert strings_array(values).to_pylist() == values
+    assert values_array(values).to_pylist() == values
 
 
 def test_no_pandas_import(tmp_path: Any) -> None:
