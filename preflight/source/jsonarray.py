@@ -36,7 +36,8 @@ from preflight.source.array_values import (
     resync,
     value_end,
 )
-from preflight.source.jsonl import MAX_DEPTH, TOO_DEEP, parse_block, parse_line, read_jsonl
+from preflight.source.json_line import MAX_DEPTH, TOO_DEEP, parse_line
+from preflight.source.jsonl import parse_block, read_jsonl
 from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 ARRAY_BATCH = 20_000
