@@ -9,8 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
+from preflight.batch import Batch
 from preflight.checks.base import findings
+from preflight.json_types import JSON_TYPE_NOUNS, json_type
 
 # Float token values are clipped into Int64 before the range test (1e30 stays out of range).
 CLIP = 2**62

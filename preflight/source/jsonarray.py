@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
+from preflight.batch import Batch, Malformed
+from preflight.record_batches import records_to_batch, replace_lone_surrogates
 from preflight.source import array_scan
 from preflight.source.array_values import (
     RUNAWAY,

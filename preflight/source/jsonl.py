@@ -28,14 +28,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from preflight.batch import (
-    Batch,
-    Malformed,
-    records_table,
-    records_to_batch,
-    replace_lone_surrogates,
-)
+from preflight.batch import Batch, Malformed
 from preflight.cores import available_cores
+from preflight.record_batches import records_table, records_to_batch, replace_lone_surrogates
 from preflight.source.arrow import table_to_batch
 from preflight.source.json_line import parse_line
 from preflight.source.jsonl_arrow import Fallback, line_ends, read_lines

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from preflight.batch import child_types, type_depth
+from preflight.record_batches import child_types, type_depth
 from preflight.source.json_line import MAX_DEPTH
 
 # Lines whose brackets may nest this deep are parsed one by one, never by Arrow, whose

@@ -179,7 +179,7 @@ def test_a_column_nested_past_raw_depth_is_kept_as_python_values(piece_bytes: in
 def test_a_deep_parquet_column_is_kept_as_python_values(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from preflight.batch import RAW_DEPTH
+    from preflight.record_batches import RAW_DEPTH
     from preflight.source import open_source
 
     values = [_nested(RAW_DEPTH + 1) if k % 7 == 0 else None for k in range(50)]

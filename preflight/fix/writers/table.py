@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from preflight.batch import records_table
 from preflight.errors import ConfigError
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
+from preflight.record_batches import records_table
 
 _CHUNK = 65_536
 
