@@ -1,8 +1,9 @@
 """One JSON line parsed on its own: a record, or why it is not one.
 
-The line-by-line path of the JSON Lines reader, the JSON-array reader (for an element Arrow
-refuses) and ``fix`` all judge a line here, so the same text gets the same verdict
-(``invalid_json``, ``invalid_utf8``, ``not_an_object``, ``too_deep``) wherever it is read.
+The line-by-line path of the JSON Lines reader, the JSON-array reader (each element read
+one by one) and ``fix`` all judge a record's text here, so the same text gets the same
+verdict (``invalid_json``, ``invalid_utf8``, ``not_an_object``, ``too_deep``) wherever it
+is read.
 Python's ``NaN`` and ``Infinity`` literals and lone surrogate escapes are accepted.
 """
 
