@@ -124,7 +124,7 @@ def run_preflight(
     the findings, report and smoke sample of ``workers=1``.
     """
     from preflight.config import RuleSet, load_rules
-    from preflight.source.csv import check_delimiter
+    from preflight.source.csv_dialect import check_delimiter
     from preflight.source.stdin import is_stdin, spooled_stdin
 
     if executor not in EXECUTORS:

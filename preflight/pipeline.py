@@ -42,7 +42,7 @@ from preflight.resolve import (
 )
 from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
-from preflight.source.csv import describe_dialects
+from preflight.source.csv_dialect import describe_dialects
 from preflight.source.stdin import csv_note, is_stdin
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter

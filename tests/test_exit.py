@@ -170,13 +170,13 @@ def test_ctrl_c_as_the_command_starts_is_exit_130(tmp_path: Path, module: str) -
 # The same, with every write of the outputs failing as a full disk does.
 _FULL_DISK = _WATCHED.replace("watched = TornDown()", """watched = TornDown()
 import errno
-import preflight.fix.writers as writers
+import preflight.fix.writers.text as text_writers
 import pyarrow.parquet as pq
 
 def full(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
-writers.JsonlWriter.keep = writers.JsonlWriter.change = full
+text_writers.JsonlWriter.keep = text_writers.JsonlWriter.change = full
 pq.ParquetWriter.write_table = full""")
 
 

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 
 from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
-from preflight.fix.writers import JsonlWriter
+from preflight.fix.writers.text import JsonlWriter
 from preflight.text import is_invisible
 from tests.tokenizers import build_bpe, made_up_text
 

@@ -26,7 +26,7 @@ from click.testing import CliRunner, Result
 
 from preflight import FixOptions, run_preflight
 from preflight.cli import main
-from preflight.fix.writers import JsonlWriter
+from preflight.fix.writers.text import JsonlWriter
 
 RULES = {"fields": {"text": "text", "id": "id"},
          "rules": [{"id": "malformed", "check": "malformed"},

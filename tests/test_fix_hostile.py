@@ -68,7 +68,7 @@ def test_a_full_disk_while_writing_parquet_is_exit_3(tmp_path: Path,
                 raise OSError(errno.ENOSPC, "No space left on device")
             raise pa.ArrowInvalid("Operation on closed file")
 
-    monkeypatch.setattr("preflight.fix.writers.pq", SimpleNamespace(ParquetWriter=Full))
+    monkeypatch.setattr("preflight.fix.writers.table.pq", SimpleNamespace(ParquetWriter=Full))
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["fix", str(src), "--out", str(out / "clean.parquet"),
                                        "--quarantine", str(out / "q.jsonl"), "--rules",

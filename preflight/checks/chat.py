@@ -36,9 +36,10 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch, dtype_kind, json_type, positions, repeated
+from preflight.batch import Batch, positions, repeated
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
+from preflight.json_types import JSON_TYPE_NOUNS, dtype_kind, json_type
 
 # Which kind of turn may follow which (None: the first turn of the sequence); "tool" stands
 # for every allowed role besides system, user and assistant.

@@ -30,25 +30,28 @@ from typing import Any
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
-from preflight.batch import Batch, positions
+from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, corpus_findings, findings
+from preflight.checks.class_labels import (
+    SHOWN_CLASSES,
+    Classes,
+    declared_classes,
+    dense_top,
+    label_detail,
+    label_values,
+    show_key,
+    strays,
+)
 from preflight.checks.registry import register
 from preflight.checks.token_lists import (
     CLIP,
-    NOUN,
-    clip_int,
+    all_ignored,
     int_lists,
     length_mismatch,
     out_of_range,
-    show_value,
 )
 
-_SHOWN_CLASSES = 10
-_NON_FINITE = {"nan", "inf", "infinity"}
 _LISTED_ABSENT = 100
-# A class holding at least this share of the valid labels (and 2 of them) is part of the
-# dense block a stray label sits past (``_strays``).
-_DENSE = 0.01
 
 
 class LabelRangeParams(Params):
@@ -96,13 +99,13 @@ class LabelRange(Check):
 
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
         super().__init__(params, ctx)
-        self._classes = _declared_classes(ctx) if ctx.fields.label else None
+        self._classes = declared_classes(ctx) if ctx.fields.label else None
         # No classes declared but asked to infer them: any non-negative integer is a
         # class; the range the data shows is reported, not judged.
         self._inferred = (ctx.fields.label is not None and self._classes is None
                           and params.infer_classes)
         if self._inferred:
-            self._classes = _Classes(CLIP, None, inferred=True)
+            self._classes = Classes(CLIP, None, inferred=True)
         self._counts: Counter[str] = Counter()
         # where each valid class was first seen, (file_index, row): a stray label's record
         self._first: dict[str, tuple[int, int]] = {}
@@ -162,7 +165,7 @@ class LabelRange(Check):
             bound = self.ctx.model.vocab_size or self.ctx.model.num_classes
             parts.append(out_of_range(labels, f.token_labels, bound, self.params.ignore_index,
                                        "token_label_out_of_range"))
-            parts.append(self._all_ignored(labels, f.token_labels))
+            parts.append(all_ignored(labels, f.token_labels, self.params.ignore_index))
         if f.input_ids:
             ids, problems = int_lists(batch, f.input_ids, "token_ids_wrong_type")
             parts.append(problems)
@@ -173,12 +176,12 @@ class LabelRange(Check):
         parts = [p for p in parts if p.height]
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
 
-    def _scan_label(self, batch: Batch, name: str, classes: _Classes) -> list[pl.DataFrame]:
+    def _scan_label(self, batch: Batch, name: str, classes: Classes) -> list[pl.DataFrame]:
         # CSV writes every value as text: there "2" is the number 2 where integers are
         # declared, and an empty cell is a missing label.
         textual = getattr(batch, "textual", False)
-        values = _label_values(batch, name, textual=textual,
-                               numbers=textual and "integer" in classes.kinds)
+        values = label_values(batch, name, textual=textual,
+                              numbers=textual and "integer" in classes.kinds)
         kind, as_int, as_str = pl.col("kind"), pl.col("int"), pl.col("str")
         ints = pl.Series(classes.ints or [], dtype=pl.Int64)
         strs = pl.Series(classes.strs, dtype=pl.String)
@@ -207,25 +210,10 @@ class LabelRange(Check):
             return []
         # Details for flagged records only: a few words each, formatted in Python.
         details = [
-            _label_detail(name, c, k, shown, classes)
+            label_detail(name, c, k, shown, classes)
             for c, k, shown in bad.select("code", "kind", "shown").iter_rows()
         ]
         return [findings({"i": bad.get_column("i")}, bad.get_column("code"), details)]
-
-    def _all_ignored(self, labels: pl.Series, name: str) -> pl.DataFrame:
-        ignore = self.params.ignore_index
-        frame = pl.DataFrame({"labels": labels}).with_row_index("i").filter(
-            pl.col("labels").is_not_null()
-            & ~pl.col("labels").list.eval(pl.element() != ignore).list.any()
-        )
-        n = frame.get_column("labels").list.len()
-        detail = pl.select(
-            pl.when(n == 0)
-            .then(pl.lit(f"{name}: empty, no token to learn from (its mean loss is NaN)"))
-            .otherwise(pl.format(f"{name}: all {{}} labels are the ignore index {ignore} "
-                                 "(its mean loss is NaN)", n))
-        ).to_series()
-        return findings({"i": frame.get_column("i")}, "all_labels_ignored", detail)
 
     def finish(self) -> pl.DataFrame | None:
         if self._classes is None:
@@ -234,7 +222,7 @@ class LabelRange(Check):
         if self._inferred:  # the classes are what the data holds
             top = max((int(k) for k in self._counts), default=-1)
             self._classes.keys = [str(k) for k in range(top + 1)]
-            self._strays = _strays({int(k): n for k, n in self._counts.items()}, total)
+            self._strays = strays({int(k): n for k, n in self._counts.items()}, total)
         keys = self._classes.keys
         self._absent = [k for k in keys if not self._counts.get(k)]
         share = self.params.max_class_share
@@ -244,11 +232,11 @@ class LabelRange(Check):
         ]
         details: list[tuple[str, str]] = []
         if self.params.absent_classes and not self._inferred:
-            details += [("class_absent", f"class {_show_key(k, self._classes)} never occurs "
+            details += [("class_absent", f"class {show_key(k, self._classes)} never occurs "
                                          f"({total} valid labels)") for k in self._absent]
         details += [
             ("class_dominant",
-             f"class {_show_key(k, self._classes)} has {self._counts[k]} of {total} valid "
+             f"class {show_key(k, self._classes)} has {self._counts[k]} of {total} valid "
              f"labels ({self._counts[k] / total:.1%}), more than max_class_share {share}")
             for k in self._dominant
         ]
@@ -260,7 +248,7 @@ class LabelRange(Check):
     def _stray_findings(self, total: int) -> pl.DataFrame | None:
         if not self._strays:
             return None
-        dense = _dense_top({int(k): n for k, n in self._counts.items()}, total)
+        dense = dense_top({int(k): n for k, n in self._counts.items()}, total)
         where = [self._first[str(k)] for k in self._strays]
         name = self.ctx.fields.label
         details = [f"{name}: {k} occurs once, past the classes 0..{dense} that hold the labels "
@@ -293,147 +281,9 @@ class LabelRange(Check):
         top = len(self._classes.keys) - 1
         absent = [k for k in self._classes.keys if not self._counts.get(k)]
         if absent:
-            listed = ", ".join(absent[:_SHOWN_CLASSES]) + (" …" if len(absent) > _SHOWN_CLASSES
+            listed = ", ".join(absent[:SHOWN_CLASSES]) + (" …" if len(absent) > SHOWN_CLASSES
                                                             else "")
             return [f"classes inferred as 0..{top} from the data; {listed} never occur — a "
                     "stray label? set --num-classes to check against the model"]
         return [f"classes inferred as 0..{top} from the data; set --num-classes to check "
                 "against the model"]
-
-
-def _dense_top(counts: dict[int, int], total: int) -> int:
-    """The largest class holding at least 2 labels and at least ``_DENSE`` of them (-1
-    when none does): the top of the block of classes the data is labelled with."""
-    return max((k for k, n in counts.items() if n >= 2 and n >= _DENSE * total), default=-1)
-
-
-def _strays(counts: dict[int, int], total: int) -> list[str]:
-    """Inferred classes that look like stray labels, not classes: a class ``k`` holding a
-    single label, more than 1 past the dense block's top ``m`` (``_dense_top``), with at most
-    half of the classes ``m+1..k-1`` occurring. When every class 0..K occurs (a healthy
-    set, however long its tail), the classes between always occur, so this never fires."""
-    m = _dense_top(counts, total)
-    if m < 0:
-        return []
-    above = sorted(c for c in counts if c > m)  # the classes past the block, in order
-    return [str(k) for occurring, k in enumerate(above)
-            if counts[k] == 1 and k > m + 1 and occurring * 2 <= k - m - 1]
-
-
-class _Classes:
-    """The declared classes: their kinds, the allowed values and their summary keys."""
-
-    def __init__(self, num_classes: int | None, labels: list[str | int] | None, *,
-                 inferred: bool = False) -> None:
-        self.num_classes = num_classes or 0
-        self.inferred = inferred
-        self.ints: list[int] | None = None
-        self.strs: list[str] = []
-        if labels is not None:
-            self.ints = [v for v in labels if isinstance(v, int)]
-            self.strs = [v for v in labels if isinstance(v, str)]
-            self.keys = [str(v) for v in labels]
-            self.kinds = {k for k, vs in (("integer", self.ints), ("string", self.strs)) if vs}
-        else:  # inferred: the keys are set from the data at the end
-            self.keys = [] if inferred else [str(k) for k in range(self.num_classes)]
-            self.kinds = {"integer"}
-
-    def expected(self) -> str:
-        """What a valid label looks like, for details."""
-        if self.inferred:
-            return "a non-negative integer class id"
-        if self.ints is None:
-            return f"an integer class id in [0, {self.num_classes})"
-        shown = [repr(v) for v in [*self.ints, *self.strs][:_SHOWN_CLASSES]]
-        more = ", …" if len(self.keys) > _SHOWN_CLASSES else ""
-        return f"one of {', '.join(shown)}{more}"
-
-
-def _declared_classes(ctx: Context) -> _Classes | None:
-    m = ctx.model
-    if m.labels is None and m.num_classes is None:
-        return None  # config_problem says why
-    return _Classes(m.num_classes, m.labels)
-
-
-def _show_key(key: str, classes: _Classes) -> str:
-    return repr(key) if key in classes.strs else key
-
-
-def _label_detail(name: str, code: str, kind: str, shown: str, classes: _Classes) -> str:
-    if code == "label_null":
-        return f"{name}: missing or null"
-    if code == "label_wrong_type":
-        if kind == "number" and shown.lstrip("+-").lower() in _NON_FINITE:
-            what = "not a number" if shown.lstrip("+-").lower() == "nan" else "infinite"
-            return f"{name}: expected {classes.expected()}, got {shown} ({what})"
-        return f"{name}: expected {classes.expected()}, got {NOUN.get(kind, kind)} {shown}"
-    if code == "label_out_of_range":
-        if classes.inferred:
-            why = "is negative; class ids start at 0" if shown.startswith("-") else "is too large"
-            return f"{name}: {shown} {why}"
-        return f"{name}: {shown} outside [0, {classes.num_classes})"
-    return f"{name}: {shown} not in the declared labels ({classes.expected()})"
-
-
-def _label_values(batch: Batch, name: str, *, textual: bool = False,
-                  numbers: bool = False) -> pl.DataFrame:
-    """Each record's label as ``i``, ``kind`` (its JSON type), ``int`` (for integers, whole
-    floats included), ``str`` (for strings) and ``shown`` (for details). With ``textual``
-    an empty string is null; with ``numbers`` a string that reads as a number is one."""
-    kind = batch.json_types(name)
-    n = len(batch)
-    if name in batch.raw:
-        # Mixed JSON types in this batch: Python values, one at a time.
-        raw = batch.raw[name]
-        ints = [clip_int(int(v)) if k == "integer" else None
-                for v, k in zip(raw, kind, strict=True)]
-        strs = [v if isinstance(v, str) else None for v in raw]
-        shown = [show_value(v) for v in raw]
-        return pl.DataFrame(
-            {"i": positions(n), "kind": kind,
-             "int": pl.Series(ints, dtype=pl.Int64), "str": pl.Series(strs, dtype=pl.String),
-             "shown": pl.Series(shown, dtype=pl.String)}
-        )
-    if batch.has(name):
-        col = batch.frame.get_column(name)
-    else:
-        col = pl.Series(name, [None] * n, dtype=pl.Null)
-    dtype = col.dtype
-    frame = pl.DataFrame({"i": positions(n), "kind": kind,
-                          "v": col})
-    v = pl.col("v")
-    numbers_shown = v.cast(pl.String)
-    if textual and name in batch.written:  # CSV: the number as written ("7", not 7.0)
-        frame = frame.with_columns(w=batch.written[name].str.strip_chars())
-        numbers_shown = pl.col("w")
-    if dtype.is_integer():  # a value beyond Int64 becomes null: out of range
-        as_int, shown = v.cast(pl.Int64, strict=False), numbers_shown
-    elif dtype.is_float():
-        whole = pl.col("kind") == "integer"
-        as_int = pl.when(whole).then(v.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
-        shown = numbers_shown
-    elif dtype == pl.String and textual:
-        text = v.str.strip_chars()
-        number = text.cast(pl.Float64, strict=False) if numbers else pl.lit(None, pl.Float64)
-        whole = number.is_finite() & (number == number.floor())
-        frame = frame.with_columns(
-            kind=pl.when(v.is_null() | (text == "")).then(pl.lit("null"))
-            .when(whole).then(pl.lit("integer"))
-            .when(number.is_not_null()).then(pl.lit("number"))
-            .otherwise(pl.lit("string"))
-        )
-        as_int = pl.when(whole).then(number.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
-        shown = pl.when(pl.col("kind") == "string").then(pl.format("'{}'", v)).otherwise(text)
-    elif dtype == pl.String:
-        as_int, shown = pl.lit(None, pl.Int64), pl.format("'{}'", v)
-    elif dtype == pl.Boolean:
-        as_int = pl.lit(None, pl.Int64)
-        shown = pl.when(v).then(pl.lit("true")).otherwise(pl.lit("false"))
-    else:  # null, lists, objects: the kind says enough
-        as_int, shown = pl.lit(None, pl.Int64), pl.lit("")
-    return frame.select(
-        "i", "kind", as_int.alias("int"),
-        (v if dtype == pl.String else pl.lit(None, pl.String)).alias("str"),
-        shown.cast(pl.String).alias("shown"),
-    )

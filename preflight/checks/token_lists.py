@@ -1,6 +1,6 @@
 """Token-level lists (``token_labels``, ``input_ids``) read as integer lists, with the
 findings of ``label_range`` about them: wrong types, values out of range, lengths that
-differ. Also the value display shared with class labels."""
+differ, labels all ignored. Also the value display shared with class labels."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from preflight.batch import JSON_TYPE_NOUNS, Batch, json_type
+from preflight.batch import Batch
 from preflight.checks.base import findings
+from preflight.json_types import JSON_TYPE_NOUNS, json_type
 
 # Float token values are clipped into Int64 before the range test (1e30 stays out of range).
 CLIP = 2**62
@@ -143,3 +144,20 @@ def length_mismatch(labels: pl.Series, ids: pl.Series, labels_name: str,
     detail = pl.format(f"{labels_name} has {{}} values, {ids_name} has {{}}", "a", "b")
     return findings({"i": frame.get_column("i")}, "token_labels_length_mismatch",
                     frame.select(detail).to_series())
+
+
+def all_ignored(labels: pl.Series, name: str, ignore: int) -> pl.DataFrame:
+    """Findings for token label lists whose labels are all ``ignore`` (or that are empty):
+    nothing to learn from, so the record's mean loss is 0/0 = NaN."""
+    frame = pl.DataFrame({"labels": labels}).with_row_index("i").filter(
+        pl.col("labels").is_not_null()
+        & ~pl.col("labels").list.eval(pl.element() != ignore).list.any()
+    )
+    n = frame.get_column("labels").list.len()
+    detail = pl.select(
+        pl.when(n == 0)
+        .then(pl.lit(f"{name}: empty, no token to learn from (its mean loss is NaN)"))
+        .otherwise(pl.format(f"{name}: all {{}} labels are the ignore index {ignore} "
+                             "(its mean loss is NaN)", n))
+    ).to_series()
+    return findings({"i": frame.get_column("i")}, "all_labels_ignored", detail)

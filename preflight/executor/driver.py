@@ -70,7 +70,7 @@ def _note_dialects(src: Source) -> None:
     """Every CSV file's delimiter and warning, noted on ``src`` in file order as the local
     reader notes them while it reads: the workers' readers keep their notes (where this
     process reads the files itself, its read notes them again, ``--limit``'s only some)."""
-    from preflight.source.csv import note_dialect
+    from preflight.source.csv_dialect import note_dialect
 
     state: dict[str, Any] = {"delimiter": src.delimiter, "dialects": [], "warnings": []}
     for path in src.files:

@@ -21,9 +21,10 @@ from preflight.batch import Malformed
 from preflight.errors import ConfigError, InputError
 from preflight.source import READ_ERRORS, format_of, open_source
 from preflight.source.arrow import as_binary, not_utf8
-from preflight.source.csv import csv_rows, delimiter_of
+from preflight.source.csv import csv_rows
+from preflight.source.csv_dialect import delimiter_of
+from preflight.source.json_line import parse_line
 from preflight.source.jsonarray import elements, is_array
-from preflight.source.jsonl import parse_line
 from preflight.source.tracked import open_stream
 
 SYNTAX = {"jsonl": "json", "json": "json", "csv": "csv", "parquet": "arrow", "arrow": "arrow",

@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from polars.exceptions import PanicException, PolarsError
 
-from preflight.batch import Batch, split_deep
+from preflight.batch import Batch
 from preflight.errors import InputError
+from preflight.record_batches import split_deep
 from preflight.source.tracked import hash_file, note_file
 
 BATCH_ROWS = 65_536

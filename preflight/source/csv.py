@@ -1,9 +1,7 @@
 """CSV reader: Python's C csv parser, a header row, then records numbered from 0.
 
-The delimiter is the one forced (``--delimiter``), else ``\t`` for a ``.tsv`` file, else
-sniffed per file from its first lines (``,``, ``;``, tab or ``|``: the one that splits the
-header into more than one field and the most following lines into as many; ``,`` when none
-does).
+The delimiter is chosen per file (``csv_dialect``: forced, ``.tsv``, or sniffed). Clean
+stretches of records are read by Arrow (``csv_scan``), the rest by the exact reader.
 
 Values arrive as strings; per batch, a column whose non-empty values all parse as integers
 (or numbers) becomes that type, with empty cells as null. A row with the wrong number of
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import re
 import sys
 from collections.abc import Iterator
@@ -28,8 +25,8 @@ import numpy as np
 import polars as pl
 
 from preflight.batch import Batch, Malformed
-from preflight.errors import ConfigError
 from preflight.source import csv_scan
+from preflight.source.csv_dialect import note_dialect
 from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 BATCH_ROWS = 20_000
@@ -52,111 +49,6 @@ class CsvRow:
     def raw_bytes(self) -> bytes:
         """The row's bytes as they stand in the file (invalid UTF-8 restored)."""
         return self.raw.encode("utf-8", "surrogateescape")
-
-
-DELIMITERS = (",", "\t", ";", "|")  # sniffed, in this order of preference on a tie
-_SNIFF_BYTES = 64 << 10
-_SNIFF_LINES = 50
-
-
-_NAMED = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
-
-
-def check_delimiter(value: str | None) -> str | None:
-    """A ``--delimiter`` value as one character (``tab`` and ``\\t`` name the tab); a
-    ``ConfigError`` for anything else."""
-    if value is None:
-        return None
-    d = _NAMED.get(value.lower(), value)
-    if len(d) != 1 or d in ('"', "\r", "\n") or d.isalnum():
-        raise ConfigError(f"--delimiter must be one character such as ',' ';' '|' or tab "
-                          f"(written tab or \\t), got {value!r}")
-    return d
-
-
-def delimiter_of(path: Path, forced: str | None = None) -> str:
-    """The delimiter of the CSV file ``path``: ``forced``, else tab for ``.tsv``, else
-    sniffed from its first lines."""
-    return dialect_of(path, forced)[0]
-
-
-def dialect_of(path: Path, forced: str | None = None) -> tuple[str, str, str | None]:
-    """The delimiter of the CSV file ``path``, how it was chosen (``--delimiter``,
-    ``.tsv``, ``sniffed``), and a warning when it leaves the header one column although
-    another candidate delimiter splits it into several (a wrong ``--delimiter``, or a
-    header the sniffer could not read)."""
-    stream, _ = open_stream(path)
-    with stream:
-        sample = stream.read(_SNIFF_BYTES)
-    suffixes = [s.lower() for s in path.suffixes]
-    if forced is not None:
-        d, how = forced, "--delimiter"
-    elif ".tsv" in suffixes[-2:]:
-        d, how = "\t", ".tsv"
-    else:
-        d, how = sniff_delimiter(sample), "sniffed"
-    return d, how, _single_column_warning(path, sample, d)
-
-
-def describe_dialects(dialects: list[tuple[str, str, str]]) -> tuple[str | None, str | None]:
-    """The delimiter a CSV input was read with and how it was chosen, for the report
-    (``None, None`` for no CSV file; per file when the files differ)."""
-    used = {(d, how) for _, d, how in dialects}
-    if not used:
-        return None, None
-    if len(used) == 1:
-        ((d, how),) = used
-        return d, how
-    return ("; ".join(f"{name}: {d}" for name, d, _ in dialects),
-            ", ".join(sorted({how for _, how in used})))
-
-
-def delimiter_name(d: str) -> str:
-    """A delimiter as people write it (``tab`` for the tab)."""
-    return "tab" if d == "\t" else repr(d)
-
-
-def _header(sample: bytes, delimiter: str) -> list[str]:
-    text = sample.decode("utf-8-sig", "replace")
-    try:
-        return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
-    except csv.Error:
-        return []
-
-
-def _single_column_warning(path: Path, sample: bytes, delimiter: str) -> str | None:
-    if len(_header(sample, delimiter)) != 1:
-        return None
-    for other in DELIMITERS:
-        if other != delimiter and len(cols := _header(sample, other)) > 1:
-            return (f"{path.name}: the delimiter {delimiter_name(delimiter)} leaves the header "
-                    f"one column, but {delimiter_name(other)} splits it into {len(cols)} "
-                    f"({', '.join(cols[:5])}{' …' if len(cols) > 5 else ''}): check "
-                    f"--delimiter")
-    return None
-
-
-def sniff_delimiter(sample: bytes) -> str:
-    """The delimiter that splits ``sample``'s header into the most fields such that the
-    most following lines have as many (``,`` when no candidate splits the header)."""
-    text = sample.decode("utf-8-sig", "replace")
-    if len(sample) == _SNIFF_BYTES and "\n" in text:  # drop a line cut by the sample's end
-        text = text[: text.rindex("\n") + 1]
-    best, best_score = ",", (0.0, 0)
-    for d in DELIMITERS:
-        try:
-            rows = [r for r in itertools.islice(csv.reader(io.StringIO(text), delimiter=d),
-                                                _SNIFF_LINES) if r]
-        except csv.Error:
-            continue
-        if not rows or len(rows[0]) < 2:
-            continue
-        body = rows[1:]
-        agree = sum(len(r) == len(rows[0]) for r in body) / len(body) if body else 1.0
-        score = (agree, len(rows[0]))
-        if score > best_score:
-            best, best_score = d, score
-    return best
 
 
 def csv_rows(stream: Any, delimiter: str = ",", *, names: list[str] | None = None,
@@ -229,20 +121,10 @@ def csv_rows(stream: Any, delimiter: str = ",", *, names: list[str] | None = Non
     return names, head_raw, rows()
 
 
-def note_dialect(path: Path, state: dict[str, Any]) -> str:
-    """The delimiter of ``path`` (forced by ``state["delimiter"]``), noted in ``state`` for
-    the report: ``dialects`` (file, delimiter, how chosen) and any ``warnings``."""
-    delimiter, how, warning = dialect_of(path, state.get("delimiter"))
-    state.setdefault("dialects", []).append((path.name, delimiter, how))
-    if warning:
-        state.setdefault("warnings", []).append(warning)
-    return delimiter
-
-
 def read_csv(path: Path, file_index: int, label: str | None, state: dict[str, Any]
              ) -> Iterator[Batch]:
     """Yield batches of a CSV file (plain, .gz or .zst); ``state["delimiter"]`` forces the
-    delimiter (else see ``delimiter_of``)."""
+    delimiter (else see ``csv_dialect.delimiter_of``)."""
     delimiter = note_dialect(path, state)
     stream, raw = open_stream(path)
     with stream:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from preflight.batch import Batch, Malformed, records_to_batch, replace_lone_surrogates
+from preflight.batch import Batch, Malformed
+from preflight.record_batches import records_to_batch, replace_lone_surrogates
 from preflight.source import array_scan
 from preflight.source.array_values import (
     RUNAWAY,
@@ -36,7 +37,8 @@ from preflight.source.array_values import (
     resync,
     value_end,
 )
-from preflight.source.jsonl import MAX_DEPTH, TOO_DEEP, parse_block, parse_line, read_jsonl
+from preflight.source.json_line import MAX_DEPTH, TOO_DEEP, parse_line
+from preflight.source.jsonl import parse_block, read_jsonl
 from preflight.source.tracked import Prefixed, Tracked, note_file, open_stream
 
 ARRAY_BATCH = 20_000

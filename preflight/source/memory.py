@@ -22,7 +22,7 @@ from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.source import Source
 from preflight.source.arrow import BATCH_ROWS, table_to_batch
-from preflight.source.jsonl import _block
+from preflight.source.jsonl import block_batch
 
 
 def in_memory(obj: Any) -> Source:
@@ -136,7 +136,7 @@ def _as_json_lines(items: list[Any]) -> Source:
         for start in range(0, len(items), BATCH_ROWS):
             part = items[start:start + BATCH_ROWS]
             block = b"".join(line(start + i, item) for i, item in enumerate(part))
-            batch, _ = _block(block, start, 0, None, len(part))
+            batch, _ = block_batch(block, start, 0, None, len(part))
             yield batch
         source._fingerprint = {"records": len(items)}
 

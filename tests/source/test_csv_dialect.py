@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from preflight.cli import main
 from preflight.errors import ConfigError
 from preflight.source import open_source
-from preflight.source.csv import check_delimiter, sniff_delimiter
+from preflight.source.csv_dialect import check_delimiter, sniff_delimiter
 from tests.source.helpers import malformed, rows, values, write
 
 ZW = "\u200b"

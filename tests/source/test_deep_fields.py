@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from preflight import run_preflight
-from preflight.batch import RAW_DEPTH
+from preflight.record_batches import RAW_DEPTH
 from preflight.source import open_source
 
 DEEP_ROWS = (5, 30)

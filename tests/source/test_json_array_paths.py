@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from preflight.batch import Batch
 from preflight.cli import main
 from preflight.source import array_scan, jsonarray
-from preflight.source.jsonl import MAX_DEPTH
+from preflight.source.json_line import MAX_DEPTH
 from preflight.source.tracked import open_stream
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=10)

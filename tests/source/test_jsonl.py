@@ -313,7 +313,7 @@ def _nested(depth: int) -> str:
 def test_records_nested_up_to_the_limit_are_read_deeper_ones_are_findings(
     tmp_path: Path,
 ) -> None:
-    from preflight.source.jsonl import MAX_DEPTH
+    from preflight.source.json_line import MAX_DEPTH
 
     good = [json.dumps({"text": f"r{i}", "a": {"b": [i]}}) for i in range(200)]
     # only objects: Arrow's reader takes the block, its schema shows the depth
@@ -331,7 +331,7 @@ def test_records_nested_up_to_the_limit_are_read_deeper_ones_are_findings(
 def test_lines_that_would_crash_arrow_are_too_deep_findings(
     tmp_path: Path, neighbour: str
 ) -> None:
-    from preflight.source.jsonl import MAX_DEPTH
+    from preflight.source.json_line import MAX_DEPTH
 
     good = [json.dumps({"text": f"r{i}", "a": {"b": [i]}}) for i in range(100)]
     lines = [*good, _nested(MAX_DEPTH), _nested(MAX_DEPTH + 1), "[" * 20_000,

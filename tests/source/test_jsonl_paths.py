@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from preflight.batch import Batch
-from preflight.source import jsonl
+from preflight.source import jsonl, jsonl_arrow
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_characters='"\\\n\r',
                               exclude_categories=("Cs", "Cc")), max_size=12)
@@ -75,7 +75,7 @@ def test_fast_path_equals_the_line_by_line_path(piece_bytes: int, lines: list[by
     saved = jsonl.PIECE_BYTES, jsonl._SLOW_LINES
     jsonl.PIECE_BYTES, jsonl._SLOW_LINES = piece_bytes, slow_lines
     try:
-        fast, n_lines = jsonl._block(block, 0, 0, None, 0)
+        fast, n_lines = jsonl.block_batch(block, 0, 0, None, 0)
     finally:
         jsonl.PIECE_BYTES, jsonl._SLOW_LINES = saved
     slow = jsonl._merge([jsonl._slow(lines, 0)])
@@ -92,13 +92,13 @@ def test_good_lines_beside_a_bad_one_are_typed_as_their_python_values(
     by_arrow = jsonl._merge([jsonl._slow(lines, 0)])
 
     def refuse(*_: object, **__: object) -> None:
-        raise jsonl._Fallback
+        raise jsonl_arrow.Fallback
 
-    saved, jsonl._fast = jsonl._fast, refuse
+    saved, jsonl.read_lines = jsonl.read_lines, refuse  # as _slow looks it up
     try:
         by_values = jsonl._merge([jsonl._slow(lines, 0)])
     finally:
-        jsonl._fast = saved
+        jsonl.read_lines = saved
     _same(by_arrow, by_values)
 
 
@@ -120,7 +120,7 @@ def test_a_mix_of_every_odd_line_is_read_alike_on_both_paths() -> None:
     saved = jsonl.PIECE_BYTES, jsonl._SLOW_LINES
     jsonl.PIECE_BYTES, jsonl._SLOW_LINES = 48, 1
     try:
-        fast, _ = jsonl._block(block, 0, 0, None, 0)
+        fast, _ = jsonl.block_batch(block, 0, 0, None, 0)
     finally:
         jsonl.PIECE_BYTES, jsonl._SLOW_LINES = saved
     slow = jsonl._merge([jsonl._slow(lines, 0)])
@@ -138,7 +138,7 @@ def test_a_deep_line_among_objects_never_reaches_arrow(deep: bytes) -> None:
     # one deep line must still keep Arrow (which would crash) away, and be a finding.
     good = [f'{{"i": {k}, "t": "[{k}]"}}'.encode() for k in range(300)]
     lines = [*good[:150], deep, *good[150:]]
-    batch, _ = jsonl._block(b"\n".join(lines) + b"\n", 0, 0, None, 0)
+    batch, _ = jsonl.block_batch(b"\n".join(lines) + b"\n", 0, 0, None, 0)
     assert batch.rows.tolist() == [*range(150), *range(151, 301)]
     assert [(m.row, m.code) for m in batch.malformed] == [(150, "too_deep")]
 
@@ -164,7 +164,7 @@ def test_a_column_nested_past_raw_depth_is_kept_as_python_values(piece_bytes: in
     saved = jsonl.PIECE_BYTES
     jsonl.PIECE_BYTES = piece_bytes
     try:
-        fast, _ = jsonl._block(block, 0, 0, None, 0)
+        fast, _ = jsonl.block_batch(block, 0, 0, None, 0)
     finally:
         jsonl.PIECE_BYTES = saved
     slow = jsonl._merge([jsonl._slow(lines, 0)])
@@ -179,7 +179,7 @@ def test_a_column_nested_past_raw_depth_is_kept_as_python_values(piece_bytes: in
 def test_a_deep_parquet_column_is_kept_as_python_values(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from preflight.batch import RAW_DEPTH
+    from preflight.record_batches import RAW_DEPTH
     from preflight.source import open_source
 
     values = [_nested(RAW_DEPTH + 1) if k % 7 == 0 else None for k in range(50)]
@@ -195,10 +195,10 @@ def test_text_that_mentions_inf_stays_on_arrows_path() -> None:
     # The guard for Arrow-only literals (Inf, -NaN) must look at values, not at text: a
     # block whose strings say ", Information" is read by Arrow, not line by line.
     block = b'{"t": "tools, Information"}\n{"t": "a [Inference] engine"}\n'
-    part = jsonl._fast(block, 0)
-    assert part.table is not None and part.table.num_rows == 2
-    with pytest.raises(jsonl._Fallback):
-        jsonl._fast(b'{"t": "ok"}\n{"x": -Inf}\n', 0)
+    _, table = jsonl_arrow.read_lines(block, 0)
+    assert table.num_rows == 2
+    with pytest.raises(jsonl_arrow.Fallback):
+        jsonl_arrow.read_lines(b'{"t": "ok"}\n{"x": -Inf}\n', 0)
 
 
 
@@ -212,8 +212,8 @@ _AROUND = st.lists(st.sampled_from([b"Inf", b"-Inf", b"-NaN", b"NaN", b"Infinity
 @settings(max_examples=400, deadline=None)
 @given(block=_AROUND)
 def test_the_literal_guard_agrees_with_its_regex(block: bytes) -> None:
-    expected = jsonl._NOT_PYTHONS.search(block) is not None
-    assert jsonl._may_hold_not_pythons(block) is expected
+    expected = jsonl_arrow._NOT_PYTHONS.search(block) is not None
+    assert jsonl_arrow._may_hold_not_pythons(block) is expected
 
 
 @pytest.mark.parametrize("value", [b"Inf", b"-Inf", b"-NaN", b" \t-Inf\r "])
@@ -222,8 +222,8 @@ def test_a_literal_among_many_mentions_is_still_found(value: bytes, mentions: in
     # Past _LOOKED_AT mentions the guard takes one regex pass; either way the value is found
     # and text that only mentions the word is not.
     text = b'{"t": "' + b", Information, Inference" * mentions + b'"}\n'
-    assert not jsonl._may_hold_not_pythons(text * 3)
-    assert jsonl._may_hold_not_pythons(text + b'{"x": [1,' + value + b"]}\n" + text)
+    assert not jsonl_arrow._may_hold_not_pythons(text * 3)
+    assert jsonl_arrow._may_hold_not_pythons(text + b'{"x": [1,' + value + b"]}\n" + text)
 
 
 @pytest.mark.parametrize("line", [b'{"x": -Inf}', b'{"x": [1, Inf]}', b'{"x": {"y": -NaN}}',
@@ -231,28 +231,26 @@ def test_a_literal_among_many_mentions_is_still_found(value: bytes, mentions: in
 def test_a_literal_nested_anywhere_sends_its_block_line_by_line(line: bytes) -> None:
     # Arrow reads the literals as floats, wherever they nest; the guard looks at blocks
     # with a float anywhere in their schema.
-    with pytest.raises(jsonl._Fallback):
-        jsonl._fast(b'{"t": "ok"}\n' + line + b"\n", 0)
+    with pytest.raises(jsonl_arrow.Fallback):
+        jsonl_arrow.read_lines(b'{"t": "ok"}\n' + line + b"\n", 0)
 
 
 def test_a_literal_inside_text_only_is_read_by_arrow_as_text() -> None:
     # No float column: what looks like a value is inside a string, and both paths read it
     # as that string.
     block = b'{"t": "a, -Inf]"}\n{"t": "[1, -NaN}"}\n'
-    part = jsonl._fast(block, 0)
-    assert part.table is not None
-    assert part.table.column("t").to_pylist() == ["a, -Inf]", "[1, -NaN}"]
+    _, table = jsonl_arrow.read_lines(block, 0)
+    assert table.column("t").to_pylist() == ["a, -Inf]", "[1, -NaN}"]
 
 
 def test_large_floats_written_as_floats_stay_on_arrows_path() -> None:
     # Only an integer literal past int64 sends a block line by line, not a float that large
     # (a corpus of such floats would otherwise be read line by line throughout).
     block = b'{"x": 1e300}\n{"x": -9.3e18}\n{"x": 12345678901234567890.5}\n'
-    part = jsonl._fast(block, 0)
-    assert part.table is not None
-    assert part.table.column("x").to_pylist() == [1e300, -9.3e18, 12345678901234567890.5]
-    with pytest.raises(jsonl._Fallback):
-        jsonl._fast(block + b'{"x": 12345678901234567890}\n', 0)
+    _, table = jsonl_arrow.read_lines(block, 0)
+    assert table.column("x").to_pylist() == [1e300, -9.3e18, 12345678901234567890.5]
+    with pytest.raises(jsonl_arrow.Fallback):
+        jsonl_arrow.read_lines(block + b'{"x": 12345678901234567890}\n', 0)
 
 
 @pytest.mark.parametrize(("lines", "exact"), [
@@ -265,6 +263,6 @@ def test_an_integer_a_float_cannot_hold_stays_exact_beside_fractions(lines: list
     # Arrow makes every integer of a column with a fraction a float, rounding one past
     # 2**53 (9007199254740993 read as ...992); line by line it is kept as written.
     block = b"\n".join(lines) + b"\n"
-    fast, _ = jsonl._block(block, 0, 0, None, 0)
+    fast, _ = jsonl.block_batch(block, 0, 0, None, 0)
     _same(fast, jsonl._merge([jsonl._slow(lines, 0)]))
     assert str(exact) in repr(fast.raw["x"])

@@ -1,184 +1,33 @@
-"""The clean output's writers, one per format, and the quarantine's lines.
+"""The table formats' writer: Parquet or Arrow IPC.
 
-Each writer takes units as ``fix`` decides them: ``keep`` (untouched), ``change`` (a text field
-or message content was mended) or ``blank`` (a blank JSON Lines line, kept in place). What each
-keeps:
-
-- JSON Lines: an untouched JSON unit byte for byte; a changed one with only the changed values
-  replaced in its text. Units from CSV hold their cells as written (strings); from Arrow, their
-  values as JSON.
-- CSV (from CSV only): the header and untouched rows byte for byte; a changed row re-quoted.
-- Parquet / Arrow IPC: the input's schema exactly (types, dictionaries, metadata); untouched
-  rows taken as Arrow values, changed cells replaced in their own type. From JSON or CSV input
-  the schema is inferred over the whole output (chunks spilled to a temporary file).
+From Arrow input (Parquet, Arrow IPC) the input's schema is kept exactly (types,
+dictionaries, metadata): untouched rows are taken as Arrow values and changed cells replaced
+in their own type. From JSON or CSV input the records are typed once the whole output is
+known: chunks of records are spilled to an unnamed temporary file and written in the schema
+unified over all of them. A record that cannot be held so (a number past 64 bits, types that
+share no column) is refused with a message that says to write JSON Lines.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
-import datetime
-import decimal
-import io
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from preflight.batch import records_table
 from preflight.errors import ConfigError
-from preflight.fix.jsonedit import dumps, replace_values
 from preflight.fix.units import Input, Unit
+from preflight.fix.writers.base import Writer
+from preflight.record_batches import records_table
 
-OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "arrow")
 _CHUNK = 65_536
-
-
-def json_default(value: Any) -> Any:
-    """JSON for the Arrow values JSON has no type for."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, datetime.date | datetime.time | datetime.timedelta):
-        return str(value) if isinstance(value, datetime.timedelta) else value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def json_line(value: Any) -> bytes:
-    """One JSON line (NaN literals kept; lone surrogates as \\u escapes)."""
-    return (dumps(value, json_default) + "\n").encode()
-
-
-def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | int, ...], Any]:
-    """The paths whose values a fix changed: a top-level field, or a message's content."""
-    out: dict[tuple[str | int, ...], Any] = {}
-    for name, new in after.items():
-        old = before.get(name)
-        if old == new:
-            continue
-        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-            for i, (a, b) in enumerate(zip(old, new, strict=True)):
-                if a != b and isinstance(a, dict) and isinstance(b, dict):
-                    for key in b:
-                        if a.get(key) != b[key]:
-                            out[(name, i, key)] = b[key]
-            continue
-        out[(name,)] = new
-    return out
-
-
-class Writer:
-    """Base: a clean output file under a temporary name (renamed by the caller)."""
-
-    def __init__(self, path: Path, found: Input) -> None:
-        self.path, self.found = path, found
-
-    def __enter__(self) -> Writer:
-        return self
-
-    def __exit__(self, kind: object, *exc: object) -> None:
-        if kind is None:
-            self.close()
-        else:  # finishing the file would fail again and hide why (a full disk: exit 3)
-            self.discard()
-
-    def keep(self, unit: Unit) -> None:
-        raise NotImplementedError
-
-    def change(self, unit: Unit, after: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def blank(self, unit: Unit) -> bool:
-        """Write a blank line where the format has them; True when written."""
-        return False
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def discard(self) -> None:
-        """Let go of the file after a failure, writing nothing more (the caller deletes it)."""
-        with contextlib.suppress(OSError):
-            self.close()
-
-
-class JsonlWriter(Writer):
-    def __init__(self, path: Path, found: Input) -> None:
-        super().__init__(path, found)
-        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
-
-    def keep(self, unit: Unit) -> None:
-        if unit.syntax == "json":
-            assert unit.raw is not None
-            self._f.write(unit.raw + unit.eol)
-        else:
-            self._f.write(json_line(unit.record()))
-
-    def change(self, unit: Unit, after: dict[str, Any]) -> None:
-        if unit.syntax != "json":
-            self._f.write(json_line(after))
-            return
-        assert unit.raw is not None
-        before = unit.record()
-        assert before is not None
-        text = replace_values(unit.raw.decode(), changes(before, after))
-        self._f.write(text.encode() + unit.eol)
-
-    def blank(self, unit: Unit) -> bool:
-        assert unit.raw is not None
-        self._f.write(unit.raw + unit.eol)
-        return True
-
-    def close(self) -> None:
-        self._f.close()
-
-
-class CsvWriter(Writer):
-    def __init__(self, path: Path, found: Input) -> None:
-        super().__init__(path, found)
-        if found.syntax != "csv":
-            raise ConfigError(f"CSV output needs CSV input ({found.format} given): "
-                              "use --format jsonl or parquet")
-        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
-        assert found.header_raw is not None
-        self._f.write(found.header_raw)
-
-    def keep(self, unit: Unit) -> None:
-        self._check_header(unit)
-        assert unit.raw is not None
-        self._f.write(unit.raw)
-
-    def change(self, unit: Unit, after: dict[str, Any]) -> None:
-        self._check_header(unit)
-        assert unit.raw is not None and unit.header is not None and unit.cells is not None
-        cells = [after.get(name, cell) for name, cell in zip(unit.header, unit.cells,
-                                                             strict=True)]
-        ending = unit.raw[len(unit.raw.rstrip(b"\r\n")):].decode()
-        text = io.StringIO()
-        # The writer quotes a cell holding a character of its line terminator only: with
-        # "\r\n", a CR or LF in any cell is quoted whatever this row's own ending.
-        csv.writer(text, lineterminator="\r\n", delimiter=unit.delimiter).writerow(cells)
-        row = text.getvalue().removesuffix("\r\n") + ending
-        self._f.write(row.encode("utf-8", "surrogateescape"))
-
-    def _check_header(self, unit: Unit) -> None:
-        if unit.header != self.found.header:
-            raise ConfigError(f"shard {unit.file} has another CSV header than the first; "
-                              "write one format that needs none: --format jsonl")
-        if unit.delimiter != self.found.delimiter:
-            raise ConfigError(f"shard {unit.file} is split at {unit.delimiter!r}, the first at "
-                              f"{self.found.delimiter!r}; one CSV output cannot keep both: "
-                              "--format jsonl")
-
-    def close(self) -> None:
-        self._f.close()
 
 
 class ArrowWriter(Writer):
@@ -380,54 +229,3 @@ def _take(batch: pa.RecordBatch, index: pa.Array) -> pa.RecordBatch:
                                       ) from e
                 columns.append(column.cast(plain).take(index).cast(column.type))
         return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
-
-
-def malformed_refusal(unit: Unit, fmt: str) -> str | None:
-    """Why output format ``fmt`` cannot keep a malformed unit as written (its rule's action
-    is none), or None when it can: a CSV row; a JSON unit in JSON Lines unless it spans
-    lines (a JSON array's bad element: as written it would be several lines, several units
-    where there was one) or has no text (a file cut off before the array's ``]``: a blank
-    line is not a unit); never a Parquet or Arrow row."""
-    if fmt == "csv":
-        return None
-    if fmt != "jsonl" or unit.syntax != "json":
-        return f"cannot be written as {'an' if fmt[0] in 'aeiou' else 'a'} {fmt} row"
-    raw = unit.raw or b""
-    if b"\n" in raw:
-        return "spans several lines: one JSON Lines line cannot hold it as written"
-    if not raw.strip():
-        return "has no text: a blank JSON Lines line is not a unit"
-    return None
-
-
-def open_writer(path: Path, fmt: str, found: Input) -> Writer:
-    """The writer for output format ``fmt``."""
-    if fmt == "jsonl":
-        return JsonlWriter(path, found)
-    if fmt == "csv":
-        return CsvWriter(path, found)
-    return ArrowWriter(path, found, fmt)
-
-
-def quarantine_line(unit: Unit, reasons: list[dict[str, Any]], id_field: str | None) -> bytes:
-    """The quarantine's line for a unit: row, file, id and reasons, next to the record as
-    written (JSON text spliced in verbatim), or the malformed unit's raw bytes."""
-    entry: dict[str, Any] = {"row": unit.row, "file": unit.file, "id": None, "reasons": reasons}
-    record = unit.record()
-    if record is not None:
-        value = record.get(id_field) if id_field else None
-        entry["id"] = None if value is None else str(value)
-        if unit.syntax == "json":
-            assert unit.raw is not None
-            head = json_line(entry).rstrip(b"\n")
-            return head[:-1] + b', "record": ' + unit.raw + b"}\n"
-        entry["record"] = record
-        return json_line(entry)
-    if unit.malformed is not None:
-        entry["malformed"] = {"code": unit.malformed.code, "detail": unit.malformed.detail}
-    raw = unit.raw or b""
-    try:
-        entry["raw"] = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        entry["raw_base64"] = base64.b64encode(raw).decode()
-    return json_line(entry)
