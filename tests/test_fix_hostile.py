@@ -152,3 +152,48 @@ def test_a_string_column_with_bytes_not_utf8_is_fixed_and_set_aside_as_written(
                 else feather.read_table(clean)).to_pylist()
     assert [r["id"] for r in kept] == [0, 1, 3, 4, 5]
     assert [r["text"] for r in kept][3] == "zerowidth"
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "json-array"])
+@pytest.mark.parametrize("out", ["clean.parquet", "clean.arrow"])
+def test_a_kept_lone_surrogate_to_parquet_or_arrow_is_refused_naming_it(
+        tmp_path: Path, shape: str, out: str) -> None:
+    """A lone surrogate (``"\\ud800"`` in JSON) cannot be held by a UTF-8 string column:
+    without the encoding check the record is kept, and the output refuses it by its row
+    and cause (it blamed clashing types); a pair (an emoji's escape) is written."""
+    lines = ['{"id": 0, "text": "pair \\ud83d\\ude00 fine"}', '{"id": 1, "text": "plain"}',
+             '{"id": 2, "text": "a \\ud800 b"}']
+    src = tmp_path / ("in.jsonl" if shape == "jsonl" else "in.json")
+    src.write_text("\n".join(lines) + "\n" if shape == "jsonl"
+                   else "[\n" + ",\n".join(lines) + "\n]\n", encoding="utf-8")
+    rules = _rules(tmp_path)
+    args = ["fix", src, "--rules", rules, "--out", tmp_path / out,
+            "--quarantine", tmp_path / "q.jsonl"]
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    assert "row 2 holds a lone surrogate" in result.output
+    assert "encoding" in result.output and "--format jsonl" in result.output
+    assert not (tmp_path / out).exists()
+
+    # The pair alone is written, as text (the emoji), nothing else changed.
+    src.write_text(lines[0] + "\n" if shape == "jsonl" else f"[{lines[0]}]\n",
+                   encoding="utf-8")
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(tmp_path / out) if out.endswith(".parquet") else \
+        feather.read_table(tmp_path / out)
+    assert table.column("text").to_pylist() == ["pair \U0001f600 fine"]
+
+
+def test_with_the_encoding_check_a_lone_surrogate_goes_to_the_quarantine(
+        tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 0, "text": "a \\ud800 b"}\n{"id": 1, "text": "plain"}\n',
+                   encoding="utf-8")
+    rules = {**RULES, "rules": [*RULES["rules"], {"id": "enc", "check": "encoding"}]}
+    manifest, clean = fix(src, tmp_path, "clean.parquet", rules)
+    assert manifest["quarantine"]["records"] == 1
+    assert pq.read_table(clean).column("id").to_pylist() == [1]
+    entry = json.loads((tmp_path / "q.jsonl").read_text().splitlines()[0])
+    assert entry["row"] == 0 and entry["record"]["text"] == "a \ud800 b"
+    assert [r["code"] for r in entry["reasons"]] == ["lone_surrogate"]

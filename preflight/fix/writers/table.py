@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,11 @@ import pyarrow.parquet as pq
 from preflight.errors import ConfigError
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
-from preflight.record_batches import records_table
+from preflight.record_batches import records_table, replace_lone_surrogates
 
 _CHUNK = 65_536
+# A JSON escape of a high or low surrogate: only lines holding one may hold a lone one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 class ArrowWriter(Writer):
@@ -107,9 +110,24 @@ class ArrowWriter(Writer):
         assert record is not None
         if unit.syntax == "json":
             self._exact_numbers(unit)
+            self._no_lone_surrogates(unit, record)
         self._rows.append(record)
         if len(self._rows) >= _CHUNK:
             self._spill_rows()
+
+    def _no_lone_surrogates(self, unit: Unit, record: dict[str, Any]) -> None:
+        """A lone surrogate (``"\\ud800"`` in JSON) is text no UTF-8 column holds: refuse,
+        naming the row, rather than change it on the way (the ``encoding`` check flags it
+        and its fix quarantines the record)."""
+        if unit.raw is not None and _SURROGATE_ESCAPE.search(unit.raw) is None:
+            return
+        if replace_lone_surrogates(record)[1]:
+            where = f"row {unit.row}" + (f" of {unit.file}" if unit.file else "")
+            name = {"parquet": "Parquet", "arrow": "Arrow"}.get(self.kind, self.kind)
+            raise ConfigError(f"{where} holds a lone surrogate (a \\ud800-style escape), "
+                              f"which {name}'s UTF-8 strings cannot hold; add the `encoding` "
+                              "check to the rules (its fix quarantines such records), or "
+                              "write JSON Lines: --format jsonl")
 
     def _exact_numbers(self, unit: Unit) -> None:
         """A number a 64-bit column cannot hold as written (``1e400``, an integer past 64
