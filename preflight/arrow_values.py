@@ -6,7 +6,7 @@ imports pandas (0.3-0.5 s, ~600 modules) in each process on its first call. The 
 Python values whenever a field's JSON type changes inside a block (a label written once as
 ``"2"``, a text as a number): the very faults the gate is for, planted in every sample corpus.
 
-``values_array`` builds what ``pa.array`` would (same type, same values) for the kinds JSON
+``values_array`` builds what ``pa.array`` would (same type, values and buffers) for the kinds JSON
 has (None, bool, int, float, str, list, dict), and raises where ``pa.array`` would refuse the
 values (they do not share one type) and where booleans meet numbers at one position (Arrow
 would quietly make ``true`` 1.0); a property test holds the two equal. What it is not sure
@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import operator
 from itertools import chain, repeat
-from operator import methodcaller
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-_INT64 = (-(2**63), 2**63 - 1)
 _EXACT = 2**53  # beside a float, an integer further from 0 may not be a double exactly
 _STRING_BYTES = 2**31 - 1  # past this pa.array makes a chunked array
 _KINDS = {bool, int, float, str, list, dict}  # exactly: what json.loads gives
@@ -153,7 +151,8 @@ def _structs(values: list[Any], nulls: bool, empty: np.ndarray | None) -> pa.Arr
     # missing from a struct is a null.
     inside = (np.fromiter(map(operator.is_, values, repeat(None)), bool, len(values))
               if nulls else None)
-    children = [_array(list(map(methodcaller("get", name), rows)), inside) for name in names]
+    children = [_array(list(map(operator.methodcaller("get", name), rows)), inside)
+                for name in names]
     fields = [pa.field(name, child.type) for name, child in zip(names, children, strict=True)]
     return pa.Array.from_buffers(pa.struct(fields), len(values),
                                  [_validity(values, nulls, empty)], children=children)
