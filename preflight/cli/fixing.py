@@ -98,6 +98,9 @@ def _print_fix(console: Console, result: dict[str, Any], *, dry_run: bool,
         console.print(f"[bold]dry run[/]: {result['would_change']:,} records would change, "
                       f"{result['would_quarantine']:,} would be quarantined")
         _print_actions(console, result)
+        if result.get("not_checked"):
+            console.print(f"  {result['not_checked']}", style="dim", markup=False,
+                          highlight=False)
         if result["examples"] and not show_text:
             console.print("  (text redacted: --show-text shows it)", style="dim")
         for ex in result["examples"]:

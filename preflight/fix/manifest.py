@@ -108,7 +108,18 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
         + _unwritable(found, the_plan, findings, out_format),
         "findings_per_rule_and_action": dict(actions),
         "examples": examples,
+        "not_checked": _not_checked(found, out_format),
     }
+
+
+def _not_checked(found: Input, out_format: str) -> str | None:
+    """What only the real run finds: whether a table format can hold every kept JSON or CSV
+    record (the writer types them once the whole output is known)."""
+    if out_format not in ("parquet", "arrow") or found.syntax == "arrow":
+        return None
+    return (f"not checked in a dry run: whether {out_format} can hold every kept record "
+            "(a field whose types clash, a number past 64 bits, a lone surrogate); the "
+            "real run refuses those with exit 2 and writes nothing")
 
 
 def _around(text: str, at: int, radius: int = 40) -> str:
