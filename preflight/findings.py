@@ -1,8 +1,12 @@
 """Where findings go: counted per rule, a few kept as examples, all spilled to Parquet.
 
 Memory stays bounded whatever the number of findings: counts and up to ``MAX_EXAMPLES``
-examples per rule live in memory, the rest is streamed to ``findings.parquet`` (written under
-a temporary name and renamed when complete; ``abort`` deletes it when the run stops short).
+examples per rule live in memory, the rest is spilled to a temporary Parquet file, one row
+group per rule's chunk. ``close`` writes ``findings.parquet`` rule by rule (in the order the
+rules run), each rule's rows in read order, in row groups of ``ROW_GROUP`` rows: how the
+scan was scheduled (``--workers``, piece sizes) changes when rows arrive, not the file,
+which is byte-identical for the same input and rules. Temporary files are renamed into place
+when complete; ``abort`` deletes them when the run stops short.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from preflight.tempfiles import temp_path, write_error
 from preflight.text import redact, visible
 
 MAX_EXAMPLES = 20
-_FLUSH_ROWS = 65_536
+ROW_GROUP = 65_536  # rows per row group of findings.parquet (and of the spill)
 _EXACT_FLOAT = 2**53  # floats below this hold every whole number exactly
 PARQUET_SCHEMA = pa.schema(
     [
@@ -64,10 +68,14 @@ class FindingsSink:
         self.flagged = flagged  # flagged record keys, bounded, for the smoke test's sample
         self._show_text = show_text
         self._tallies: dict[str, Tally] = {}
-        self._pending: list[pl.DataFrame] = []
+        # Rows not spilled yet, per rule; spilled rows: the spill's row groups per rule.
+        self._pending: dict[str, list[pl.DataFrame]] = {}
         self._pending_rows = 0
-        self._writer: pq.ParquetWriter | None = None
-        self._tmp: Path | None = None
+        self._spilled: dict[str, list[int]] = {}
+        self._groups = 0
+        self._writer: pq.ParquetWriter | None = None  # the spill
+        self._tmp: Path | None = None  # findings.parquet's temporary name
+        self._spill_path: Path | None = None
         self._labels: dict[int, str | None] = {}
         # Ids of every record, kept only when corpus-wide findings will need them: a sorted
         # int64 key per record (file index and row) and the ids as Arrow string chunks.
@@ -78,6 +86,7 @@ class FindingsSink:
             with self._writing(out_dir):
                 out_dir.mkdir(parents=True, exist_ok=True)
             self._tmp = temp_path(out_dir / "findings.parquet")
+            self._spill_path = temp_path(out_dir / "findings.parquet", "spill")
 
     def open_batch(self, batch: Batch, id_field: str | None, *, keep_ids: bool) -> None:
         """Start a batch: remember its file label and the records' ids (kept for the whole
@@ -179,46 +188,68 @@ class FindingsSink:
             frame.get_column("cluster").cast(pl.Int64),
             frame.get_column("partner").cast(pl.Int64),
         ])
-        self._pending.append(rows)
+        self._pending.setdefault(rule.id, []).append(rows)
         self._pending_rows += rows.height
-        if self._pending_rows >= _FLUSH_ROWS:
+        if self._pending_rows >= ROW_GROUP:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._pending or self._tmp is None:
-            return
-        table = pl.concat(self._pending).to_arrow().cast(PARQUET_SCHEMA)
-        assert self._out_dir is not None
+        """Spill every rule's pending rows, one row group per ``ROW_GROUP`` rows of a rule."""
+        assert self._spill_path is not None and self._out_dir is not None
         with self._writing(self._out_dir / "findings.parquet"):
-            if self._writer is None:
-                self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
-            self._writer.write_table(table)
-        self._pending, self._pending_rows = [], 0
+            for rule_id, frames in self._pending.items():
+                table = _table(frames)
+                if self._writer is None:
+                    self._writer = pq.ParquetWriter(self._spill_path, PARQUET_SCHEMA)
+                for start in range(0, table.num_rows, ROW_GROUP):
+                    self._writer.write_table(table.slice(start, ROW_GROUP),
+                                             row_group_size=ROW_GROUP)
+                    self._spilled.setdefault(rule_id, []).append(self._groups)
+                    self._groups += 1
+        self._pending, self._pending_rows = {}, 0
 
     def close(self) -> dict[str, str]:
-        """Finish ``findings.parquet`` (renamed into place) and return the files written."""
+        """Write ``findings.parquet`` (rule by rule, renamed into place) and return the
+        files written."""
         if self._out_dir is None or self._tmp is None:
             return {}
-        self._flush()
         final = self._out_dir / "findings.parquet"
         with self._writing(final):
-            if self._writer is None:
-                self._writer = pq.ParquetWriter(self._tmp, PARQUET_SCHEMA)
-            self._writer.close()
+            spill = None
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+                assert self._spill_path is not None
+                spill = pq.ParquetFile(self._spill_path)
+            with pq.ParquetWriter(self._tmp, PARQUET_SCHEMA) as writer:
+                grouped = _RowGroups(writer)
+                for rule_id in self._tallies:
+                    for group in self._spilled.get(rule_id, []):
+                        assert spill is not None
+                        grouped.write(spill.read_row_group(group))
+                    if frames := self._pending.get(rule_id):
+                        grouped.write(_table(frames))
+                grouped.finish()
+            if spill is not None:
+                spill.close()
+                assert self._spill_path is not None
+                self._spill_path.unlink()
             os.replace(self._tmp, final)
-        self._writer = self._tmp = None
+        self._tmp = self._spill_path = None
+        self._pending, self._spilled = {}, {}
         return {"findings": str(final)}
 
     def abort(self) -> None:
-        """Stop without a findings file: close the writer and delete the temporary file
+        """Stop without a findings file: close the spill and delete the temporary files
         (a run that failed or was interrupted leaves nothing half-written)."""
         writer, self._writer = self._writer, None
         if writer is not None:
             with contextlib.suppress(Exception):
                 writer.close()
-        if self._tmp is not None:
-            with contextlib.suppress(OSError):
-                self._tmp.unlink(missing_ok=True)
+        for path in (self._tmp, self._spill_path):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def _writing(self, path: Path) -> Iterator[None]:
@@ -233,6 +264,34 @@ class FindingsSink:
     def tally(self, rule_id: str) -> Tally:
         """What was collected for one rule."""
         return self._tallies.get(rule_id, Tally())
+
+
+def _table(frames: list[pl.DataFrame]) -> pa.Table:
+    return pl.concat(frames).to_arrow().cast(PARQUET_SCHEMA)
+
+
+class _RowGroups:
+    """Writes tables to a Parquet writer in row groups of exactly ``ROW_GROUP`` rows (the
+    last one shorter), however the tables come cut."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self._writer = writer
+        self._held: list[pa.Table] = []
+        self._rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._held.append(table)
+        self._rows += table.num_rows
+        if self._rows >= ROW_GROUP:
+            whole = pa.concat_tables(self._held)
+            cut = self._rows - self._rows % ROW_GROUP
+            self._writer.write_table(whole.slice(0, cut), row_group_size=ROW_GROUP)
+            self._held, self._rows = [whole.slice(cut)], self._rows - cut
+
+    def finish(self) -> None:
+        if self._rows:
+            self._writer.write_table(pa.concat_tables(self._held), row_group_size=ROW_GROUP)
+        self._held, self._rows = [], 0
 
 
 def locate(frame: pl.DataFrame, batch: Batch, ids: pl.Series | None) -> pl.DataFrame:

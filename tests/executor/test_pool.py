@@ -71,6 +71,29 @@ def test_sample_corpus_and_preset(corpus: str, preset: str, tmp_path: Path) -> N
     equal(one, two, tmp_path)
 
 
+def test_findings_spilled_in_small_row_groups_are_the_same_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With findings spilled every few rows (as a large corpus's are), the two schedules
+    still write the same bytes: rule by rule, in read order, in row groups of ROW_GROUP."""
+    import pyarrow.parquet as pq
+
+    from preflight import findings
+
+    monkeypatch.setattr(findings, "ROW_GROUP", 7)
+    path, _ = sample_case("pretrain")
+    one, two = both(path, load_rules(preset="default"), tmp_path, smoke=False)
+    equal(one, two, tmp_path)
+    written = tmp_path / "two" / "findings.parquet"
+    sizes = [g.num_rows for g in (pq.ParquetFile(written).metadata.row_group(i)
+                                  for i in range(pq.ParquetFile(written).num_row_groups))]
+    assert len(sizes) > 3 and set(sizes[:-1]) == {7} and 0 < sizes[-1] <= 7
+    rules = pl.read_parquet(written).get_column("rule").to_list()
+    assert rules == sorted(rules, key=[r.id for r in two.rules].index)  # grouped by rule
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["findings.parquet",
+                                                                      "report.html",
+                                                                      "report.json"]
+
+
 def test_smoke_sample_is_the_one_of_one_worker(tmp_path: Path) -> None:
     """Rows flagged while scanning and at the end (duplicates, fetched from their pieces)
     make the same sample, and the smoke test trains on it to the same verdict."""
