@@ -136,6 +136,22 @@ def test_planted_fault_fails(tmp_path: Path) -> None:
     assert [e["row"] for e in hidden["examples"]] == [1]
 
 
+def test_each_reason_for_a_fail_has_its_own_line(tmp_path: Path) -> None:
+    """One reason stays on the FAIL line; several are listed one per line (joined, they
+    wrapped mid-phrase on an ordinary terminal)."""
+    one = invoke("check", "--no-smoke", faulty(tmp_path), "--out", tmp_path / "one")
+    assert "FAIL rule 'hidden-chars' (error) failed: 1 violation(s)\n" in one.output
+    records = [dict(r) for r in CLEAN] + [{"text": ""}, {"text": "a\u200bb"}]
+    data = write_jsonl(tmp_path / "two.jsonl", records)
+    two = invoke("check", "--no-smoke", data, "--out", tmp_path / "two")
+    assert two.exit_code == 1
+    report = json.loads((tmp_path / "two" / "report.json").read_text())
+    assert len(report["reasons"]) >= 2
+    lines = two.output.splitlines()
+    at = lines.index(f"FAIL {len(report['reasons'])} reasons:")
+    assert lines[at + 1:at + 1 + len(report["reasons"])] == [f"  {r}" for r in report["reasons"]]
+
+
 def test_unknown_preset_exits_2(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
     result = invoke("check", "--no-smoke", data, "--preset", "no-such-preset", "--out",

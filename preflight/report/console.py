@@ -103,7 +103,13 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     if report.passed:
         console.print("[bold green]PASS[/] the gate passed")
     else:
-        console.print("[bold red]FAIL[/] " + escape("; ".join(report.reasons)), highlight=False)
+        # One reason on the FAIL line; several, one per line (a joined line wraps mid-phrase).
+        reasons = report.reasons if len(report.reasons) > 1 else []
+        console.print("[bold red]FAIL[/] " + escape(
+            f"{len(reasons)} reasons:" if reasons else "; ".join(report.reasons)),
+            highlight=False)
+        for reason in reasons:
+            console.print(f"  {reason}", markup=False, highlight=False)
     for name, path in report.outputs.items():
         console.print(f"  {name}: {path}", style="dim", markup=False)
 
