@@ -85,7 +85,13 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     elif strings and "messages" not in found:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
-        found["text"], why["text"] = best, f"{best!r} (the string field with the longest values)"
+        # The others are not scanned at all: say so, or a prompt beside a longer response
+        # would pass the text checks unseen.
+        others = ", ".join(repr(n) for n in strings if n != best)
+        also = (f"; other string fields not checked: {others} (fields.text takes a list)"
+                if others else "")
+        found["text"] = best
+        why["text"] = f"{best!r} (the string field with the longest values{also})"
     if "id" not in found:
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:

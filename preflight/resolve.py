@@ -58,8 +58,12 @@ def resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields) -> list[Rule
 def role_of(rule: Rule, fields: Fields) -> str:
     """What in the data called for an inferred ``rule``, for the note that says it was added."""
     declared = fields.declared()
-    for role in ("messages", "label", "numeric", "target", "features"):
-        if role in declared and (rule.check != "label_range" or role == "label"):
+    # Only the roles whose fields the rule's check reads: `numeric` never reads the label.
+    roles = {"label_range": ("label",), "chat_format": ("messages",),
+             "numeric": ("numeric", "target", "features")}.get(
+        rule.check, ("messages", "label", "numeric", "target", "features"))
+    for role in roles:
+        if role in declared:
             names = ", ".join(map(repr, declared[role]))
             return f"a {role} field ({names})" if role != "numeric" else f"numbers in {names}"
     return "the fields it needs"

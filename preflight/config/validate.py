@@ -63,12 +63,15 @@ def _validate(
     for key in written:
         del data[key]
     raw_rules = data.pop("rules", None)
+    # Reported with the file's other mistakes (a misspelt `fields` key beside it), all at once.
     if raw_rules is None:
-        raise ConfigError(f"{where}: missing key `rules` (a list of rules)")
+        errors.append("rules: missing key `rules` (a list of rules)")
+    elif not isinstance(raw_rules, list):
+        errors.append(f"rules: `rules` must be a list of rules, got {_kind(raw_rules)}")
+    elif not raw_rules:
+        errors.append("rules: `rules` is empty; list at least one rule")
     if not isinstance(raw_rules, list):
-        raise ConfigError(f"{where}: `rules` must be a list of rules, got {_kind(raw_rules)}")
-    if not raw_rules:
-        raise ConfigError(f"{where}: `rules` is empty; list at least one rule")
+        raw_rules = []
     rules = [r for i, spec in enumerate(raw_rules) if (r := _rule(spec, i, errors))]
     # Ids as written, so a duplicate is reported beside the other errors of its rule.
     seen: set[str] = set()

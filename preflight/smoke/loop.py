@@ -353,7 +353,7 @@ def _check_loss(loss: Any, user: bool, *, step: bool = False) -> None:
 
 def _nonfinite_inputs(inputs: Any, targets: Any, exempt: set[str]) -> tuple[list[int], str] | None:
     for path, t in named(("inputs", inputs), ("targets", targets)):
-        if path in exempt or not t.is_floating_point():
+        if path in exempt or not t.is_floating_point() or t.is_meta:  # meta: no values
             continue
         bad = ~torch.isfinite(t)
         if bool(bad.any()):
@@ -366,7 +366,7 @@ def _nonfinite_inputs(inputs: Any, targets: Any, exempt: set[str]) -> tuple[list
 def nonfinite_paths(batch: Batch) -> set[str]:
     """Float tensors of a batch that hold a non-finite value (e.g. -inf attention masks)."""
     return {path for path, t in named(("inputs", batch[0]), ("targets", batch[1]))
-            if t.is_floating_point() and not bool(torch.isfinite(t).all())}
+            if t.is_floating_point() and not t.is_meta and not bool(torch.isfinite(t).all())}
 
 
 def _autocast(precision: str) -> tuple[bool, torch.dtype]:

@@ -47,6 +47,7 @@ import json
 import math
 import os
 import sys
+import threading
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -132,6 +133,10 @@ class WatchCore:
         self.faults = 0
         self.alarms = 0
         self.disabled: str | None = None
+        # Loops that call the watch from several threads: one step's batch and loss, one
+        # gradient check and one investigation at a time (re-entrant: a fault is found
+        # while the step holds it). Uncontended, it costs well under a microsecond.
+        self.lock = threading.RLock()
         try:
             self.cfg.out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -164,6 +169,8 @@ class WatchCore:
             raise ConfigError(f"w.step(loss, batch): loss must be a scalar tensor (the value "
                               f"backward() is called on), got {got}")
         entry.loss = loss.detach()
+        if loss.is_meta and not self.disabled:  # a shape-only dry run: no values to check
+            self._disable(ConfigError("the loss is on the meta device (no values to check)"))
         if self.disabled or self.sync_every > 1:
             return True
         value = float(entry.loss.float())
@@ -231,7 +238,8 @@ class WatchCore:
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         """The optimizer's step pre-hook: the loop's clip norm, if it clipped, is reused."""
-        self._gradients(optimizer, self.order.take_norm())
+        with self.lock:
+            self._gradients(optimizer, self.order.take_norm())
 
     def _gradients(self, optimizer: torch.optim.Optimizer, norm: torch.Tensor | None) -> bool:
         """Before the optimizer applies the gradients: their norm, checked (or kept for the
@@ -362,14 +370,15 @@ class WatchCore:
         """Investigate the first fault, write it, then stop, skip or warn (False: skip)."""
         from preflight.watch.fault import investigate, write
 
-        s.checked = True
-        self.faults += 1
-        if self.fault is None:
-            result = investigate(self, s, detail, kind)
-            path = write(self, result)
-            self.fault, self.path = result, path
-        else:
-            result = self.fault
+        with self.lock:  # another thread's fault waits for this one's record
+            s.checked = True
+            self.faults += 1
+            if self.fault is None:
+                result = investigate(self, s, detail, kind)
+                path = write(self, result)
+                self.fault, self.path = result, path
+            else:
+                result = self.fault
         if self.cfg.on_fault == "stop":
             raise TrainingFault(result, getattr(self, "path", None))
         if self.faults <= 5:

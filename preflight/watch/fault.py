@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from preflight.config import SmokeConfig
-from preflight.errors import ConfigError, PreflightError
+from preflight.errors import ConfigError
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
@@ -71,7 +71,11 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
         result.findings.append(SmokeFinding(code="watch_investigation_failed",
                                             severity="warn", detail=why))
         result.reason = detail
-        _grads_only(core, result, _nonfinite_input_rows(s.batch), why)
+        try:
+            bad_inputs = _nonfinite_input_rows(s.batch)
+        except Exception:  # a tensor type that cannot be read: no rows to name
+            bad_inputs = []
+        _grads_only(core, result, bad_inputs, why)
     if core.cfg.gate_report is not None:
         _link_gate(core, result)
     result.timings = {"investigate": round(time.perf_counter() - started, 4)}
@@ -148,7 +152,14 @@ def _live_setup(core: WatchCore, result: SmokeResult, device: torch.device,
                 exempt: set[str]) -> Setup:
     """Re-runs on the user's model itself (``snapshot="none"``), from the checkpoint when
     there is one, and what that means for the record."""
-    path = snapshot.checkpoint_path(core)
+    try:
+        path = snapshot.checkpoint_path(core)
+    except Exception as e:  # the user's callable: its failure is not the step_fn's
+        result.findings.append(SmokeFinding(
+            code="watch_checkpoint_missing", severity="warn",
+            detail=f"the checkpoint callable raised {type(e).__name__}: {first_line(e)}; "
+                   "the re-runs used the current weights"))
+        path = None
     if path is not None and not path.is_file():
         result.findings.append(SmokeFinding(
             code="watch_checkpoint_missing", severity="warn",
@@ -249,7 +260,8 @@ def _nonfinite_input_rows(batch: Any) -> list[int]:
     if batch is None:
         return []
     for _, t in named(("", batch)):
-        if t.is_floating_point() and t.ndim > 0:
+        # a tensor on the meta device has no values to read (reading one raises)
+        if (t.is_floating_point() or t.is_complex()) and t.ndim > 0 and not t.is_meta:
             mask = ~torch.isfinite(t)
             if bool(mask.any()):
                 bad.update(rows_of(mask))
@@ -270,7 +282,8 @@ def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
             config=setup.cfg.model_dump(), batch=batch, initial={} if live else state,
             rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
             exempt=sorted(setup.exempt), checkpoint=checkpoint)
-    except (OSError, PreflightError) as e:  # out= gone or full: the verdict stands
+    except Exception as e:  # out= gone, full or read-only (torch.save raises RuntimeError
+        # there, not OSError): the verdict stands
         result.findings.append(SmokeFinding(code="replay_not_written", severity="warn",
                                             detail=first_line(e)))
         return
@@ -299,8 +312,8 @@ def _link_gate(core: WatchCore, result: SmokeResult) -> None:
 
 def write(core: WatchCore, result: SmokeResult) -> Path | None:
     """Write ``fault.json`` (or ``fault-rank{N}.json``); None when it cannot be written."""
-    path = claim(core.cfg.out, core.rank)
-    try:
+    try:  # claiming (DDP) touches out= too, which may be gone
+        path = claim(core.cfg.out, core.rank)
         with atomic_write(path) as tmp:
             tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     except Exception:

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from preflight.errors import ConfigError
-from preflight.report.model import GateLink, Report, load_report
+from preflight.report.model import SCHEMA_VERSION, GateLink, Report, load_report
 from preflight.text import first_line
+
+FINDING_COLUMNS = ("row", "id", "rule", "code")  # what a link reads of findings.parquet
 
 
 class Gate:
@@ -30,7 +32,11 @@ class Gate:
     def link(self, row: int | None, id_: str | None) -> GateLink:
         """What the gate said about one row (matched by id when the row has one)."""
         hits = self.by_id.get(id_, []) if id_ is not None else []
-        if not hits and row is not None:
+        # By row number only when the row has no id or the gate knew no ids: a row number
+        # is the record's position in the gate's file, which the training set's order need
+        # not keep (shuffled, filtered, another shard), so an id the gate did not flag must
+        # not borrow another record's findings.
+        if not hits and row is not None and (id_ is None or not self.by_id):
             hits = self.by_row.get(row, [])
         rules = sorted({str(f["rule"]) for f in hits})
         codes = sorted({str(f["code"]) for f in hits})
@@ -57,16 +63,24 @@ def check_gate(path: str | Path) -> Path:
     if p.is_dir():
         p = p / "report.json"
     try:
-        if load_report(p).source.format == "watch":
+        report = load_report(p)
+        if report.source.format == "watch":
             raise ConfigError(f"{p} is a watch fault.json, not the gate's report.json")
+        major = str(report.schema_version).partition(".")[0]
+        if major != SCHEMA_VERSION.partition(".")[0]:
+            raise ConfigError(f"{p} has report schema {report.schema_version}; this preflight "
+                              f"reads schema {SCHEMA_VERSION}: run the gate again with it")
         parquet = p.with_name("findings.parquet")
         if parquet.is_file():
             import pyarrow.parquet as pq
 
             try:
-                pq.read_schema(parquet)
+                names = pq.read_schema(parquet).names
             except Exception as e:
                 raise ConfigError(f"cannot read {parquet}: {first_line(e)}") from e
+            if missing := [c for c in FINDING_COLUMNS if c not in names]:
+                raise ConfigError(f"{parquet} has no column {', '.join(missing)}: not the "
+                                  "findings the gate writes")
     except ConfigError as e:
         raise ConfigError(f"watch gate_report: {e}; give the report.json the gate wrote "
                           "(preflight check ... --out DIR writes DIR/report.json), or leave "
@@ -88,7 +102,7 @@ def load_gate(path: str | Path) -> Gate:
     try:
         import pyarrow.parquet as pq
 
-        table = pq.read_table(parquet, columns=["row", "id", "rule", "code"])
+        table = pq.read_table(parquet, columns=list(FINDING_COLUMNS))
     except Exception as e:
         raise ConfigError(f"gate_report: cannot read {parquet}: {e}") from e
     return Gate(report, table.to_pylist(), complete=True)

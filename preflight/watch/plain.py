@@ -28,8 +28,9 @@ class Watch:
         True: go on; False: skip this step (``on_fault="skip"``); on a fault with
         ``on_fault="stop"`` it writes ``fault.json`` and raises ``TrainingFault``."""
         self._open()
-        self.core.batch(batch)
-        return self.core.loss(loss)
+        with self.core.lock:  # this batch with this loss, whichever thread calls
+            self.core.batch(batch)
+            return self.core.loss(loss)
 
     @property
     def fault(self) -> Any:
