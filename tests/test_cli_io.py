@@ -109,7 +109,7 @@ def test_ctrl_c_in_the_smoke_stage_leaves_no_findings_temporary(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(preflight.findings, "_FLUSH_ROWS", 1)  # the file exists by then
+    monkeypatch.setattr(preflight.findings, "ROW_GROUP", 1)  # the spill exists by then
     monkeypatch.setattr(preflight.pipeline, "_smoke", interrupted)
     out = tmp_path / "out"
     result = invoke("check", faulty(tmp_path), "--out", out, "--no-progress")
