@@ -42,7 +42,7 @@ from preflight.config import Fields, Rule, RuleSet
 from preflight.errors import ConfigError, OutputError, PreflightFailed
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
-from preflight.fix.output import merge_quarantine, part, write_round
+from preflight.fix.output import dry_round, merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
@@ -109,10 +109,12 @@ def run_fix(
             can_truncate=ctx.tokenizer is not None,
             chat=bool(ctx.messages),
         )
-        if options.dry_run:
+        if options.dry_run:  # round one written nowhere: the real run's refusals and counts
+            mender = Mender(rules, ctx, options.marker)
             return report, manifests.dry_run(
-                found, the_plan, Mender(rules, ctx, options.marker), report,
-                findings=findings, out_format=out_format, show_text=show_text,
+                found, the_plan, mender, report, show_text=show_text,
+                counts=dry_round(found, out_format, the_plan, mender),
+                verified=bool(fixable) and the_plan.risky,
             )
         # Outputs are written under temporary names beside their final ones and renamed only
         # when complete; whatever happens, no temporary file is left behind.

@@ -1,5 +1,6 @@
 """One round of ``fix``: read the input unit by unit, write the clean output and the
-quarantine; and merging later rounds' quarantine decisions back in input order."""
+quarantine (or, for ``--dry-run``, write nowhere and refuse as when writing); and merging
+later rounds' quarantine decisions back in input order."""
 
 from __future__ import annotations
 
@@ -22,21 +23,24 @@ def write_round(
     out_format: str,
     the_plan: Plan,
     mender: Mender,
-    clean: Path,
-    quarantined: Path,
+    clean: Path | None,
+    quarantined: Path | None,
     *,
     origin: Origin | None,
     later: dict[tuple[str | None, int], list[dict[str, Any]]] | None = None,
+    schema: Any = None,
 ) -> dict[str, Any]:
     """One round: the clean output, and the quarantine. In a later round (reading an earlier
     round's clean output, ``origin`` mapping its units to input rows) quarantine decisions go
-    to ``later`` instead, by input row, to be merged in order with the original records."""
+    to ``later`` instead, by input row, to be merged in order with the original records.
+    With no ``clean`` and ``quarantined`` nothing is written (``dry_round``); ``schema``
+    and ``counts["retype"]``: see ``Writer.retype``."""
     counts: dict[str, Any] = {"input": 0, "clean": 0, "quarantined": 0, "changed": set(),
                               "blank": 0}
     new_origin = Origin()
     id_field = mender.ctx.fields.id
-    with open_writer(clean, out_format, found) as writer, \
-            open(quarantined, "ab" if later is not None else "wb") as q:
+    with open_writer(clean, out_format, found, schema=schema) as writer, \
+            open(quarantined or os.devnull, "ab" if later is not None else "wb") as q:
 
         def set_aside(unit: Unit, reasons: list[dict[str, Any]], at: tuple[str | None, int]
                       ) -> None:
@@ -92,6 +96,18 @@ def write_round(
             counts["clean"] += 1
             new_origin.append(*at)
     counts["origin"] = new_origin
+    counts["retype"] = writer.retype
+    return counts
+
+
+def dry_round(found: Input, out_format: str, the_plan: Plan, mender: Mender
+              ) -> dict[str, Any]:
+    """Round one writing nowhere: its counts, and every refusal of the writers raised as
+    when writing (exit 2), so that a dry run answers what the real run would."""
+    counts = write_round(found, out_format, the_plan, mender, None, None, origin=None)
+    if counts["retype"] is not None:  # the records again, typed as they would be written
+        counts = write_round(found, out_format, the_plan, mender, None, None, origin=None,
+                             schema=counts["retype"])
     return counts
 
 

@@ -14,7 +14,8 @@ keeps:
   From JSON or CSV input the schema is inferred over the whole output (chunks spilled to a
   temporary file).
 
-The seam is ``base.Writer``; ``open_writer`` picks one by format.
+The seam is ``base.Writer``; ``open_writer`` picks one by format. With no path a writer
+writes nowhere and refuses what it would refuse: ``--dry-run`` runs round one through it.
 """
 
 from __future__ import annotations
@@ -49,13 +50,14 @@ def malformed_refusal(unit: Unit, fmt: str) -> str | None:
     return None
 
 
-def open_writer(path: Path, fmt: str, found: Input) -> Writer:
-    """The writer for output format ``fmt``."""
+def open_writer(path: Path | None, fmt: str, found: Input, *, schema: Any = None) -> Writer:
+    """The writer for output format ``fmt``; with no ``path``, one that writes nowhere (a
+    dry run) but refuses what it would refuse. ``schema``: see ``ArrowWriter``."""
     if fmt == "jsonl":
         return JsonlWriter(path, found)
     if fmt == "csv":
         return CsvWriter(path, found)
-    return ArrowWriter(path, found, fmt)
+    return ArrowWriter(path, found, fmt, schema=schema)
 
 
 def quarantine_line(unit: Unit, reasons: list[dict[str, Any]], id_field: str | None) -> bytes:

@@ -1,7 +1,9 @@
 """The seam every clean-output writer implements: ``keep``, ``change``, ``blank``, ``close``.
 
 A writer writes its file under a temporary name that the caller renames once the run is
-done; on an error it lets go of the file (``discard``) without finishing it.
+done; on an error it lets go of the file (``discard``) without finishing it. With no path
+(``--dry-run``) it writes nowhere but refuses what it would refuse when writing: the dry run's
+answer is the real run's.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ from preflight.fix.units import Input, Unit
 
 
 class Writer:
-    """Base: a clean output file under a temporary name (renamed by the caller)."""
+    """Base: a clean output file under a temporary name (renamed by the caller), or
+    nowhere when ``path`` is None."""
 
-    def __init__(self, path: Path, found: Input) -> None:
+    # Set by a writer writing nowhere that learnt only at ``close`` the schema the records
+    # are written in: the caller sends the same units again to a writer given that schema.
+    retype: Any = None
+
+    def __init__(self, path: Path | None, found: Input) -> None:
         self.path, self.found = path, found
 
     def __enter__(self) -> Writer:

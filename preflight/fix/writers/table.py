@@ -6,6 +6,13 @@ in their own type. From JSON or CSV input the records are typed once the whole o
 known: chunks of records are spilled to an unnamed temporary file and written in the schema
 unified over all of them. A record that cannot be held so (a number past 64 bits, types that
 share no column) is refused with a message that says to write JSON Lines.
+
+Writing nowhere (a dry run) takes the same steps into ``pa.MockOutputStream`` and keeps only
+the chunks' schemas, not the records: memory stays bounded and nothing is written. When the
+chunks were typed alike, each went to the writer in that schema, as the real run writes them;
+otherwise ``retype`` holds the unified schema and the caller sends the units again to a
+writer given it, which conforms each chunk as it is typed (as the real run does when reading
+the spill back).
 """
 
 from __future__ import annotations
@@ -31,17 +38,26 @@ from preflight.record_batches import records_table, replace_lone_surrogates
 _CHUNK = 65_536
 # A JSON escape of a high or low surrogate: only lines holding one may hold a lone one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+# A number no 64-bit column holds as written has 19 digits in a row (an integer past 64
+# bits; a float past its range, or below it, with no exponent) or an exponent: with every
+# digit read as 0, its text holds "0" * 19, "0e" or "0E" (faster to find than by a regex).
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"0" * 9)
 
 
 class ArrowWriter(Writer):
     """Parquet or Arrow IPC; the input's schema when the input is Arrow."""
 
-    def __init__(self, path: Path, found: Input, kind: str) -> None:
+    def __init__(self, path: Path | None, found: Input, kind: str, *,
+                 schema: pa.Schema | None = None) -> None:
+        """``schema``: (writing nowhere, from JSON or CSV) the one the records are written
+        in, learnt by an earlier writer's ``retype``."""
         super().__init__(path, found)
         self.kind = kind
         if found.syntax == "arrow" and found.schema is None:
             raise ConfigError(found.schema_error or "the input has no Arrow schema")
-        self._schema = found.schema if found.syntax == "arrow" else None
+        self._schema = found.schema if found.syntax == "arrow" else schema
+        self._given = schema is not None
+        self._failed: ConfigError | None = None  # writing nowhere: see _write_now
         self._table: pa.RecordBatch | None = None
         self._take: list[int] = []
         self._edits: dict[tuple[int, str], Any] = {}
@@ -97,9 +113,9 @@ class ArrowWriter(Writer):
             table = _conform(table, self._schema)
         try:
             if self._out is None:
-                self._out = (pq.ParquetWriter(self.path, self._schema)
-                             if self.kind == "parquet"
-                             else pa.ipc.new_file(str(self.path), self._schema))
+                sink = pa.MockOutputStream() if self.path is None else str(self.path)
+                self._out = (pq.ParquetWriter(sink, self._schema) if self.kind == "parquet"
+                             else pa.ipc.new_file(sink, self._schema))
             self._out.write_table(table)
         except pa.ArrowException as e:
             raise ConfigError(f"the records cannot be written as {self.kind} ({e}); "
@@ -152,7 +168,9 @@ class ArrowWriter(Writer):
             return value
 
         assert unit.raw is not None
-        json.loads(unit.raw, parse_float=exact_float, parse_int=exact_int)
+        zeros = unit.raw.translate(_DIGITS_AS_ZERO)
+        if b"0" * 19 in zeros or b"0e" in zeros or b"0E" in zeros:
+            json.loads(unit.raw, parse_float=exact_float, parse_int=exact_int)
 
     def _spill_rows(self) -> None:
         if not self._rows:
@@ -166,8 +184,12 @@ class ArrowWriter(Writer):
                               "64 bits, or nesting Arrow cannot hold); write JSON Lines: "
                               "--format jsonl")
         if self._spill is None:
-            # Unnamed: nothing is left behind, whatever happens to the process.
-            self._spill = tempfile.TemporaryFile(prefix=f"preflight-fix-{os.getpid()}-")  # noqa: SIM115
+            # Unnamed: nothing is left behind, whatever happens to the process. Writing
+            # nowhere, the chunks are serialised as when spilled (what Arrow cannot write
+            # fails alike), and not kept.
+            self._spill = (pa.MockOutputStream() if self.path is None else
+                           tempfile.TemporaryFile(  # noqa: SIM115 - closed in close/discard
+                               prefix=f"preflight-fix-{os.getpid()}-"))
         try:
             sink = pa.ipc.new_stream(self._spill, table.schema)
             sink.write_table(table)
@@ -177,6 +199,23 @@ class ArrowWriter(Writer):
                               "write JSON Lines: --format jsonl") from e
         self._chunks.append(table.schema)
         self._rows = []
+        if self.path is None:
+            self._write_now(table)
+
+    def _write_now(self, table: pa.Table) -> None:
+        """Writing nowhere: the chunk goes to the writer now if it is typed as the records
+        will be written (as given, or as the first chunk was). A failure counts only if no
+        chunk was typed otherwise: it waits for ``close``, where the real run writes."""
+        if self._given:
+            self._write(table)
+            return
+        if self._schema is None:
+            self._schema = table.schema
+        if table.schema == self._schema and self._failed is None:
+            try:
+                self._write(table)
+            except ConfigError as e:
+                self._failed = e
 
     def _close_records(self) -> None:
         self._spill_rows()
@@ -184,8 +223,11 @@ class ArrowWriter(Writer):
             self._schema = pa.schema([])
             self._write(pa.table({}))
             return
+        if self.path is None:
+            self._close_nowhere()
+            return
         try:
-            self._schema = pa.unify_schemas(self._chunks, promote_options="permissive")
+            self._schema = self._unified()
             self._spill.seek(0)
             for _ in self._chunks:
                 self._write(pa.ipc.open_stream(self._spill).read_all())
@@ -195,6 +237,25 @@ class ArrowWriter(Writer):
         finally:
             self._spill.close()
 
+    def _close_nowhere(self) -> None:
+        """Unify the chunks' schemas as ``_close_records`` does; if a chunk was typed
+        otherwise, ``retype`` asks for the records again in the unified schema."""
+        if self._given:
+            return
+        unified = self._unified()
+        if any(schema != unified for schema in self._chunks):
+            self.retype = unified
+        elif self._failed is not None:
+            raise self._failed
+
+    def _unified(self) -> pa.Schema:
+        """The schema every chunk's records are written in."""
+        try:
+            return pa.unify_schemas(self._chunks, promote_options="permissive")
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise ConfigError(f"the records cannot be one {self.kind} table ({e}); "
+                              "write JSON Lines: --format jsonl") from e
+
     def close(self) -> None:
         if self.found.syntax == "arrow":
             self._flush_arrow()
@@ -202,7 +263,8 @@ class ArrowWriter(Writer):
                 self._write(self._schema.empty_table())  # type: ignore[union-attr]
         else:
             self._close_records()
-        self._out.close()
+        if self._out is not None:  # None: written nowhere, a retype after a failed chunk
+            self._out.close()
 
     def discard(self) -> None:
         for handle in (self._out, self._spill):

@@ -13,6 +13,7 @@ import csv
 import datetime
 import decimal
 import io
+import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,9 +58,9 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | i
 
 
 class JsonlWriter(Writer):
-    def __init__(self, path: Path, found: Input) -> None:
+    def __init__(self, path: Path | None, found: Input) -> None:
         super().__init__(path, found)
-        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._f: BinaryIO = open(path or os.devnull, "wb")  # noqa: SIM115 - closed in close()
 
     def keep(self, unit: Unit) -> None:
         if unit.syntax == "json":
@@ -88,12 +89,12 @@ class JsonlWriter(Writer):
 
 
 class CsvWriter(Writer):
-    def __init__(self, path: Path, found: Input) -> None:
+    def __init__(self, path: Path | None, found: Input) -> None:
         super().__init__(path, found)
         if found.syntax != "csv":
             raise ConfigError(f"CSV output needs CSV input ({found.format} given): "
                               "use --format jsonl or parquet")
-        self._f: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._f: BinaryIO = open(path or os.devnull, "wb")  # noqa: SIM115 - closed in close()
         assert found.header_raw is not None
         self._f.write(found.header_raw)
 
