@@ -4,7 +4,10 @@ parsing), and where an element that runs away is cut.
 An element whose quote never closes puts every later quote out of step; one whose bracket
 never closes runs on to the array's end. Either is cut where a later line starts an element
 (``resync``) indented no deeper than the line the element starts on, so the elements after it
-are still read. The element scanner (``jsonarray.elements``) reads with these.
+are still read; where elements share a line, at the next element's ``}, {`` once the text
+from there reads as the array's own elements (``array_inline``, asked first: before each
+answer, and as the element stays open). The element scanner (``jsonarray.elements``)
+reads with these.
 
 Depth is the indentation of a line: the blanks before its first other character, whatever
 that is (``{``, ``, {``, ``}, {`` or ``[{``). An element's and a candidate line's are
@@ -17,6 +20,8 @@ at 2 with nested ones at 6, comma-first ``, {`` at 0. (Measured at the ``{``, th
 from __future__ import annotations
 
 import re
+
+from preflight.source.array_inline import InlineCut, NeedMore
 
 _STRUCT = re.compile(r'["\[\]{}]')
 # The rest of a JSON string after its opening quote. Possessive and unrolled: a 30 MB string
@@ -41,10 +46,12 @@ _RESYNC_WINDOW = 64 << 10
 TRUNCATED = ("truncated", "the file ends inside this element (truncated?)")
 RUNAWAY = ("invalid_json", "a quote or bracket in this element never closes: it is cut where "
            "the next line starts an element")
-
-
-class NeedMore(Exception):
-    """The element runs past the buffer."""
+RUNAWAY_INLINE = ("invalid_json", "a quote or bracket in this element never closes: it is cut "
+                  "where the next element starts, on the same line")
+# An element still open this many characters on is asked whether it is cut in-line
+# (``InlineCut``), then at twice the distance, and so on: a broken element whose bracket never
+# closes is cut after about twice the text to its cut, not at the end of the array.
+_INLINE_FIRST = 4 << 10
 
 
 def indent_past_closers(buf: str, start: int, end: int) -> int | None:
@@ -93,6 +100,9 @@ def value_end(buf: str, pos: int, eof: bool, indent: int | None, *,
         if not eof:
             raise NeedMore
         return len(buf), 0, TRUNCATED, True
+    # Before each answer, and as the element stays open, the in-line cut is asked whether a
+    # boundary before that point comes first: the answer is the same however far is read.
+    inline, check_at = InlineCut(buf, pos, eof), pos + _INLINE_FIRST
     stack, depth, p = [first], 1, pos + 1
     # How many of each opener the stack holds: a closer of the other kind asks whether it
     # matches one further out, in constant time (a scan of a deep stack per closer was
@@ -105,6 +115,10 @@ def value_end(buf: str, pos: int, eof: bool, indent: int | None, *,
         if m is None:
             break
         ch, p = m.group(), m.end()
+        if p >= check_at:
+            if (at := inline.find(p)) is not None:
+                return at, 0, cut_detail(buf, at), False
+            check_at = pos + 2 * (check_at - pos)
         if ch == '"':
             tail = _LINE_STRING_TAIL.match(buf, p)  # nearly every string: within its line
             if tail is None:
@@ -112,7 +126,13 @@ def value_end(buf: str, pos: int, eof: bool, indent: int | None, *,
                 if tail is None:
                     break
                 if _out_of_step(buf, p - 1, tail.end()):
-                    return _cut(buf, pos, eof, indent, column)
+                    return _cut(buf, pos, eof, indent, column, inline=inline,
+                                upto=tail.end())
+            # A string that ends "}, {" (then its closing quote, which opens the next
+            # element's first key): quotes out of step, the elements sharing a line.
+            brace = _boundary_before(buf, p, tail.end())
+            if brace is not None and (at := inline.find(brace)) is not None:
+                return at, 0, cut_detail(buf, at), False
             p = tail.end()
         elif ch in "[{":
             stack.append(ch)
@@ -133,19 +153,60 @@ def value_end(buf: str, pos: int, eof: bool, indent: int | None, *,
                     raise NeedMore
                 if buf[ahead:ahead + 1] in (",", "}", '"'):
                     continue
-                return m.start(), depth, problem, True
+                return _inline_first(inline, m.start(), (m.start(), depth, problem, True))
             while stack[-1] != opener:  # each opener is popped once: linear in all
                 open_count[stack.pop()] -= 1
             open_count[stack.pop()] -= 1
-            if not stack:
-                return p, depth, problem, False
+            if not stack:  # closed by a closer of the other kind: a broken element
+                return _inline_first(inline, p, (p, depth, problem, False))
         else:
             open_count[stack.pop()] -= 1
             if not stack:
-                return p, depth, problem, False
+                answer = p, depth, problem, False
+                return answer if problem is None else _inline_first(inline, p, answer)
     if not eof:
+        if len(buf) - pos >= _INLINE_FIRST and (at := inline.find(len(buf))) is not None:
+            return at, 0, cut_detail(buf, at), False
         raise NeedMore
-    return len(buf), depth, TRUNCATED, True
+    return _inline_first(inline, len(buf), (len(buf), depth, TRUNCATED, True))
+
+
+def _inline_first(inline: InlineCut, upto: int, answer: tuple[int, int, tuple[str, str] | None,
+                                                                bool]
+                  ) -> tuple[int, int, tuple[str, str] | None, bool]:
+    """``answer``, unless the in-line cut comes first (at ``upto`` or before)."""
+    at = inline.find(upto)
+    if at is None:
+        return answer
+    return at, 0, cut_detail(inline.buf, at), False
+
+
+def cut_detail(buf: str, at: int) -> tuple[str, str]:
+    """The finding of an element cut where the next one starts, at ``at``: ``RUNAWAY``
+    when that starts a line, else ``RUNAWAY_INLINE``."""
+    line = buf.rfind("\n", 0, at)
+    if line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, at + 1):
+        return RUNAWAY
+    return RUNAWAY_INLINE
+
+
+def _boundary_before(buf: str, start: int, end: int) -> int | None:
+    """The ``{`` of ``}, {`` (``]`` too; blanks between, no line break) that ends the
+    string ``buf[start:end]`` just before its closing quote, if it does."""
+    k = end - 2
+    while k >= start and buf[k] in " \t":
+        k -= 1
+    if k < start or buf[k] != "{":
+        return None
+    brace, k = k, k - 1
+    while k >= start and buf[k] in " \t":
+        k -= 1
+    if k < start or buf[k] != ",":
+        return None
+    k -= 1
+    while k >= start and buf[k] in " \t":
+        k -= 1
+    return brace if k >= start and buf[k] in "}]" else None
 
 
 def _out_of_step(buf: str, start: int, end: int) -> bool:
@@ -163,13 +224,17 @@ def _out_of_step(buf: str, start: int, end: int) -> bool:
     return line >= 0 and _ELEMENT_LINE.fullmatch(buf, line, k) is not None
 
 
-def _cut(buf: str, pos: int, eof: bool, indent: int | None, column: int | None = None
+def _cut(buf: str, pos: int, eof: bool, indent: int | None, column: int | None = None, *,
+         inline: InlineCut | None = None, upto: int = 0
          ) -> tuple[int, int, tuple[str, str] | None, bool]:
     """``value_end``'s answer for the element at ``pos`` (on a line indented ``indent``,
     when known) once its quotes are out of step (its own quote that never
     closed, or a later element's inside a bracket of its that never closed): it ends where
     the next element starts (``resync``). Raises NeedMore until the buffer holds that
-    start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``."""
+    start (known indentation) or ``_RESYNC_WINDOW`` characters past ``pos``. An in-line
+    cut (``inline``, at ``upto`` or before) comes first."""
+    if inline is not None and (at := inline.find(upto)) is not None:
+        return at, 0, cut_detail(buf, at), False
     if indent is None and len(buf) < pos + _RESYNC_WINDOW and not eof:
         raise NeedMore
     at = resync(buf, pos, len(buf), indent, column=column)

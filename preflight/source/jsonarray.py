@@ -6,7 +6,8 @@ element is still read. A file cut off inside an element or before the closing ``
 ``truncated`` unit; data after the closing ``]`` (two arrays concatenated) is a
 ``trailing_data`` unit per value. An element whose quote or bracket never closes would run
 to the end of the array (or, its quotes out of step, swallow the elements after it): it is
-cut where a later line starts an element (``array_values``), and the scanner goes on.
+cut where a later line starts an element (``array_values``), or where the next element
+starts on its line (``array_inline``: an array on one line), and the scanner goes on.
 ``check`` and ``fix`` read arrays with this one scanner, so they agree on every row number;
 ``fix`` keeps each element's text as written (whitespace between tokens removed, so it fits
 on one JSON Lines line; values untouched).
@@ -26,12 +27,15 @@ from typing import Any
 from preflight.batch import Batch, Malformed
 from preflight.record_batches import records_to_batch, replace_lone_surrogates
 from preflight.source import array_scan
+from preflight.source.array_inline import InlineCut
 from preflight.source.array_values import (
     RUNAWAY,
+    RUNAWAY_INLINE,
     SPACE,
     STRING_BODY,
     NeedMore,
     advance,
+    cut_detail,
     indent_past_closers,
     line_indent,
     resync,
@@ -210,17 +214,34 @@ def elements(stream: Any, *, index: int = 0, after: str = "",
         elif after == "value" and problem is None:
             problem = ("invalid_json", "no comma before this element")
         at = None
-        if problem is RUNAWAY:  # cut already, where the next element starts
-            element = Element(index, text, malformed=Malformed(index, *RUNAWAY))
+        if problem is RUNAWAY or problem is RUNAWAY_INLINE:  # cut already, at the next one
+            element = Element(index, text, malformed=Malformed(index, *problem))
             at = end
         else:
             element = _element(index, text, depth, problem)
-            if runaway and not closed and resyncs < MAX_RESYNCS:
+            if problem is None and element.malformed is not None and not closed:
+                # Brackets that balance around text that does not parse: quotes out of
+                # step that fell back in step further on (a second broken element). The
+                # in-line cut, as ``value_end`` asks it before its other answers.
+                try:
+                    inline = InlineCut(buf, pos, eof).find(end)
+                except NeedMore:
+                    fill()
+                    continue
+                if inline is not None:
+                    problem = cut_detail(buf, inline)
+                    element = Element(index, buf[pos:inline],
+                                      malformed=Malformed(index, *problem))
+                    at = inline
+            if at is None and runaway and not closed and resyncs < MAX_RESYNCS:
                 at = resync(buf, pos, end, indent, column=first_column)
-            if at is not None:  # the element ends where the next one starts: no comma
-                resyncs += 1
-                element = Element(index, buf[pos:at], malformed=Malformed(index, *RUNAWAY))
-        if at is not None:  # the next element starts a line: its indentation is known
+                if at is not None:  # the element ends where the next one starts: no comma
+                    resyncs += 1
+                    element = Element(index, buf[pos:at],
+                                      malformed=Malformed(index, *RUNAWAY))
+        if problem is RUNAWAY_INLINE:  # the next element shares its line
+            pos, after, indent = at, ",", None
+        elif at is not None:  # the next element starts a line: its indentation is known
             pos, after, indent = at, ",", line_indent(buf, buf.rfind("\n", 0, at) + 1)
         else:
             pos, after, indent = end, "value", indent_past_closers(buf, pos, end)

@@ -155,23 +155,23 @@ def test_a_long_unclosed_brace_is_cut_early_where_the_arrays_end_would_cut_it(
     assert [(row, bad) for row, bad, _ in capped] == [(k, k == at) for k in range(_N)]
 
 
-def test_elements_sharing_a_line_lose_only_the_rest_of_the_broken_ones_line(
+def test_elements_sharing_a_line_are_read_after_a_broken_one_on_their_line(
         tmp_path: Path) -> None:
     # Three elements to a line: an element whose quote never closes is cut where the next
-    # line starts, with the elements after it on its line (nothing marks where one of them
-    # starts); every element on a later line is its own record, numbered one on per unit.
+    # element starts on its line ("}, {", the run after it read as the array's elements),
+    # not at the next line (its neighbours on the line went into its unit, before).
     records = [{"id": k, "meta": {"k": [{"n": 1}]}} for k in range(9)]
     lines = [", ".join(json.dumps(r) for r in records[k:k + 3]) for k in range(0, 9, 3)]
     text = "[" + ",\n".join(lines) + "]\n"
-    cases = {5: (list(range(9)), [5]),          # last on its line: nothing else is lost
-             3: ([0, 1, 2, 3, 4, 5, 6], [3])}   # first on its line: 4 and 5 go with it
-    for at, (unit_rows, bad_rows) in cases.items():
+    for at in (3, 4, 5):  # first, middle, last on its line
         broken = text.replace(f'"id": {at},', f'"id": {at}, "o": "open,', 1)
-        batches = read(write(tmp_path, f"d{at}.json", broken.encode()))
-        assert [r for r, _ in malformed(batches)] == bad_rows
-        assert rows(batches) == [r for r in unit_rows if r not in bad_rows]
-        kept = [k for k in range(9) if k != at and not (at == 3 and k in (4, 5))]
-        assert values(batches, "id") == kept
+        path = write(tmp_path, f"d{at}.json", broken.encode())
+        batches = read(path)
+        assert malformed(batches) == [(at, "invalid_json")]
+        assert rows(batches) == [k for k in range(9) if k != at]
+        assert values(batches, "id") == [k for k in range(9) if k != at]
+        [cut] = [u.raw for u in elements(path.open("rb")) if u.malformed is not None]
+        assert cut.startswith(f'{{"id": {at}, "o": "open,') and f'"id": {at + 1},' not in cut
 
 
 class _Stream:
