@@ -288,11 +288,6 @@ BAD_RULES += [
         ["it is not text: character U+0007 at character 7", "is it the right file?"],
     ),
     (
-        "empty-text-field",  # was "declared" and named no column: "field(s)  not found"
-        "fields: {text: ''}\n" + RULE,
-        ["fields.text", "name a column", "got ''"],
-    ),
-    (
         "empty-list-of-text-fields",  # was read as "no text field", without a word
         "fields: {text: []}\n" + RULE,
         ["fields.text", "name a column", "got []"],
@@ -677,3 +672,15 @@ def test_a_file_of_too_many_plain_values_fails_where_it_passes_the_bound(
     assert "the file holds more than 50 values by here" in message
     assert "aliases" not in message
     assert "at line 11," in message  # where the 51st value is (rule 10), not line 41
+
+
+def test_a_column_named_the_empty_string_is_still_a_field(tmp_path: Path) -> None:
+    # A CSV header left blank names a column ''; inference may take it as the text, and a
+    # rules file may name it: `fields:` refuses an empty list, not that name.
+    data = tmp_path / "d.csv"
+    data.write_text(",n\n" + "".join(f"some text number {i},{i}\n" for i in range(5)),
+                    encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(data), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert RuleSet(fields={"text": ""}, rules=[]).fields.text == ""

@@ -51,10 +51,11 @@ class Fields(_Strict):
     @field_validator("*")
     @classmethod
     def _names_a_column(cls, value: Any) -> Any:
-        # `text: ''` or `text: []` names no column, and `[text, text]` one column twice:
-        # each was read as "declared", then checked nothing (or the same column twice).
+        # `text: []` names no column, and `[text, text]` one column twice: each was read as
+        # "declared", then checked nothing (or the same column twice). A column named ''
+        # is real (a CSV header left blank), so '' is a name.
         names = [value] if isinstance(value, str) else value or []
-        if value is not None and (not names or not all(names)):
+        if value is not None and not names:
             raise ValueError("name a column (or a list of columns); leave the key out to "
                              "infer it")
         twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
