@@ -62,6 +62,10 @@ def toml_rules(path: Path, raw: bytes) -> RuleSet | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: cannot read it for [tool.preflight]: {e}; fix it, or "
                           "name the rules with --rules FILE") from e
+    except RecursionError as e:  # tomllib nests arrays by recursion: `[[[[...` deep
+        raise ConfigError(f"{path}: cannot read it for [tool.preflight]: arrays or tables "
+                          "nest too deep for a TOML reader; fix it, or name the rules with "
+                          "--rules FILE") from e
     tool = table.get("tool")
     section = tool.get("preflight") if isinstance(tool, dict) else None
     if section is None:

@@ -265,6 +265,49 @@ BAD_RULES: list[tuple[str, str, list[str]]] = [
         ["version", "write `version: 1`"],
     ),
 ]
+# Hostile values that got past validation (or crashed it) before.
+BAD_RULES += [
+    (
+        "check-is-a-list",  # was "internal error: TypeError: unhashable type: 'list'"
+        "rules:\n  - {id: a, check: [empty]}\n",
+        ["rules[0].check", "expected the name of one check, got a list", "invisible_unicode"],
+    ),
+    (
+        "check-is-a-mapping",
+        "rules:\n  - {id: a, check: {name: empty}}\n",
+        ["rules[0].check", "got a mapping"],
+    ),
+    (
+        "nested-too-deep",  # 100 KB of `[`: was "internal error: RecursionError"
+        "model: " + "[" * 50_000 + "]" * 50_000 + "\n" + RULE,
+        ["YAML", "line 1", "nest more than 100 levels deep"],
+    ),
+    (
+        "not-text",  # a control character: PyYAML's message named "<byte string>"
+        "rules: \x07\n",
+        ["it is not text: character U+0007 at character 7", "is it the right file?"],
+    ),
+    (
+        "empty-list-of-text-fields",  # was read as "no text field", without a word
+        "fields: {text: []}\n" + RULE,
+        ["fields.text", "name a column", "got []"],
+    ),
+    (
+        "a-column-named-twice",  # each finding came twice
+        "fields: {text: [body, body]}\n" + RULE,
+        ["fields.text", "lists 'body' twice"],
+    ),
+    (
+        "empty-tokenizer",  # was read as "no tokenizer": the estimate, silently
+        "model: {tokenizer: ''}\n" + RULE,
+        ["model.tokenizer", "name a tokenizer"],
+    ),
+    (
+        "numeric-scale-zero",  # no value could ever overflow the dtype
+        "rules:\n  - {id: a, check: numeric, dtype: fp16, scale: 0}\n",
+        ["rules[0]", "scale: 0", "no value could overflow"],
+    ),
+]
 CASE_IDS = [c[0] for c in BAD_RULES]
 
 
@@ -610,3 +653,34 @@ def test_exponents_without_a_dot_are_numbers(tmp_path: Path) -> None:
     path.write_text("smoke: {lr: 3e-4, grad_norm_warn: 1E3}\n" + RULE)
     smoke = load_rules(path).smoke
     assert (smoke.lr, smoke.grad_norm_warn) == (3e-4, 1000.0)
+
+
+def test_a_file_of_too_many_plain_values_fails_where_it_passes_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counted as the file is read: a 9 MiB file of 300,000 rules was parsed whole (minutes)
+    # and then blamed on "anchors and aliases", which it had none of.
+    from preflight.config import bounded_yaml
+
+    monkeypatch.setattr(bounded_yaml, "MAX_YAML_VALUES", 50)
+    path = tmp_path / "rules.yaml"
+    path.write_text("rules:\n" + "".join(f"  - {{id: r{i}, check: empty}}\n" for i in range(40)),
+                    encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_rules(path)
+    message = str(info.value)
+    assert "the file holds more than 50 values by here" in message
+    assert "aliases" not in message
+    assert "at line 11," in message  # where the 51st value is (rule 10), not line 41
+
+
+def test_a_column_named_the_empty_string_is_still_a_field(tmp_path: Path) -> None:
+    # A CSV header left blank names a column ''; inference may take it as the text, and a
+    # rules file may name it: `fields:` refuses an empty list, not that name.
+    data = tmp_path / "d.csv"
+    data.write_text(",n\n" + "".join(f"some text number {i},{i}\n" for i in range(5)),
+                    encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(data), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert RuleSet(fields={"text": ""}, rules=[]).fields.text == ""

@@ -170,3 +170,17 @@ def test_a_named_toml_with_a_mistake_names_the_table(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "pyproject.toml [tool.preflight]: invalid rules file: feilds: unknown key" \
         in flat(result.output)
+
+
+def test_pyproject_nested_too_deep_is_exit_2(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # 60 KB of `[`: tomllib recursed into a RecursionError ("internal error").
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    (tmp_path / "pyproject.toml").write_text(
+        PYPROJECT + "[tool.x]\ny = " + "[" * 30_000 + "]" * 30_000 + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output
+    assert "pyproject.toml: cannot read it for [tool.preflight]: arrays or tables nest too " \
+           "deep" in flat(result.output)

@@ -147,3 +147,21 @@ def test_set_fields_conflicting_with_a_field_option_is_exit_2(data: Path, tmp_pa
     assert result.exit_code == 2, result.output
     assert ("error: --set 'fields.text=summary' conflicts with --text-field 'payload'; "
             "give the column once") in flat(result.output)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--text-field", "error: --text-field: name a column; leave the option out to infer "
+                         "the text field"),
+        ("--id-field", "error: --id-field: name a column"),
+        ("--tokenizer", "error: --tokenizer: name a tokenizer"),
+    ],
+)
+def test_an_empty_option_value_is_exit_2_not_ignored(data: Path, tmp_path: Path, option: str,
+                                                     message: str) -> None:
+    # `--text-field ""` (an unset shell variable) was dropped and the field inferred;
+    # `--tokenizer ""` fell back to the estimate: each without a word.
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r", option, "")
+    assert result.exit_code == 2, result.output
+    assert message in flat(result.output)

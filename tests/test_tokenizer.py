@@ -538,3 +538,14 @@ def test_tiktoken_threads_follow_the_process_budget(monkeypatch: pytest.MonkeyPa
     assert counter.count(["the package", "and"]).tolist() == [
         len(enc.encode_ordinary("the package")), len(enc.encode_ordinary("and"))]
     assert asked == [available_cores() if expected == "cores" else expected]
+
+
+def test_json_of_another_shape_says_what_tokenizer_file_to_give(tmp_path: Path) -> None:
+    # Valid JSON, but not a tokenizer: tokenizers' own words ("expected `,` or `}` at line 1
+    # column 5") read like a syntax error and said nothing of what to give instead.
+    other = tmp_path / "config.json"
+    other.write_text('{"a": 1}')
+    with pytest.raises(ConfigError) as info:
+        load_tokenizer(str(other))
+    assert "the tokenizers library cannot read it (" in str(info.value)
+    assert "; give a tokenizer.json as the tokenizers library writes it" in str(info.value)

@@ -109,6 +109,9 @@ class NumericParams(Params):
     def _bounds_are_ordered(self) -> NumericParams:
         pairs = {"min/max": (self.min, self.max), **{f"bounds.{k}": v
                                                      for k, v in self.bounds.items()}}
+        if self.scale == 0:  # every value scales to 0: dtype_overflow could never fire
+            raise ValueError("scale: 0 turns every value into 0, so no value could overflow "
+                             "the dtype; give the factor your training applies (1 for none)")
         for where, (lo, hi) in pairs.items():
             if any(b is not None and math.isnan(b) for b in (lo, hi)):
                 raise ValueError(f"{where}: a bound cannot be NaN")

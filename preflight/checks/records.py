@@ -71,7 +71,9 @@ class Schema(Check):
         return types
 
     def required_fields(self) -> list[str]:
-        return self._required()
+        # A field given a type must occur somewhere: `types: {lable: integer}` (a typo, or
+        # the wrong corpus) would otherwise check nothing and pass.
+        return list(dict.fromkeys([*self._required(), *self.params.types]))
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         parts = []

@@ -118,8 +118,9 @@ def rule_set(rules_file: Path | None, preset: str | None, *, context_window: int
     rules = found.rules if found is not None else load_rules(rules_file, preset=preset)
     smoke_set = {"model": model_spec, "checkpoint": str(checkpoint) if checkpoint else None,
                  "training_args": str(training_args) if training_args else None}
-    fields = {role: column for role, column in (fields or {}).items() if column}
-    if context_window or tokenizer or num_classes or eval_path or sets or fields or any(
+    # An empty --text-field "" or --tokenizer "" goes on, to be refused, not ignored.
+    fields = {role: column for role, column in (fields or {}).items() if column is not None}
+    if context_window or tokenizer is not None or num_classes or eval_path or sets or fields or any(
         smoke_set.values()
     ):
         rules = with_overrides(rules, context_window=context_window, tokenizer=tokenizer,

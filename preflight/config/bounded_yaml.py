@@ -11,20 +11,28 @@ import yaml
 
 # Anchors and aliases may share settings, but what they expand to is counted while the file
 # is parsed, so a "billion laughs" file fails in milliseconds instead of expanding to
-# billions of values.
+# billions of values. The count runs as the file is read, so a file that simply holds too
+# many values fails after those, not after minutes of parsing all of them.
 MAX_YAML_VALUES = 100_000
+# Collections inside collections: PyYAML composes them recursively, so `[[[[...` 50,000 deep
+# (100 KB) was a RecursionError; a rules file nests a handful of levels.
+MAX_YAML_DEPTH = 100
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that counts the values each node expands to (an alias counts
-    as everything it stands for) and stops past ``MAX_YAML_VALUES``, or at an alias that
-    refers to a value containing it; and that refuses a key written twice in one mapping
-    (PyYAML keeps the last, so `max_count: 0` then `max_count: 100` would open the gate).
-    A merge (``<<: *defaults``) may still be overridden by the mapping's own keys."""
+    """PyYAML's safe loader that counts the values the document expands to (an alias counts
+    as everything it stands for) and stops past ``MAX_YAML_VALUES``, at an alias that
+    refers to a value containing it, or past ``MAX_YAML_DEPTH`` nested collections; and that
+    refuses a key written twice in one mapping (PyYAML keeps the last, so `max_count: 0`
+    then `max_count: 100` would open the gate). A merge (``<<: *defaults``) may still be
+    overridden by the mapping's own keys."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self._sizes: dict[yaml.Node, int] = {}  # nodes hash by identity
+        self._total = 0  # values so far, each alias counted as what it expands to
+        self._aliased = False  # whether an alias added to the total
+        self._depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         event = self.peek_event()
@@ -34,7 +42,22 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise yaml.composer.ComposerError(
                     None, None, f"alias *{event.anchor} refers to a value that contains it",
                     event.start_mark)
-        node = super().compose_node(parent, index)
+            if target is not None:
+                self._count(self._sizes[target], event, aliased=True)
+        elif isinstance(event, yaml.ScalarEvent):
+            self._count(1, event)
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            self._count(1, event)
+            if self._depth >= MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"lists and mappings here nest more than {MAX_YAML_DEPTH} "
+                    "levels deep; a rules file needs a few: is it the right file?",
+                    event.start_mark)
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
         if node not in self._sizes:
             children: list[yaml.Node] = []
             if isinstance(node, yaml.SequenceNode):
@@ -42,14 +65,22 @@ class _BoundedLoader(yaml.SafeLoader):
             elif isinstance(node, yaml.MappingNode):
                 children = [part for pair in node.value for part in pair]
                 self._refuse_duplicate_keys(node)
-            size = 1 + sum(self._sizes[child] for child in children)
-            if size > MAX_YAML_VALUES:
-                raise yaml.composer.ComposerError(
-                    None, None, f"anchors and aliases here expand to more than "
-                    f"{MAX_YAML_VALUES:,} values (aliases nested inside aliases); a rules file "
-                    "needs far fewer: write the values out", event.start_mark)
-            self._sizes[node] = size
+            self._sizes[node] = 1 + sum(self._sizes[child] for child in children)
         return node
+
+    def _count(self, values: int, event: yaml.Event, *, aliased: bool = False) -> None:
+        self._total += values
+        self._aliased = self._aliased or aliased
+        if self._total <= MAX_YAML_VALUES:
+            return
+        if self._aliased:
+            problem = (f"anchors and aliases here expand to more than {MAX_YAML_VALUES:,} "
+                       "values (aliases nested inside aliases); a rules file needs far "
+                       "fewer: write the values out")
+        else:
+            problem = (f"the file holds more than {MAX_YAML_VALUES:,} values by here; a "
+                       "rules file holds a few hundred: is it the right file?")
+        raise yaml.composer.ComposerError(None, None, problem, event.start_mark)
 
     def _refuse_duplicate_keys(self, node: yaml.MappingNode) -> None:
         # Checked as the mapping is composed, before any merge is flattened into it.
@@ -89,6 +120,11 @@ def yaml_load(text: str | bytes) -> Any:
 def yaml_problem(e: yaml.YAMLError, raw: bytes) -> str:
     """Where and what a YAML syntax error is: `` at line L, column C: PROBLEM``, then the
     offending line with a caret under the column, and a hint when it is about indentation."""
+    if isinstance(e, yaml.reader.ReaderError):  # PyYAML's own words name "<byte string>"
+        what = (f"character U+{e.character:04X} at character {e.position:,}"
+                if e.encoding == "unicode" else f"byte 0x{e.character:02x} at byte {e.position:,}")
+        return (f": it is not text: {what} ({e.reason}); a rules file is UTF-8 text: is it the "
+                "right file?")
     mark = getattr(e, "problem_mark", None)
     problem = getattr(e, "problem", None) or str(e)
     if mark is None:

@@ -48,6 +48,21 @@ class Fields(_Strict):
         None, description="Field holding per-token labels (a list; -100 is ignored)."
     )
 
+    @field_validator("*")
+    @classmethod
+    def _names_a_column(cls, value: Any) -> Any:
+        # `text: []` names no column, and `[text, text]` one column twice: each was read as
+        # "declared", then checked nothing (or the same column twice). A column named ''
+        # is real (a CSV header left blank), so '' is a name.
+        names = [value] if isinstance(value, str) else value or []
+        if value is not None and not names:
+            raise ValueError("name a column (or a list of columns); leave the key out to "
+                             "infer it")
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise ValueError(f"lists {twice!r} twice; name each column once")
+        return value
+
     def text_fields(self) -> list[str]:
         """The declared text fields as a list (empty when none)."""
         return _as_list(self.text)
@@ -73,6 +88,16 @@ class ModelFacts(_Strict):
     )
     tokenizer: str | None = Field(None, description="tokenizer.json path, tokenizer folder, "
                                    "Hugging Face name in the local cache, or tiktoken:NAME.")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _names_a_tokenizer(cls, value: str | None) -> str | None:
+        # An empty name was read as "no tokenizer": the estimate, silently.
+        if value is not None and not value.strip():
+            raise ValueError("name a tokenizer (a tokenizer.json path, a tokenizer folder, a "
+                             "Hugging Face name or tiktoken:NAME); leave the key out to "
+                             "estimate token counts")
+        return value
     num_classes: StrictInt | None = Field(
         None, gt=0, le=MAX_CLASSES, description=f"Number of classes (1 to {MAX_CLASSES:,})."
     )

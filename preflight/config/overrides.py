@@ -37,9 +37,16 @@ def with_overrides(
     data = to_dict(ruleset)
     given = dict(ruleset.given_fields)
     for role, column in (fields or {}).items():
+        if column is not None and not column:
+            raise ConfigError(f"--{role.replace('_', '-')}-field: name a column; leave the "
+                              f"option out to infer the {role} field")
         if column is not None:
             data["fields"][role] = column
             given[role] = f"--{role.replace('_', '-')}-field"
+    if tokenizer is not None and not tokenizer.strip():
+        raise ConfigError("--tokenizer: name a tokenizer (a tokenizer.json path, a tokenizer "
+                          "folder, a Hugging Face name or tiktoken:NAME); leave the option out "
+                          "to estimate token counts")
     data["smoke"].update({k: v for k, v in (smoke or {}).items() if v is not None})
     facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
     data["model"].update({k: v for k, v in facts.items() if v is not None})

@@ -103,6 +103,10 @@ def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
     if check_name is None:
         errors.append(f"{at}.check: missing; choose one of {', '.join(registry.names())}")
         return None
+    if not isinstance(check_name, str):  # a list or mapping would not even be looked up
+        errors.append(f"{at}.check: expected the name of one check, got {_kind(check_name)}; "
+                      f"choose one of {', '.join(registry.names())}")
+        return None
     check = registry.get(check_name)
     if check is None:
         hint = _did_you_mean(str(check_name), registry.names())

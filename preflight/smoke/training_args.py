@@ -192,6 +192,9 @@ def read_training_args(path: Path) -> TrainingArgs:
     except (ValueError, yaml.YAMLError) as e:
         raise ConfigError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}"
                           f": {getattr(e, 'problem', None) or e}") from e
+    except RecursionError as e:  # json nests arrays by recursion: `[[[[...` deep
+        raise ConfigError(f"{path}: not valid JSON: arrays or objects nest too deep; a "
+                          "TrainingArguments file is one flat mapping") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of TrainingArguments keys, got "
                           f"{type(data).__name__}")

@@ -55,7 +55,12 @@ def hf_tokenizer(path: Path, *, config: Path) -> TokenCounter:
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises plain Exception subclasses
-        raise ConfigError(f"cannot load tokenizer {path}: {e}") from e
+        # tokenizers' own words ("expected `,` or `}` at line 1 column 5") do not say that
+        # valid JSON of another shape is the wrong file, nor what the right one is.
+        raise ConfigError(f"cannot load tokenizer {path}: the tokenizers library cannot read "
+                          f"it ({e}); give a tokenizer.json as the tokenizers library writes "
+                          "it (Tokenizer.save, or save_pretrained of a fast tokenizer), the "
+                          "folder holding it, or tiktoken:NAME") from e
     # A truncating or padding tokenizer would report the cut length, not the real one, and
     # BPE dropout (a training-time regularizer) random counts: all three are switched off.
     tok.no_truncation()

@@ -193,3 +193,12 @@ def test_malformed_rule_is_not_added_twice(gate):
     g = gate([{"id": "a", "text": "ok"}], "malformed")
     assert [r.check for r in g.report.rules] == ["malformed"]
     assert not any("malformed" in note for note in g.report.rules_file.notes)
+
+
+def test_types_naming_a_field_no_record_has_is_an_error(gate):
+    # `types: {lable: integer}` (a typo) checked nothing and passed.
+    records = [{"id": "a", "text": "x", "label": 0}, {"id": "b", "text": "y", "label": "1"}]
+    g = gate(records, "schema", types={"lable": "integer"})
+    assert g.result.status == "error"
+    assert "lable" in (g.result.message or "")
+    assert gate(records, "schema", types={"label": "integer"}).rows("wrong_type") == [1]

@@ -460,3 +460,11 @@ def test_a_training_args_json_with_a_repeated_key_is_refused(tmp_path: Path) -> 
     path.write_text('{"learning_rate": 1, "learning_rate": 2}')
     with pytest.raises(ConfigError, match="duplicate key 'learning_rate'"):
         read_training_args(path)
+
+
+def test_a_training_args_json_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    # json recursed into a RecursionError ("internal error") on 200 KB of `[`.
+    path = tmp_path / "args.json"
+    path.write_text('{"learning_rate": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError, match="not valid JSON: arrays or objects nest too deep"):
+        read_training_args(path)
