@@ -94,15 +94,25 @@ class Batch:
             written={k: v.head(n) for k, v in self.written.items()},
         )
 
+    @property
+    def schema(self) -> pl.Schema:
+        """The frame's schema, built once per frame (polars builds it again on every
+        ``frame.schema`` or ``frame.columns``: per column of a 5,000-column file, quadratic)."""
+        frame = self.frame
+        cached = self._cache.get("schema")
+        if cached is None or cached[0] is not frame:
+            cached = self._cache["schema"] = (frame, frame.schema)
+        return cached[1]
+
     def has(self, name: str) -> bool:
         """True when the field appears in this batch (in any record)."""
-        return name in self.frame.columns
+        return name in self.schema
 
     def values(self, name: str) -> list[Any]:
         """The field's Python values per record (``None`` where absent)."""
         if name in self.raw:
             return self.raw[name]
-        if name not in self.frame.columns:
+        if name not in self.schema:
             return [None] * len(self)
         return self.frame.get_column(name).to_list()
 
@@ -124,7 +134,7 @@ class Batch:
             if name in self.raw:
                 types = [json_type(v) for v in self.raw[name]]
                 self._cache[key] = pl.Series(name, types, dtype=pl.String)
-            elif name not in self.frame.columns:
+            elif name not in self.schema:
                 self._cache[key] = repeated("null", len(self), pl.String, name)
             else:
                 col = self.frame.get_column(name)
@@ -160,7 +170,7 @@ class Batch:
         return self._cache[key]
 
     def _text_column(self, name: str) -> pl.DataFrame:
-        dtype = self.frame.schema.get(name)
+        dtype = self.schema.get(name)
         if dtype == pl.String:
             col = self.frame.get_column(name)
         elif dtype == pl.Binary:
@@ -177,7 +187,7 @@ class Batch:
 
     def _message_contents(self, name: str) -> pl.DataFrame:
         schema = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
-        dtype = self.frame.schema.get(name)
+        dtype = self.schema.get(name)
         typed = (
             name not in self.raw
             and isinstance(dtype, pl.List)

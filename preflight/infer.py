@@ -110,12 +110,19 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
             numeric.remove(name)
     if numeric and "numeric" not in found:
         found["numeric"] = numeric[0] if len(numeric) == 1 else numeric
-        why["numeric"] = ", ".join(map(repr, numeric)) + " (numbers in nearly every record)"
+        why["numeric"] = quoted_names(numeric) + " (numbers in nearly every record)"
     return Fields(**found), why
 
 
+def quoted_names(names: list[str], shown: int = 12) -> str:
+    """Column names for a message, the first ``shown`` of a long list and how many more (a
+    5,000-column file's would fill the console)."""
+    listed = ", ".join(map(repr, names[:shown]))
+    return listed + (f" and {len(names) - shown:,} more" if len(names) > shown else "")
+
+
 def _is_numeric(batch: Batch, name: str) -> bool:
-    dtype = batch.frame.schema[name]
+    dtype = batch.schema[name]
     if isinstance(dtype, pl.List | pl.Array) and name not in batch.raw:
         inner = dtype.inner
         while isinstance(inner, pl.List | pl.Array):
@@ -136,7 +143,7 @@ def _share(batch: Batch, name: str, kinds: tuple[str, ...], *,
     if not len(batch):
         return 0.0
     types = given = batch.json_types(name)
-    if batch.textual and name in batch.frame.columns and batch.frame.schema[name] == pl.String:
+    if batch.textual and batch.schema.get(name) == pl.String:
         text = batch.frame.get_column(name).str.strip_chars()
         number = text.cast(pl.Float64, strict=False)
         whole = number.is_finite() & (number == number.floor())

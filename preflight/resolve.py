@@ -15,6 +15,7 @@ from typing import Any
 from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import applicable, inferred_rules
 from preflight.hf_folder import folder_of, is_hf_spec, read_facts
+from preflight.infer import quoted_names
 from preflight.paths import find_beside
 from preflight.tokenizer.counter import TokenCounter
 from preflight.tokenizer.load import load_tokenizer
@@ -64,7 +65,7 @@ def role_of(rule: Rule, fields: Fields) -> str:
         rule.check, ("messages", "label", "numeric", "target", "features"))
     for role in roles:
         if role in declared:
-            names = ", ".join(map(repr, declared[role]))
+            names = quoted_names(declared[role])
             return f"a {role} field ({names})" if role != "numeric" else f"numbers in {names}"
     return "the fields it needs"
 
