@@ -180,7 +180,18 @@ def snippet(text: str, at: int) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
+# A message longer than this is cut: an exception from the user's code (a model's forward)
+# may carry megabytes, which the console would wrap for minutes.
+MAX_MESSAGE_CHARS = 1_000
+
+
 def first_line(e: BaseException) -> str:
-    """An exception's message cut to its first line (its type name when it has none)."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    """An exception's message cut to its first line (its type name when it has none, or
+    when ``str(e)`` itself raises, as a user's exception class may), at most
+    ``MAX_MESSAGE_CHARS`` characters."""
+    try:
+        text = str(e).strip()
+    except Exception:  # a broken __str__ in someone else's exception class
+        text = ""
+    line = text.splitlines()[0] if text else type(e).__name__
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS] + "…"

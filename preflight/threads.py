@@ -9,7 +9,7 @@ teardown, a quarter of a small gate)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
@@ -35,3 +35,18 @@ def close_pools() -> None:
         _POOLS.clear()
     for pool in pools:
         pool.shutdown(wait=True)
+
+
+# Non-daemon threads the user's code (a model named with --model) started and left running.
+# The interpreter's normal exit would wait for them forever; the command leaves without them.
+_LEFT_BY_USER: set[threading.Thread] = set()
+
+
+def leave_behind(threads: Iterable[threading.Thread]) -> None:
+    """Record threads the user's code left running, which the command does not wait for."""
+    _LEFT_BY_USER.update(threads)
+
+
+def left_by_user() -> list[threading.Thread]:
+    """The user's threads recorded by ``leave_behind`` that still run."""
+    return [t for t in _LEFT_BY_USER if t.is_alive()]

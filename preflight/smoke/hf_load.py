@@ -118,9 +118,39 @@ def load_model(folder: Folder, config: Any, task: str) -> tuple[nn.Module, set[s
             raise ConfigError(_unloadable(folder, e)) from e
         except Exception as e:  # an UnpicklingError: a .bin that is more than tensors
             raise ConfigError(_unloadable(folder, e)) from e
-    missing = set(info.get("missing_keys") or ()) | {
-        str(k[0]) if isinstance(k, tuple) else str(k) for k in info.get("mismatched_keys") or ()}
-    return model, missing
+    head, body = _mismatched(info.get("mismatched_keys") or (), config, task)
+    if body:
+        name, saved, wanted = body[0]
+        raise ConfigError(
+            f"--model {folder.spec!r}: the weights in {folder.path} do not fit its "
+            f"config.json: {len(body)} tensor(s) of another shape, first {name} "
+            f"({_shape(saved)} saved, {_shape(wanted)} by the config); from_pretrained "
+            "would refuse them. Save the config and the weights together (save_pretrained), "
+            "or use hf-config: for the architecture alone")
+    return model, set(info.get("missing_keys") or ()) | head
+
+
+def _mismatched(keys: Any, config: Any, task: str) -> tuple[set[str], list[tuple[str, Any, Any]]]:
+    """The weights whose saved shape differs from the model's: a classification head sized
+    for another number of labels (started at random, as fine-tuning does with
+    ``ignore_mismatched_sizes``), and the rest (config and weights disagree: an error)."""
+    head: set[str] = set()
+    body: list[tuple[str, Any, Any]] = []
+    for key in keys:
+        if not isinstance(key, tuple) or len(key) < 3:
+            body.append((str(key[0] if isinstance(key, tuple) else key), None, None))
+            continue
+        name, saved, wanted = str(key[0]), key[1], key[2]
+        if (task in ("classification", "regression") and len(wanted)
+                and wanted[0] == config.num_labels):
+            head.add(name)
+        else:
+            body.append((name, saved, wanted))
+    return head, sorted(body)
+
+
+def _shape(shape: Any) -> str:
+    return "?" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
 def _unloadable(folder: Folder, e: Exception) -> str:

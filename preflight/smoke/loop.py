@@ -120,59 +120,63 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
             before = _mean_loss(setup, model, batches)
         except Exception:  # a batch that cannot even run: the loop below reports it
             before = math.nan
-    try:
-        for step in range(steps):
-            spy.record = step < watch
-            rates.append(float(opt.param_groups[0]["lr"]))
-            opt.zero_grad(set_to_none=True)
-            total = 0.0
-            for micro in range(step * accum, (step + 1) * accum):
-                out.bad_batch = micro % len(batches)
-                inputs, targets = batches[out.bad_batch]
-                value = _backward(setup, model, opt, scaler, spy, inputs, targets, step=step,
-                                  accum=accum, anomaly=anomaly, amp=amp, dtype=dtype)
-                if value is None:
+    # One filter for the whole run, not one per step: leaving catch_warnings resets what
+    # Python remembers as shown, and a warning from the user's code (a loss broadcasting
+    # two shapes) would print again at every step.
+    with warnings.catch_warnings():
+        # a step the scaler skipped is not a misorder
+        warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
+        try:
+            for step in range(steps):
+                spy.record = step < watch
+                rates.append(float(opt.param_groups[0]["lr"]))
+                opt.zero_grad(set_to_none=True)
+                total = 0.0
+                for micro in range(step * accum, (step + 1) * accum):
+                    out.bad_batch = micro % len(batches)
+                    inputs, targets = batches[out.bad_batch]
+                    value = _backward(setup, model, opt, scaler, spy, inputs, targets, step=step,
+                                      accum=accum, anomaly=anomaly, amp=amp, dtype=dtype)
+                    if value is None:
+                        break
+                    total += value
+                if run.failure:
                     break
-                total += value
-            if run.failure:
-                break
-            out.bad_batch = None
-            loss_value = total / accum  # the mean over the micro-batches
-            scaler.unscale_(opt)
-            norm = float(torch.nn.utils.clip_grad_norm_(
-                params, max_norm=cfg.clip if cfg.clip else math.inf))
-            run.loss.append(loss_value)
-            run.grad_norm.append(norm if math.isfinite(norm) else None)
-            if scaler.is_enabled():
-                run.scale.append(float(scaler.get_scale()))
-            if math.isfinite(norm) and norm > cfg.grad_norm_warn:
-                out.grad_warnings.append((step, norm))
-            if not math.isfinite(norm):
-                if scaler.is_enabled():  # fp16 overflow: the scaler skips this step, by design
-                    run.skipped_steps += 1
-                    if run.skipped_steps > steps // 2:
-                        run.failure = (f"gradients non-finite in {run.skipped_steps} steps "
-                                       "even with loss scaling")
+                out.bad_batch = None
+                loss_value = total / accum  # the mean over the micro-batches
+                scaler.unscale_(opt)
+                norm = float(torch.nn.utils.clip_grad_norm_(
+                    params, max_norm=cfg.clip if cfg.clip else math.inf))
+                run.loss.append(loss_value)
+                run.grad_norm.append(norm if math.isfinite(norm) else None)
+                if scaler.is_enabled():
+                    run.scale.append(float(scaler.get_scale()))
+                if math.isfinite(norm) and norm > cfg.grad_norm_warn:
+                    out.grad_warnings.append((step, norm))
+                if not math.isfinite(norm):
+                    if scaler.is_enabled():  # fp16 overflow: the scaler skips this step, by design
+                        run.skipped_steps += 1
+                        if run.skipped_steps > steps // 2:
+                            run.failure = (f"gradients non-finite in {run.skipped_steps} steps "
+                                           "even with loss scaling")
+                            run.first_bad_step = step
+                            break
+                    else:
+                        _diagnose(setup, model, opt, spy, inputs, targets, amp=amp, dtype=dtype)
+                        run.failure = _what_failed(out, f"gradient norm is {norm} at step {step}")
                         run.first_bad_step = step
                         break
-                else:
-                    _diagnose(setup, model, opt, spy, inputs, targets, amp=amp, dtype=dtype)
-                    run.failure = _what_failed(out, f"gradient norm is {norm} at step {step}")
+                scaler.step(opt)
+                scaler.update()
+                schedule.step()
+                bad_param = next((n for n, p in model.named_parameters()
+                                  if not torch.isfinite(p.detach()).all()), None)
+                if bad_param is not None:
+                    run.failure = f"parameter {bad_param} is non-finite after step {step}"
                     run.first_bad_step = step
                     break
-            scaler.step(opt)
-            scaler.update()
-            with warnings.catch_warnings():  # a step the scaler skipped is not a misorder
-                warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
-                schedule.step()
-            bad_param = next((n for n, p in model.named_parameters()
-                              if not torch.isfinite(p.detach()).all()), None)
-            if bad_param is not None:
-                run.failure = f"parameter {bad_param} is non-finite after step {step}"
-                run.first_bad_step = step
-                break
-    finally:
-        spy.remove()
+        finally:
+            spy.remove()
     run.steps = len(run.loss)
     run.min_drop = cfg.min_loss_drop * learning_budget(rates)
     run.lr_mean = sum(rates) / len(rates) if rates else None

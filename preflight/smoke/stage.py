@@ -36,6 +36,7 @@ from preflight.smoke.runs import Progress, Runs
 from preflight.smoke.training_args import resolve as resolve_settings
 from preflight.smoke.user import call_build, load_build, user_code
 from preflight.smoke.verdict import attribute
+from preflight.threads import left_by_user
 from preflight.tokenizer.counter import TokenCounter
 
 _WATCH_STEPS = 3
@@ -83,9 +84,19 @@ def run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     gate read the corpus) and return its result: the report's ``smoke`` section.
     ``records``: the corpus's record count (the real run's length, for the warm-up)."""
     model = rules.smoke.model
+    if out_dir is not None:  # the replay goes there even if the user's code changes the cwd
+        out_dir = out_dir.absolute()
     with user_code(model) if model else contextlib.nullcontext():
-        return _run_smoke(sample, rules, fields=fields, tokenizer=tokenizer, out_dir=out_dir,
-                          progress=progress, sampled_in=sampled_in, records=records)
+        result = _run_smoke(sample, rules, fields=fields, tokenizer=tokenizer,
+                            out_dir=out_dir, progress=progress, sampled_in=sampled_in,
+                            records=records)
+    if model and (left := left_by_user()):
+        names = ", ".join(sorted(t.name for t in left)[:5])
+        result.findings.append(SmokeFinding(
+            code="user_threads_running",
+            detail=f"your code left {len(left)} non-daemon thread(s) running ({names}): a "
+                   "training script would wait for them at exit; preflight does not"))
+    return result
 
 
 def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
@@ -93,7 +104,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
                progress: Progress | None, sampled_in: float,
                records: int | None) -> SmokeResult:
     started = time.perf_counter()
-    base = Path(rules.path).parent if rules.path else None
+    base = Path(rules.path).absolute().parent if rules.path else None
     settings = resolve_settings(rules.smoke, base=base, records=records)
     cfg = settings.cfg
     task = infer_task(rules.task, fields)
@@ -291,6 +302,11 @@ def _untrainable(task: str, encoder: Encoder, rows: list[dict[str, Any]], fields
         ):
             return ("class labels are strings but the classes are not declared: set "
                     "model.labels (or model.num_classes with integer labels)")
+    if task == "lm" and not fields.token_labels and all(
+        len(e.ids or ()) < 2 for e in encoder.encode(rows)
+    ):  # a loss of 0 on 0 tokens would "learn" (0 -> 0) and pass
+        return ("nothing to learn: no sampled row has two tokens (every text is empty or a "
+                "single token), so there is no next token to predict")
     return None
 
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from preflight.config import MAX_RULES_BYTES, SmokeConfig, yaml_load
 from preflight.errors import ConfigError
+from preflight.limits import INT64_MAX
 from preflight.paths import find_beside
 from preflight.report.model import SmokeSettings
 
@@ -171,7 +172,10 @@ def real_length(args: TrainingArgs, records: int | None, grad_accum: int) -> int
     if not records:
         return None
     per_epoch = max(math.ceil(records / args.batch_size) // grad_accum, 1)
-    return max(math.ceil(args.epochs * per_epoch), 1)
+    total = args.epochs * per_epoch
+    if not math.isfinite(total):  # 1e308 epochs: a run that never ends, not a crash
+        return INT64_MAX
+    return max(math.ceil(total), 1)
 
 
 def read_training_args(path: Path) -> TrainingArgs:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import os
 import reprlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from torch import nn
 
 from preflight.errors import ConfigError
 from preflight.paths import find_beside
+from preflight.text import first_line
+from preflight.threads import leave_behind
 
 CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
             "model a torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
@@ -36,9 +40,18 @@ def user_code(spec: str) -> Iterator[None]:
     """Run the user's code: a ``SystemExit`` (or any other ``BaseException`` but
     ``KeyboardInterrupt``) it raises becomes a ``ConfigError`` naming ``spec``. An ordinary
     exception passes through: where it happens decides whether it is a contract error or a
-    failed run."""
+    failed run.
+
+    What the code prints goes to stderr (stdout is preflight's: ``--json``, a summary read
+    by ``| head``); a working directory it changes is restored after, so relative paths
+    (``--out``, the input) still mean what the command line meant; a non-daemon thread it
+    leaves running is recorded (``preflight.threads.left_by_user``) so that the command
+    still ends once its work is done."""
+    cwd = os.getcwd()
+    before = set(threading.enumerate())
     try:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     except (Exception, KeyboardInterrupt):
         raise
     except BaseException as e:
@@ -46,6 +59,12 @@ def user_code(spec: str) -> Iterator[None]:
             f"--model {spec!r}: your code raised {reprlib.repr(e)}; preflight stops here "
             "(exit 2): a model's code must return or raise an exception, never exit"
         ) from e
+    finally:
+        with contextlib.suppress(OSError):
+            if os.getcwd() != cwd:
+                os.chdir(cwd)
+        leave_behind(t for t in threading.enumerate()
+                     if t not in before and not t.daemon and t.is_alive())
 
 
 def resolve_spec(spec: str, *, base: Path | None = None) -> str:
@@ -78,10 +97,11 @@ def _import(spec: str, target: str) -> Any:
         try:
             module = importlib.import_module(target)
         except ImportError as e:
-            raise ConfigError(f"--model {spec!r}: cannot import {target!r}: {e}") from e
+            raise ConfigError(f"--model {spec!r}: cannot import {target!r}: "
+                              f"{first_line(e)}") from e
         except Exception as e:
             raise ConfigError(f"--model {spec!r}: importing {target!r} failed: "
-                              f"{type(e).__name__}: {e}") from e
+                              f"{type(e).__name__}: {first_line(e)}") from e
     return module
 
 
@@ -101,7 +121,8 @@ def call_build(build: Callable[[], Any], spec: str, *,
     except ConfigError:
         raise
     except Exception as e:
-        raise ConfigError(f"--model {spec!r}: build() raised {type(e).__name__}: {e}") from e
+        raise ConfigError(f"--model {spec!r}: build() raised "
+                          f"{type(e).__name__}: {first_line(e)}") from e
     if not isinstance(made, tuple) or len(made) != 3:
         raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {contract}")
     model, loss_fn, collate = made
@@ -127,5 +148,6 @@ def _from_file(path: Path) -> Any:
         sys.modules.pop(name, None)
         if not isinstance(e, Exception):
             raise  # SystemExit and the like: user_code names them
-        raise ConfigError(f"--model: running {path} failed: {type(e).__name__}: {e}") from e
+        raise ConfigError(f"--model: running {path} failed: "
+                          f"{type(e).__name__}: {first_line(e)}") from e
     return module

@@ -346,3 +346,32 @@ def test_validate_does_not_call_a_model_folder_code(tmp_path: Path) -> None:
     result = invoke("rules", "validate", rules)
     assert result.exit_code == 0, result.output
     assert "names code to run" not in flat(result.output)
+
+
+def test_weights_of_another_shape_than_the_config_are_exit_2(tmp_path: Path,
+                                                             folders: dict[str, Path]) -> None:
+    """config.json edited after the weights were saved: from_pretrained would refuse the
+    folder, so the smoke test must not train a random model under its name and pass."""
+    import json
+    import shutil
+
+    folder = shutil.copytree(folders["gpt2"], tmp_path / "wider")
+    config = json.loads((folder / "config.json").read_text())
+    config["n_embd"] *= 2
+    (folder / "config.json").write_text(json.dumps(config))
+    out = _exit_2(tmp_path, f"hf:{folder}")
+    assert "do not fit its config.json" in out and "saved" in out and "by the config" in out
+    assert "out" not in {p.name for p in tmp_path.iterdir()} or not any(
+        (tmp_path / "out").iterdir())  # nothing half-written
+
+
+def test_a_head_sized_for_other_labels_starts_at_random(tmp_path: Path,
+                                                        folders: dict[str, Path]) -> None:
+    """Fine-tuning a 4-label classifier folder on 3 classes re-initialises only the head."""
+    records = [dict(r, label=r["label"] % 3) for r in cls_records(40)]
+    rules = cls_rules(f"hf:{folders['bert']}")
+    rules["model"] = {"num_classes": 3}
+    smoke = smoke_of(gate(tmp_path, records, rules))
+    assert smoke.verdict == "pass", smoke.reason
+    detail = finding(smoke, "hf_weights_initialised").detail
+    assert "classifier.weight" in detail and "bert.encoder" not in detail

@@ -1,0 +1,161 @@
+"""User code that misbehaves in ways a model's code should not, and what preflight still
+promises: a message instead of an internal error, outputs where the command line put them,
+stdout kept for the report, and a command that ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight.smoke.training_args import TrainingArgs, real_length
+from tests.smoke.conftest import (
+    flat,
+    gate,
+    invoke,
+    regression_records,
+    regression_rules,
+    run_cli,
+    smoke_of,
+    write_jsonl,
+    write_model,
+    write_rules,
+)
+
+LINEAR = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, inputs):
+        {forward}
+        return self.lin(inputs["features"]).squeeze(-1)
+
+
+def build():
+    {build}
+    return Net(), F.mse_loss, None
+"""
+
+BROKEN_STR = """
+class Odd(Exception):
+    def __str__(self):
+        raise ValueError("a __str__ that raises")
+"""
+
+
+def _model(tmp_path: Path, *, forward: str = "pass", build: str = "pass",
+           header: str = "") -> Path:
+    return write_model(tmp_path / "model.py",
+                       header + LINEAR.format(forward=forward, build=build))
+
+
+def _gate(tmp_path: Path, model: Path):
+    rules = regression_rules(model=f"{model}:build")
+    return smoke_of(gate(tmp_path, regression_records(40), rules))
+
+
+def test_an_exception_whose_str_raises_is_a_code_fault(tmp_path: Path) -> None:
+    smoke = _gate(tmp_path, _model(tmp_path, header=BROKEN_STR, forward="raise Odd()"))
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert smoke.control is not None and smoke.control.failure == "Odd: Odd"
+
+
+def test_an_exception_whose_str_raises_in_build_is_exit_2(tmp_path: Path) -> None:
+    model = _model(tmp_path, header=BROKEN_STR, build="raise Odd()")
+    data = write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules())
+    result = invoke("smoke", data, "--rules", rules, "--out", tmp_path / "out",
+                    "--model", f"{model}:build")
+    assert result.exit_code == 2, result.output
+    assert "build() raised Odd" in flat(result.output)
+    assert "internal error" not in result.output
+
+
+def test_a_huge_exception_message_is_cut(tmp_path: Path) -> None:
+    smoke = _gate(tmp_path, _model(tmp_path, forward="raise RuntimeError('y' * 200_000)"))
+    assert smoke.verdict == "code_fault"
+    assert smoke.control is not None and smoke.control.failure is not None
+    assert len(smoke.control.failure) < 1_100  # cut at 1,000 characters
+
+
+@pytest.mark.parametrize("where", ["build", "forward"])
+def test_a_changed_working_directory_is_restored(tmp_path: Path, where: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    model = _model(tmp_path, **{where: f"os.chdir({str(elsewhere)!r})"})
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    monkeypatch.chdir(tmp_path)
+    result = invoke("smoke", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                    "--no-progress", "--model", f"{model}:build")
+    assert result.exit_code == 0, result.output
+    assert Path.cwd() == tmp_path
+    assert (tmp_path / "out" / "report.json").exists()
+    assert not (elsewhere / "out").exists()
+
+
+def test_prints_from_user_code_keep_stdout_for_the_report(tmp_path: Path) -> None:
+    model = _model(tmp_path, forward="print('hello from forward')",
+                   build="print('hello from build')")
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    proc = run_cli("check", "data.jsonl", "--rules", "rules.yaml", "--out", "out", "--json",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["smoke"]["verdict"] == "pass"
+    assert "hello from forward" in proc.stderr and "hello from build" in proc.stderr
+
+
+def test_a_thread_left_running_does_not_hold_the_command(tmp_path: Path) -> None:
+    header = "import threading\n"
+    model = _model(tmp_path, header=header,
+                   build="threading.Thread(target=threading.Event().wait, name='stuck').start()")
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    proc = run_cli("check", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    smoke = json.loads((tmp_path / "out" / "report.json").read_text())["smoke"]
+    found = [f for f in smoke["findings"] if f["code"] == "user_threads_running"]
+    assert len(found) == 1 and "stuck" in found[0]["detail"]
+
+
+def test_a_warning_from_the_loss_is_not_repeated_every_step(tmp_path: Path) -> None:
+    """A loss that broadcasts (outputs [rows, 1] against targets [rows]): torch warns; the
+    warning shows once per run, not once per step."""
+    model = write_model(tmp_path / "model.py", LINEAR.format(forward="pass", build="pass")
+                        .replace(".squeeze(-1)\n", "\n"))
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    proc = run_cli("smoke", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stderr.count("Using a target size")
+    assert 1 <= shown <= 5, proc.stderr[:2000]
+
+
+def test_an_endless_real_run_from_the_training_args_is_not_a_crash(tmp_path: Path) -> None:
+    args = TrainingArgs(path="args.json", epochs=1e308, batch_size=1)
+    assert real_length(args, 1000, 1) == 2**63 - 1
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"num_train_epochs": 1e308, "warmup_steps": 10,
+                                "learning_rate": 0.01}))
+    rules = regression_rules(training_args=str(path))
+    smoke = smoke_of(gate(tmp_path, regression_records(40), rules))
+    assert smoke.verdict == "pass", smoke.reason
+
+
+def test_all_empty_texts_are_skipped_not_passed(tmp_path: Path) -> None:
+    rules = {"task": "lm", "fields": {"text": "text", "id": "id"},
+             "rules": [{"id": "schema", "check": "schema"}]}
+    records = [{"id": f"t{i}", "text": "" if i % 2 else "a"} for i in range(30)]
+    smoke = smoke_of(gate(tmp_path, records, rules))
+    assert smoke.verdict == "skipped", smoke.reason
+    assert "no next token" in smoke.reason
+    records[0]["text"] = "ab"  # one row with a next token: it trains
+    smoke = smoke_of(gate(tmp_path, records, rules, out="out2"))
+    assert smoke.verdict != "skipped"
