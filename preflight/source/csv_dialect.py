@@ -21,6 +21,8 @@ from preflight.source.tracked import open_stream
 DELIMITERS = (",", "\t", ";", "|")  # sniffed, in this order of preference on a tie
 _SNIFF_BYTES = 64 << 10
 _SNIFF_LINES = 50
+_LONG_NAME = 64  # characters: a header cell this long reads as a record's text
+_NAN_WORDS = {"nan", "inf", "-inf", "+inf", "infinity", "-infinity", "+infinity"}
 
 
 _NAMED = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
@@ -44,11 +46,12 @@ def delimiter_of(path: Path, forced: str | None = None) -> str:
     return dialect_of(path, forced)[0]
 
 
-def dialect_of(path: Path, forced: str | None = None) -> tuple[str, str, str | None]:
+def dialect_of(path: Path, forced: str | None = None) -> tuple[str, str, list[str]]:
     """The delimiter of the CSV file ``path``, how it was chosen (``--delimiter``,
-    ``.tsv``, ``sniffed``), and a warning when it leaves the header one column although
+    ``.tsv``, ``sniffed``), and warnings: when it leaves the header one column although
     another candidate delimiter splits it into several (a wrong ``--delimiter``, or a
-    header the sniffer could not read)."""
+    header the sniffer could not read), and when the header looks like a record or names
+    a column twice (``header_warnings``)."""
     stream, _ = open_stream(path)
     with stream:
         sample = stream.read(_SNIFF_BYTES)
@@ -59,7 +62,8 @@ def dialect_of(path: Path, forced: str | None = None) -> tuple[str, str, str | N
         d, how = "\t", ".tsv"
     else:
         d, how = sniff_delimiter(sample), "sniffed"
-    return d, how, _single_column_warning(path, sample, d)
+    single = _single_column_warning(path, sample, d)
+    return d, how, [single] if single else header_warnings(path.name, _header(sample, d))
 
 
 def describe_dialects(dialects: list[tuple[str, str, str]]) -> tuple[str | None, str | None]:
@@ -86,6 +90,36 @@ def _header(sample: bytes, delimiter: str) -> list[str]:
         return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
     except csv.Error:
         return []
+
+
+def header_warnings(name: str, header: list[str]) -> list[str]:
+    """Warnings about a CSV header: cells that read as a number or run long, as a record's
+    do (a file written without a header: its first record is taken for the column names and
+    never checked), and a name given twice (the second column is read as ``name_1`` and is
+    not the field the rules name)."""
+    warnings = []
+    odd = [cell for cell in header if _is_number(cell) or len(cell) > _LONG_NAME]
+    if odd:
+        shown = ", ".join(repr(c if len(c) <= 40 else c[:40] + "…") for c in odd[:3])
+        warnings.append(
+            f"{name}: the header row holds {shown}, which look{'s' if len(odd) == 1 else ''} "
+            "like data, not column names: CSV needs a header row; if this file has none, "
+            "its first record is read as the column names and is not checked (add a header)")
+    repeated = sorted({cell for cell in header if header.count(cell) > 1})
+    if repeated:
+        warnings.append(
+            f"{name}: the header names {', '.join(map(repr, repeated))} more than once: a "
+            f"repeated name's later columns are read as {repeated[0] + '_1'!r}, … and are "
+            "not the field the rules name (rename them in the header)")
+    return warnings
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return bool(cell.strip()) and cell.strip().lower() not in _NAN_WORDS
 
 
 def _single_column_warning(path: Path, sample: bytes, delimiter: str) -> str | None:
@@ -126,8 +160,7 @@ def sniff_delimiter(sample: bytes) -> str:
 def note_dialect(path: Path, state: dict[str, Any]) -> str:
     """The delimiter of ``path`` (forced by ``state["delimiter"]``), noted in ``state`` for
     the report: ``dialects`` (file, delimiter, how chosen) and any ``warnings``."""
-    delimiter, how, warning = dialect_of(path, state.get("delimiter"))
+    delimiter, how, warnings = dialect_of(path, state.get("delimiter"))
     state.setdefault("dialects", []).append((path.name, delimiter, how))
-    if warning:
-        state.setdefault("warnings", []).append(warning)
+    state.setdefault("warnings", []).extend(warnings)
     return delimiter

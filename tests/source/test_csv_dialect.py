@@ -161,3 +161,33 @@ def test_a_one_column_csv_does_not_warn(tmp_path: Path) -> None:
     text, report = _check(data, tmp_path / "r")
     assert report["source"]["warnings"] == [] and "warning:" not in text
     assert report["source"]["delimiter"] == ","
+
+
+def test_a_header_that_reads_as_a_record_warns(tmp_path: Path) -> None:
+    """A file written without a header: its first record becomes the column names (not
+    checked); a number or a sentence where a name belongs says so."""
+    long = "The first sentence of a corpus written without any header row at all"
+    data = write(tmp_path, "d.csv", f"{long},1\nAnother record,0\nA third,1\n".encode())
+    text, report = _check(data, tmp_path / "r")
+    (warning,) = report["source"]["warnings"]
+    assert warning.startswith("d.csv: the header row holds 'The first sentence of a corpus "
+                              "written w…', '1', which look like data, not column names")
+    assert "its first record is read as the column names and is not checked" in warning
+    assert "warning: d.csv: the header row holds" in text
+    assert report["source"]["records"] == 2
+
+
+@pytest.mark.parametrize("header", ["text,label", "text,2019_sales", "text,nan", "id,text"])
+def test_ordinary_headers_do_not_warn(tmp_path: Path, header: str) -> None:
+    data = write(tmp_path, "d.csv", f"{header}\nfine,1\nalso fine,0\n".encode())
+    _, report = _check(data, tmp_path / "r")
+    assert report["source"]["warnings"] == []
+
+
+def test_a_name_repeated_in_the_header_warns(tmp_path: Path) -> None:
+    data = write(tmp_path, "d.csv", b"text,text,label\na,b\xe2\x80\x8b,1\nc,d,0\n")
+    text, report = _check(data, tmp_path / "r")
+    assert report["source"]["warnings"] == [
+        "d.csv: the header names 'text' more than once: a repeated name's later columns are "
+        "read as 'text_1', … and are not the field the rules name (rename them in the header)"]
+    assert "warning: d.csv: the header names 'text' more than once" in " ".join(text.split())
