@@ -164,6 +164,8 @@ def render_smoke(smoke: SmokeResult, console: Console) -> None:
                       f"accum {t.grad_accum}" + (f" (from {t.training_args})"
                                                  if t.training_args else ""),
                       markup=False, highlight=False)
+        for note in t.notes:  # a misspelt key, an override, a schedule run as another
+            console.print(f"  note: {note}", markup=False, highlight=False)
     for label, value in (("first non-finite module", smoke.first_bad_module),
                          ("first non-finite gradient", smoke.first_bad_param),
                          ("detect_anomaly", smoke.anomaly),

@@ -13,6 +13,7 @@ only the keys below mean something to a 30-step run; the others are listed as ig
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass, field
@@ -178,6 +179,20 @@ def real_length(args: TrainingArgs, records: int | None, grad_accum: int) -> int
     return max(math.ceil(total), 1)
 
 
+def _misspelt(path: Path, ignored: list[str]) -> list[str]:
+    """Notes for ignored keys that look like a misspelt key the smoke test reads
+    (``learning_rat``): the real run would refuse them; here the default applies."""
+    read = [*HF_DEFAULTS, "warmup_ratio"]
+    notes = []
+    for key in ignored:
+        if close := difflib.get_close_matches(key, read, n=1, cutoff=0.8):
+            notes.append(f"{path}: {key!r} is not a TrainingArguments key; did you mean "
+                         f"{close[0]!r}? ({close[0]} "
+                         + ("takes its default" if close[0] in HF_DEFAULTS else "is unset")
+                         + " here; TrainingArguments itself would refuse the file)")
+    return notes
+
+
 def read_training_args(path: Path) -> TrainingArgs:
     """Read a TrainingArguments JSON or YAML file (e.g. ``TrainingArguments.to_json_string``,
     or the YAML a training script parses into one). A key of the wrong type or range is a
@@ -208,6 +223,7 @@ def read_training_args(path: Path) -> TrainingArgs:
     a = {**HF_DEFAULTS, **given}
     out = TrainingArgs(path=str(path))
     out.ignored = sorted(str(k) for k in data if k not in HF_DEFAULTS and k != "warmup_ratio")
+    out.notes += _misspelt(path, out.ignored)
     defaulted = sorted(k for k in HF_DEFAULTS if k not in given)
     if defaulted:
         out.notes.append(f"{path} leaves out {', '.join(defaulted)}: the TrainingArguments "

@@ -468,3 +468,32 @@ def test_a_training_args_json_nested_too_deep_is_refused(tmp_path: Path) -> None
     path.write_text('{"learning_rate": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(ConfigError, match="not valid JSON: arrays or objects nest too deep"):
         read_training_args(path)
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_resembles(tmp_path: Path) -> None:
+    """TrainingArguments refuses a misspelt key; the smoke test reads the file without it,
+    so the note must say which key takes its default instead (the console prints it)."""
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    path = _write(tmp_path / "args.json", {"learning_rat": 1e-3, "warmup_ration": 0.1,
+                                           "output_dir": "runs/x", "seed": 3})
+    args = read_training_args(path)
+    assert args.settings["lr"] == 5e-5  # the default, as the note says
+    misspelt = [n for n in args.notes if "did you mean" in n]
+    assert misspelt == [
+        f"{path}: 'learning_rat' is not a TrainingArguments key; did you mean 'learning_rate'? "
+        "(learning_rate takes its default here; TrainingArguments itself would refuse the "
+        "file)",
+        f"{path}: 'warmup_ration' is not a TrainingArguments key; did you mean "
+        "'warmup_ratio'? (warmup_ratio is unset here; TrainingArguments itself would refuse "
+        "the file)"]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record number {i} of a small corpus"}) + "\n"
+                            for i in range(120)))
+    result = CliRunner().invoke(main, ["check", str(data), "--out", str(tmp_path / "out"),
+                                       "--training-args", str(path), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.output.split())  # the console wraps long lines
+    assert "'learning_rat' is not a TrainingArguments key; did you mean 'learning_rate'?" in shown
