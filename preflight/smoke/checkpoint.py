@@ -15,6 +15,10 @@ from preflight.text import first_line
 def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     """The state dict in ``path``; a ``ConfigError`` when it cannot be loaded safely."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"checkpoint {p} is a folder: give the weights file in it (a "
+                          ".safetensors file or a torch state dict), or a Hugging Face model "
+                          "folder as --model hf:FOLDER")
     if not p.is_file():
         raise ConfigError(f"checkpoint not found: {p}")
     if p.suffix == ".safetensors":

@@ -41,6 +41,8 @@ def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dic
 def load(path: str | Path) -> dict[str, Any]:
     """A replay file's contents; a ``ConfigError`` when it is not one."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"replay file {p} is a folder: give the smoke-replay.pt file in it")
     if not p.is_file():
         raise ConfigError(f"replay file not found: {p}")
     try:

@@ -227,6 +227,7 @@ def _torch_file(path: Path, obj: Any) -> Path:
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda p: p / "missing.pt", "replay file not found"),
+    (lambda p: _folder(p / "run"), "replay file {path} is a folder: give the smoke-replay.pt"),
     (lambda p: _write_text(p / "notes.txt", "not a replay"), "is not a preflight replay file"),
     (lambda p: _torch_file(p / "other.pt", {"a": torch.zeros(2)}),
      "is not a preflight replay file (written by `preflight smoke`)"),
@@ -235,10 +236,17 @@ def _torch_file(path: Path, obj: Any) -> Path:
     (lambda p: _torch_file(p / "pickle.pt", Opaque()), "is not a preflight replay file"),
 ])
 def test_a_file_that_is_not_a_replay_exits_2(tmp_path: Path, make: Any, message: str) -> None:
-    result = invoke("smoke", "--replay", make(tmp_path))
+    path = make(tmp_path)
+    result = invoke("smoke", "--replay", path)
     assert result.exit_code == 2, result.output
-    assert message in flat(result.output)
+    assert message.format(path=path) in flat(result.output)
     assert "Traceback" not in result.output
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    (path / "model.safetensors").write_bytes(b"")
+    return path
 
 
 def _write_text(path: Path, text: str) -> Path:
@@ -379,6 +387,7 @@ def test_checkpoint_in_the_rules_file_is_found_beside_it(tmp_path: Path) -> None
     (lambda p: _torch_file(p / "pickled.pt", Opaque()),
      "cannot load {path} with weights_only=True"),
     (lambda p: p / "missing.pt", "checkpoint not found: tried {path}"),
+    (lambda p: _folder(p / "ckpt"), "checkpoint {path} is a folder: give the weights file"),
     (lambda p: _torch_file(p / "list.pt", [torch.zeros(2)]),
      "{path}: expected a state dict (name -> tensor), got list"),
     (lambda p: _write_text(p / "broken.safetensors", "not safetensors"),
