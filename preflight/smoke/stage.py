@@ -112,6 +112,11 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     result = SmokeResult(verdict="skipped", reason="", task=task, seed=cfg.seed,
                          device=str(device), precision=precision, settings=settings.settings,
                          **device_facts(device))
+    if cfg.precision in ("fp16", "bf16") and precision != cfg.precision:
+        settings.settings.notes.append(
+            f"precision {cfg.precision} was asked for, but the runs are on {device.type}: "
+            f"{precision} (autocast and the GradScaler are not exercised; run on a CUDA "
+            "machine to test them)")
     result.samples = len(sample)
     result.sample_rows = sorted(s.row for s in sample)
     result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)

@@ -497,3 +497,27 @@ def test_a_misspelt_key_is_named_with_the_key_it_resembles(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     shown = " ".join(result.output.split())  # the console wraps long lines
     assert "'learning_rat' is not a TrainingArguments key; did you mean 'learning_rate'?" in shown
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the runs would use CUDA")
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_asked_for_on_cpu_is_noted(tmp_path: Path, precision: str) -> None:
+    """A PASS on CPU vouches for fp32, not the half precision the rules asked for: the
+    settings notes (console and report) say so."""
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"record number {i} of a small corpus"}) + "\n"
+                            for i in range(120)))
+    result = CliRunner().invoke(main, ["check", str(data), "--out", str(tmp_path / "out"),
+                                       "--set", f"smoke.precision={precision}",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    smoke = json.loads((tmp_path / "out" / "report.json").read_text())["smoke"]
+    assert smoke["precision"] == "fp32"
+    note = (f"precision {precision} was asked for, but the runs are on cpu: fp32 (autocast "
+            "and the GradScaler are not exercised; run on a CUDA machine to test them)")
+    assert smoke["settings"]["notes"] == [note]
+    assert note in " ".join(result.output.split())
