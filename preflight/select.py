@@ -65,7 +65,12 @@ def select_rules(rules: RuleSet, *, only: list[str] | None = None,
     running = {r["id"] for r in data["rules"] if r.get("enabled") is not False}
     running |= extra.keys() - left_out
     if not running - always and not always & set(only):  # malformed alone, not asked for
-        raise ConfigError(f"--only/--skip leave no rule to run; the rules here are: "
-                          f"{', '.join(known)}")
+        off = {r.id for r in rules.rules if not r.enabled}
+        disabled = [i for i in only if i in off]
+        why = (f" ({', '.join(map(repr, disabled))}: enabled: false in the rules; --only does "
+               f"not turn a rule on: --set {disabled[0]}.enabled=true does)" if disabled else "")
+        runnable = [i for i in known if i not in off]
+        raise ConfigError(f"--only/--skip leave no rule to run{why}; the rules that can run "
+                          f"here are: {', '.join(runnable)}")
     where = rules.path or (f"preset {rules.preset}" if rules.preset else "<rules>")
     return rebuild(rules, data, where=f"{where} with --only/--skip")

@@ -278,6 +278,19 @@ def test_only_keeps_malformed_running(tmp_path: Path) -> None:
     assert rules["malformed"]["codes"] == {"invalid_json": 1}
 
 
+def test_only_naming_a_disabled_rule_says_only_does_not_enable_it(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
+                     "  - {id: empty, check: empty}\n"
+                     "  - {id: dupes, check: exact_duplicate, enabled: false}\n")
+    result = check(_mixed(tmp_path), "--rules", rules, "--out", tmp_path / "o",
+                   "--only", "dupes")
+    assert result.exit_code == 2, result.output
+    assert ("--only/--skip leave no rule to run ('dupes': enabled: false in the rules; --only "
+            "does not turn a rule on: --set dupes.enabled=true does); the rules that can run "
+            "here are: empty, malformed") in " ".join(result.output.split())
+
+
 def test_enabled_false_on_malformed_is_refused(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
