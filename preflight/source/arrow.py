@@ -38,6 +38,7 @@ BATCH_ROWS = 65_536
 def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
                    label: str | None) -> Batch:
     """Wrap an Arrow table as a batch; ``rows`` is the row array or the first row number."""
+    unique_columns(table.column_names, label or "the data")
     table, raw = split_deep(polars_readable(valid_utf8(table)))
     try:
         frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
@@ -53,6 +54,15 @@ def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
     if isinstance(rows, int):
         rows = np.arange(rows, rows + table.num_rows, dtype=np.int64)
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index, raw=raw)
+
+
+def unique_columns(names: list[str], where: str | Path) -> None:
+    """An ``InputError`` when two columns share a name (Parquet and Arrow allow it; a
+    record cannot hold a field twice)."""
+    if repeated := sorted({n for n in names if names.count(n) > 1}):
+        raise InputError(f"{where}: {len(names) - len(set(names))} column(s) named like "
+                         f"another ({', '.join(map(repr, repeated))}): a record cannot hold "
+                         "a field twice; rename the columns in the file and check again")
 
 
 def polars_readable(table: pa.Table) -> pa.Table:
@@ -266,6 +276,7 @@ def read_parquet(path: Path, file_index: int, label: str | None, state: dict[str
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"cannot read {path} as Parquet: {e}") from e
+    unique_columns(pf.schema_arrow.names, path)
     tables = _rebatch(pf.iter_batches(batch_size=BATCH_ROWS))
     yield from _emit(tables, path, file_index, label, state, pf.metadata.num_rows)
 
@@ -278,6 +289,7 @@ def read_parquet_groups(path: Path, file_index: int, label: str | None, *, group
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"cannot read {path} as Parquet: {e}") from e
+    unique_columns(pf.schema_arrow.names, path)
     size = path.stat().st_size
     total = max(pf.metadata.num_rows, 1)
     row = row0
@@ -301,5 +313,6 @@ def read_ipc(path: Path, file_index: int, label: str | None, state: dict[str, An
             table = pa.ipc.open_stream(source).read_all()
     except pa.ArrowInvalid as e:
         raise InputError(f"cannot read {path} as Arrow IPC: {e}") from e
+    unique_columns(table.column_names, path)
     tables = _rebatch(table.to_batches(max_chunksize=BATCH_ROWS))
     yield from _emit(tables, path, file_index, label, state, table.num_rows)

@@ -233,3 +233,31 @@ def test_invalid_utf8_in_a_nested_string_column_is_exit_3_naming_it(tmp_path: Pa
                                        "--out", str(tmp_path / "out")])
     assert result.exit_code == 3, result.output
     assert "'tags'" in result.output and "not valid UTF-8" in result.output
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "shard"])
+def test_two_columns_of_one_name_are_an_input_error_naming_the_file(tmp_path: Path,
+                                                                     kind: str) -> None:
+    """Parquet and Arrow allow two columns of one name; a record cannot hold a field twice.
+    Exit 3 naming the file and the names (it blamed a column's type and said to cast it)."""
+    table = pa.Table.from_arrays([pa.array(["a", "b"]), pa.array([1, 2]), pa.array(["c", "d"])],
+                                 names=["text", "label", "text"])
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    if kind == "arrow":
+        bad = tmp_path / "d.arrow"
+        feather.write_feather(table, bad)
+    else:
+        bad = (folder if kind == "shard" else tmp_path) / "d.parquet"
+        pq.write_table(table, bad)
+    if kind == "shard":
+        pq.write_table(pa.table({"text": ["x"], "label": [0]}), folder / "a.parquet")
+    data = folder if kind == "shard" else bad
+    for command in (["check", str(data), "--no-smoke", "--out", str(tmp_path / "o")],
+                    ["fix", str(data), "--out", str(tmp_path / "c.jsonl"), "--quarantine",
+                     str(tmp_path / "q.jsonl")]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 3, result.output
+        assert (f"{bad}: 1 column(s) named like another ('text'): a record cannot hold a field "
+                "twice; rename the columns") in " ".join(result.output.split())
+    assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "q.jsonl").exists()
