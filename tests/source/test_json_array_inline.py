@@ -5,6 +5,7 @@ closes is cut where the next element starts on its line, so the elements after i
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from preflight.source.jsonarray import Element, elements
 from tests.source.helpers import malformed, read, rows, values, write
 
 _N = 8
+_MSG = {"role": "user", "content": "a message"}
 
 
 def _chat(k: int) -> dict[str, Any]:
@@ -225,6 +227,47 @@ def test_a_broken_element_is_cut_without_reading_to_the_end(
             assert unit.malformed is not None
             break
     assert stream.at < 40_000
+
+
+def test_a_long_nested_list_in_a_broken_element_is_run_through_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each "}, {" between the messages of an element whose bracket never closes starts a
+    # run of clean objects that ends at the list's "]," (nested: turned down). The run from
+    # the first message is turned down for all later ones: 2,000 messages were 2,000 runs
+    # through the rest of the list (5,000 took 35 s).
+    runs: list[int] = []
+    run = array_inline.InlineCut._run
+
+    def counted(self: array_inline.InlineCut, start: int) -> tuple[bool, int, int]:
+        runs.append(start)
+        return run(self, start)
+
+    monkeypatch.setattr(array_inline.InlineCut, "_run", counted)
+    broken = json.dumps({"text": "t", "messages": [_MSG] * 2_000})[:-1]  # no closing brace
+    data = ('[{"text": "a"}, ' + broken + ', {"text": "after"}, {"text": "last"}]').encode()
+    units = list(elements(io.BytesIO(data)))
+    assert [u.malformed is not None for u in units] == [False, True, False, False]
+    assert units[2].record == {"text": "after"}
+    assert len(runs) < 10, len(runs)
+
+
+def test_a_valid_element_with_nothing_to_cut_at_is_not_decoded_to_look(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large valid element (a long list of numbers: no "}, {" in it) was decoded by the
+    # in-line cut's first-error probe on every refill of the buffer.
+    probes: list[int] = []
+    first_error = array_inline.InlineCut._first_error
+
+    def counted(self: array_inline.InlineCut) -> int | None:
+        probes.append(self.pos)
+        return first_error(self)
+
+    monkeypatch.setattr(array_inline.InlineCut, "_first_error", counted)
+    data = json.dumps([{"text": "a"}, {"text": "b", "v": [0.5] * 400_000}, {"text": "c"}])
+    units = list(elements(io.BytesIO(data.encode())))
+    assert [u.malformed for u in units] == [None, None, None]
+    assert units[1].record is not None and len(units[1].record["v"]) == 400_000
+    assert probes == []
 
 
 # -- random one-line arrays with planted faults ------------------------------------------
