@@ -43,7 +43,7 @@ from preflight.resolve import (
 from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
 from preflight.source.csv_dialect import describe_dialects
-from preflight.source.stdin import csv_note, is_stdin
+from preflight.source.stdin import is_stdin, stdin_note
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
@@ -293,10 +293,11 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
 
 
 def _stdin_notes(src: Source, records: int, malformed: int) -> list[str]:
-    """A note for CSV piped into ``-`` (read as JSON Lines, every line malformed)."""
+    """A note for CSV or a JSON array piped into ``-`` (read as JSON Lines: nearly every
+    line malformed)."""
     if not (is_stdin(src.path) and src.files):
         return []
-    note = csv_note(src.files[0], records=records, malformed=malformed)
+    note = stdin_note(src.files[0], records=records, malformed=malformed)
     return [note] if note else []
 
 

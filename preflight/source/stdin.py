@@ -8,7 +8,8 @@ gzip or zstd input is recognised by its magic bytes and decompressed as a ``.gz`
 file would be. What cannot be JSON Lines is refused with what to do: nothing piped (a
 terminal), nothing at all, UTF-16 (PowerShell's default), Parquet or Arrow bytes.
 A line that is not valid UTF-8 is, as in a file, a ``malformed`` finding with its row.
-CSV piped in is read as JSON Lines too (every line ``malformed``); ``csv_note`` says so once.
+CSV or a JSON array piped in is read as JSON Lines too (nearly every line ``malformed``);
+``stdin_note`` says so once, with what to do.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ _REFUSED = {
 # A first line that looks like a CSV header: a delimiter, and no JSON object.
 _CSV_DELIMITERS = (",", ";", "\t")
 CSV_NOTE = "standard input is read as JSON Lines only; save CSV to a file and pass its path"
+ARRAY_NOTE = ("standard input is read as JSON Lines only (one object per line); if it holds a "
+              "JSON array, save it to a .json file and pass its path")
 
 
 def is_stdin(source: object) -> bool:
@@ -80,14 +83,18 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def csv_note(spooled: Path, *, records: int, malformed: int) -> str | None:
-    """``CSV_NOTE`` when most lines of the spooled standard input were not JSON
-    (``malformed`` > ``records``) and its first line looks like a CSV header (a ``,`` ``;``
-    or tab, no ``{``); else None."""
+def stdin_note(spooled: Path, *, records: int, malformed: int) -> str | None:
+    """What to do when most lines of the spooled standard input were not JSON objects
+    (``malformed`` > ``records``): ``ARRAY_NOTE`` when it starts with ``[`` (a JSON array,
+    one line or pretty-printed), ``CSV_NOTE`` when its first line looks like a CSV header
+    (a ``,`` ``;`` or tab, no ``{``); else None."""
     if malformed <= records or spooled.suffix != ".jsonl":  # compressed: no line to look at
         return None
     with open(spooled, "rb") as f:
-        first = f.readline(1 << 16).decode("utf-8", "replace")
+        head = f.read(1 << 16).decode("utf-8", "replace")
+    if head.lstrip("\ufeff \t\r\n").startswith("["):
+        return ARRAY_NOTE
+    first = head.split("\n", 1)[0]
     if "{" in first or not any(d in first for d in _CSV_DELIMITERS):
         return None
     return CSV_NOTE

@@ -188,6 +188,31 @@ def test_no_csv_note_where_stdin_is_not_csv(tmp_path: Path, data: bytes) -> None
     assert "save CSV to a file" not in output
 
 
+ARRAY_NOTE = ("standard input is read as JSON Lines only (one object per line); if it holds a "
+              "JSON array, save it to a .json file and pass its path")
+
+
+@pytest.mark.parametrize("data", [
+    json.dumps([{"text": f"record {i}"} for i in range(5)]).encode(),  # one line
+    json.dumps([{"text": f"record {i}"} for i in range(5)], indent=2).encode(),  # pretty
+    b"\xef\xbb\xbf\n  " + json.dumps([{"text": "a"}, {"text": "b"}]).encode(),  # BOM, blanks
+])
+def test_a_json_array_on_stdin_gets_one_note(tmp_path: Path, data: bytes) -> None:
+    code, output, report = check(data, tmp_path)
+    assert code == 1
+    assert report is not None and report["source"]["warnings"] == [ARRAY_NOTE]
+    assert " ".join(output.split()).count(f"warning: {ARRAY_NOTE}") == 1
+
+
+def test_json_lines_of_lists_mostly_fine_get_no_array_note(tmp_path: Path) -> None:
+    # a first line that is a list, then records: most lines are objects, no note
+    data = b'[1, 2]\n' + lines([{"text": f"t {i}"} for i in range(4)])
+    _, output, report = check(data, tmp_path)
+    assert report is not None, output
+    assert report["source"]["warnings"] == []
+    assert ".json file" not in output
+
+
 def test_a_full_disk_while_copying_stdin_is_exit_3_naming_where(
         tmp_path: Path, own_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
