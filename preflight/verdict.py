@@ -81,7 +81,7 @@ def decide(results: list[RuleResult], *, records: int,
         if r.blocking and r.status == "error":
             reasons.append(f"rule {r.id!r} could not run: {r.message}")
         elif r.blocking and r.status == "fail":
-            reasons.append(f"rule {r.id!r} ({r.severity}) failed: {r.violations} violation(s)")
+            reasons.append(f"rule {r.id!r} ({r.severity}) failed: {r.violations:,} violation(s)")
     if smoke is not None and smoke.failed:
         files = smoke.minimal_files or [None] * len(smoke.minimal_rows)
         rows = ", ".join(f"{f}:{r}" if f else str(r)

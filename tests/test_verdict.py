@@ -78,6 +78,11 @@ def test_decide_fails_on_a_blocking_failure_with_a_reason():
     assert len(reasons) == 1
 
 
+def test_a_reason_counts_violations_with_thousands_separators():
+    _, reasons = decide([_result("fail", violations=80_000)], records=100_000)
+    assert reasons == ["rule 'error-fail' (error) failed: 80,000 violation(s)"]
+
+
 def test_decide_fails_on_an_error_status():
     verdict, reasons = decide([_result("error", severity="warn")], records=10)
     assert verdict == "fail"
