@@ -180,6 +180,15 @@ def test_bad_sets_are_config_errors(item: str, words: list[str]) -> None:
     assert "--set" in message or "with command-line overrides" in message
 
 
+@pytest.mark.parametrize("item", ["nope.max_count=" + "x" * 5_000, "y" * 5_000 + "=1"])
+def test_a_pasted_document_in_a_set_is_not_echoed_whole(item: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        with_overrides(load_rules(preset="default"), sets=[item])
+    message = str(info.value)
+    assert len(message) < 400, message
+    assert "5,0" in message and "characters" in message  # how long the item was
+
+
 # ---------------------------------------------------------------- the command line
 
 

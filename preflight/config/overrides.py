@@ -66,16 +66,17 @@ def with_overrides(
         rule_id, dot, key = target.rpartition(".")
         if not sep or not dot or not rule_id or not key:
             raise ConfigError(
-                f"--set {item!r}: write RULE_ID.PARAM=VALUE, e.g. exact-dupes.max_fraction=0.01"
+                f"--set {_shown(item)}: write RULE_ID.PARAM=VALUE, "
+                "e.g. exact-dupes.max_fraction=0.01"
             )
         section = data[rule_id] if rule_id in _SET_SECTIONS else by_id.get(rule_id)
         if section is None:
-            raise ConfigError(f"--set {item!r}: no rule {rule_id!r}; rules: {', '.join(by_id)}"
-                              " (or smoke.PARAM, fields.ROLE, model.FACT)")
+            raise ConfigError(f"--set {_shown(item)}: no rule {rule_id!r}; rules: "
+                              f"{', '.join(by_id)} (or smoke.PARAM, fields.ROLE, model.FACT)")
         try:
             section[key] = yaml_load(raw) if raw else None
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML: "
+            raise ConfigError(f"--set {_shown(item)}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
         if rule_id == "fields":
             _check_field_set(item, key, section[key], fields or {})
@@ -92,11 +93,11 @@ def _check_field_set(item: str, role: str, value: Any, options: dict[str, str | 
     ``--ROLE-field`` does (two answers to one question: neither silently wins)."""
     names = [value] if isinstance(value, str) else value if isinstance(value, list) else None
     if not names or not all(isinstance(n, str) and n for n in names):
-        raise ConfigError(f"--set {item!r}: name a column (fields.{role}=COLUMN or "
+        raise ConfigError(f"--set {_shown(item)}: name a column (fields.{role}=COLUMN or "
                           f"fields.{role}=[A, B]); leave fields.{role} out to infer it")
     option = options.get(role)
     if option is not None and [option] != names:
-        raise ConfigError(f"--set {item!r} conflicts with --{role.replace('_', '-')}-field "
+        raise ConfigError(f"--set {_shown(item)} conflicts with --{role.replace('_', '-')}-field "
                           f"{option!r}; give the column once")
 
 
@@ -111,3 +112,12 @@ def _add_inferred(ruleset: RuleSet, data: dict[str, Any], by_id: dict[str, Any],
     rule = next(r for _, r in INFERRED if r.id == rule_id)
     by_id[rule_id] = {**rule.model_dump(exclude={"params"}, exclude_none=True), **rule.params}
     data["rules"].append(by_id[rule_id])
+
+
+def _shown(item: str, limit: int = 80) -> str:
+    """``item`` quoted for a message, its middle elided past ``limit`` characters (a pasted
+    document as a value is not echoed whole)."""
+    if len(item) <= limit:
+        return repr(item)
+    half = limit // 2
+    return repr(f"{item[:half]}…{item[-half:]}") + f" ({len(item):,} characters)"
