@@ -180,7 +180,8 @@ def test_bad_sets_are_config_errors(item: str, words: list[str]) -> None:
     assert "--set" in message or "with command-line overrides" in message
 
 
-@pytest.mark.parametrize("item", ["nope.max_count=" + "x" * 5_000, "y" * 5_000 + "=1"])
+@pytest.mark.parametrize("item", ["nope.max_count=" + "x" * 5_000, "y" * 5_000 + "=1",
+                                  "z" * 5_000 + ".max_count=1"])
 def test_a_pasted_document_in_a_set_is_not_echoed_whole(item: str) -> None:
     with pytest.raises(ConfigError) as info:
         with_overrides(load_rules(preset="default"), sets=[item])

@@ -71,7 +71,7 @@ def with_overrides(
             )
         section = data[rule_id] if rule_id in _SET_SECTIONS else by_id.get(rule_id)
         if section is None:
-            raise ConfigError(f"--set {_shown(item)}: no rule {rule_id!r}; rules: "
+            raise ConfigError(f"--set {_shown(item)}: no rule {_shown(rule_id)}; rules: "
                               f"{', '.join(by_id)} (or smoke.PARAM, fields.ROLE, model.FACT)")
         try:
             section[key] = yaml_load(raw) if raw else None
