@@ -37,7 +37,7 @@ def resolve_fields(rules: RuleSet, batch: Batch) -> tuple[Fields, dict[str, str]
         if missing:
             columns = ", ".join(frame.columns) or "none"
             raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
-                              f"columns found: {columns}")
+                              f"columns found: {columns}{nested_hint(missing[0], frame.schema)}")
     return infer_fields(batch, given=given)
 
 
@@ -92,6 +92,11 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                 if others else "")
         found["text"] = best
         why["text"] = f"{best!r} (the string field with the longest values{also})"
+    if "text" not in found and "messages" not in found and (nested := _nested_text(schema)):
+        # Only top-level fields are read: say where the text is, or the text checks are
+        # left out with no word of why (and ``--text-field data.text`` names no column).
+        why["text"] = (f"none: {nested!r} is nested in an object, and only top-level fields "
+                       f"are read; flatten it first (e.g. jq -c '. + {{text: .{nested}}}')")
     if "id" not in found:
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:
@@ -112,6 +117,28 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         found["numeric"] = numeric[0] if len(numeric) == 1 else numeric
         why["numeric"] = quoted_names(numeric) + " (numbers in nearly every record)"
     return Fields(**found), why
+
+
+def _nested_text(schema: Any) -> str | None:
+    """``column.field`` of the first string field by a text name inside an object column
+    (one level down), else None."""
+    for column, dtype in schema.items():
+        if isinstance(dtype, pl.Struct):
+            inner = {f.name: f.dtype for f in dtype.fields}
+            name = next((n for n in _TEXT_NAMES if inner.get(n) == pl.String), None)
+            if name is not None:
+                return f"{column}.{name}"
+    return None
+
+
+def nested_hint(name: str, schema: Any) -> str:
+    """For a field name the data lacks: what to do when it names a field inside an object
+    column (``data.text``): nested fields are not read."""
+    column, dot, _ = name.partition(".")
+    if dot and isinstance(schema.get(column), pl.Struct):
+        return (f" ({column!r} is an object: only top-level fields are read; flatten it "
+                f"first, e.g. jq -c '. + {{{name.rpartition('.')[2]}: .{name}}}')")
+    return ""
 
 
 def quoted_names(names: list[str], shown: int = 12) -> str:

@@ -165,3 +165,39 @@ def test_an_empty_option_value_is_exit_2_not_ignored(data: Path, tmp_path: Path,
     result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r", option, "")
     assert result.exit_code == 2, result.output
     assert message in flat(result.output)
+
+
+NESTED = [{"id": i, "data": {"text": f"document {i}" + ("\u200b" if i == 1 else ""),
+                             "lang": "en"}} for i in range(4)]
+
+
+def test_a_text_nested_in_an_object_is_named_when_nothing_is_inferred(tmp_path: Path) -> None:
+    # Only top-level fields are read: the text checks are left out, and the user is told
+    # where the text is and what to do (it was "the data has no text field", no more).
+    data = write_jsonl(tmp_path / "nested.jsonl", NESTED)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    report = _report(tmp_path / "r")
+    assert "text" not in report["rules_file"]["fields"]
+    why = report["rules_file"]["inferred"]["text"]
+    assert "'data.text' is nested in an object" in why and "flatten it" in why
+    assert "inferred text: none: 'data.text' is nested" in flat(result.output)
+
+
+def test_a_dotted_text_field_names_the_object_column(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "nested.jsonl", NESTED)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--text-field", "data.text")
+    assert result.exit_code == 2, result.output
+    assert ("no column 'data.text' in the data; columns found: id, data ('data' is an "
+            "object: only top-level fields are read; flatten it first") in flat(result.output)
+
+
+@pytest.mark.parametrize("records", [
+    [{"id": 1, "text": "top level", "data": {"text": "nested"}}],  # the top-level one wins
+    [{"id": 1, "data": {"lang": "en", "score": 1}}],  # no text-named string inside
+])
+def test_no_nested_hint_where_it_does_not_apply(tmp_path: Path, records: list) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    why = _report(tmp_path / "r")["rules_file"]["inferred"].get("text", "")
+    assert "nested" not in why
