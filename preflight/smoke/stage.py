@@ -178,7 +178,7 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
     set, when the built-in model has nothing it can train on (a skip, not a fault)."""
     if folder is not None:  # a transformers model trains on text, with its own tokenizer
         fields = fields.model_copy(update={"features": None})
-        if not (fields.text or fields.messages or fields.input_ids):
+        if not (fields.text is not None or fields.messages or fields.input_ids):
             raise ConfigError(f"--model {cfg.model!r}: a transformers model trains on text; "
                               "declare fields.text or fields.messages in the rules file")
         if tokenizer is None and not fields.input_ids:
