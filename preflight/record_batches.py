@@ -39,6 +39,16 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table | None:
         return None
 
 
+def clashing_field(records: list[dict[str, Any]]) -> str | None:
+    """The first field whose values no one Arrow type holds (``records_table`` gave None)."""
+    for name, values in _columns(records).items():
+        try:
+            values_array(values)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return name
+    return None
+
+
 def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: Any) -> Batch:
     """Build a batch from parsed JSON objects, typing each column where its values agree
     and keeping the Python values of those where they do not."""

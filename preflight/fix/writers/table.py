@@ -34,7 +34,7 @@ from preflight.errors import ConfigError
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
 from preflight.fix.writers.dictionaries import DictionarySpill, dictionary_columns
-from preflight.record_batches import records_table, replace_lone_surrogates
+from preflight.record_batches import clashing_field, records_table, replace_lone_surrogates
 
 _CHUNK = 65_536
 # A JSON escape of a high or low surrogate: only lines holding one may hold a lone one.
@@ -187,7 +187,9 @@ class ArrowWriter(Writer):
         # where absent); a field whose values cannot share one Arrow type is refused.
         table = records_table(self._rows)
         if table is None:
-            raise ConfigError(f"the records cannot be one {self.kind} table (a field's "
+            field = clashing_field(self._rows)
+            named = f"field {field!r}: " if field is not None else "a field's "
+            raise ConfigError(f"the records cannot be one {self.kind} table ({named}"
                               "values have types that cannot share a column, a number past "
                               "64 bits, or nesting Arrow cannot hold); write JSON Lines: "
                               "--format jsonl")
