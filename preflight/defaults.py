@@ -65,7 +65,7 @@ def applicable(rules: RuleSet, rule_list: list[Rule], fields: Fields
     """``rule_list`` split into the rules that apply to the fields in use and, for the
     default rule set only, those that do not: its text checks when the data has no text
     (a regression table), instead of rules that cannot run."""
-    if not infers_rules(rules) or fields.text or fields.messages:
+    if not infers_rules(rules) or fields.text is not None or fields.messages:
         return rule_list, []
     keep, drop = [], []
     for rule in rule_list:
@@ -81,7 +81,7 @@ def not_checked(rules: RuleSet, fields: Fields, added: list[Rule]) -> list[str]:
         return []
     checks = {r.check for r in rules.rules if r.enabled} | {r.check for r in added}
     out = []
-    if (fields.text or fields.messages) and "token_length" not in checks:
+    if (fields.text is not None or fields.messages) and "token_length" not in checks:
         out.append("token lengths: needs --context-window (and --tokenizer for exact counts)")
     if any(r.params.get("infer_classes") for r in added):
         out.append("labels at or above the model's number of classes: needs --num-classes")
@@ -97,8 +97,8 @@ def suggest_preset(fields: Fields) -> str | None:
         return "sft-chat"
     if fields.label:
         return "classification"
-    if fields.target or fields.features or (fields.numeric and not fields.text):
+    if fields.target or fields.features or (fields.numeric and fields.text is None):
         return "regression"
-    if fields.text:
+    if fields.text is not None:  # "" names a column too (a JSON key "")
         return "pretrain-text"
     return None

@@ -97,6 +97,12 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         # left out with no word of why (and ``--text-field data.text`` names no column).
         why["text"] = (f"none: {nested!r} is nested in an object, and only top-level fields "
                        f"are read; flatten it first (e.g. jq -c '. + {{text: .{nested}}}')")
+    elif "text" not in found and "messages" not in found and (listed := _listed_objects(schema)):
+        # A .json file written as one object holding the records ({"data": [...]}, as
+        # json.dump writes it, on one line) reads as one record: say so, not just "no text".
+        why["text"] = (f"none: {listed!r} holds a list of objects (records wrapped in an "
+                       "object?), and only top-level fields are read; extract them first "
+                       f"(e.g. jq -c '.{listed}[]' FILE > records.jsonl)")
     if "id" not in found:
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:
@@ -128,6 +134,15 @@ def _nested_text(schema: Any) -> str | None:
             name = next((n for n in _TEXT_NAMES if inner.get(n) == pl.String), None)
             if name is not None:
                 return f"{column}.{name}"
+    return None
+
+
+def _listed_objects(schema: Any) -> str | None:
+    """The first column holding a list of objects with a string field, else None."""
+    for column, dtype in schema.items():
+        if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct) and any(
+                f.dtype == pl.String for f in dtype.inner.fields):
+            return str(column)
     return None
 
 

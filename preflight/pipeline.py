@@ -257,7 +257,8 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
             skipped=[Skipped(path=name, reason=why) for name, why in src.skipped],
             delimiter=delimiter,
             delimiter_from=delimiter_from,
-            warnings=list(src.warnings) + _stdin_notes(src, records, malformed),
+            warnings=(list(src.warnings) + _stdin_notes(src, records, malformed)
+                      + _one_object_note(src, records)),
         ),
         rules_file=RulesInfo(
             path=rules.path,
@@ -299,6 +300,22 @@ def _stdin_notes(src: Source, records: int, malformed: int) -> list[str]:
         return []
     note = stdin_note(src.files[0], records=records, malformed=malformed)
     return [note] if note else []
+
+
+def _one_object_note(src: Source, records: int) -> list[str]:
+    """A note for a .json file that is one object, not an array (``{"data": [...]}``): read
+    as JSON Lines, it is one record (on one line, as ``json.dump`` writes it, the gate may
+    pass having checked none of the records inside) or every line malformed."""
+    if src.format != "json" or is_stdin(src.path) or len(src.files) != 1 or records > 1:
+        return []
+    with open(src.files[0], "rb") as f:
+        head = f.read(1 << 12).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    if not head.startswith("{"):
+        return []
+    return [f"{src.files[0].name} holds one JSON object, not an array of records: a .json "
+            "file is read as a top-level array or as JSON Lines (one object per line); if "
+            "its records are in a list inside it, extract them first (e.g. jq -c '.data[]' "
+            f"{src.files[0].name} > records.jsonl)"]
 
 
 def _write(report: Report, sink: FindingsSink, *, out_dir: Path | None,

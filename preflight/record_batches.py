@@ -39,6 +39,16 @@ def records_table(records: list[dict[str, Any]]) -> pa.Table | None:
         return None
 
 
+def clashing_field(records: list[dict[str, Any]]) -> str | None:
+    """The first field whose values no one Arrow type holds (``records_table`` gave None)."""
+    for name, values in _columns(records).items():
+        try:
+            values_array(values)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return name
+    return None
+
+
 def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: Any) -> Batch:
     """Build a batch from parsed JSON objects, typing each column where its values agree
     and keeping the Python values of those where they do not."""
@@ -53,8 +63,7 @@ def records_to_batch(records: list[dict[str, Any]], rows: list[int], **kwargs: A
             raw[name] = values
             array = strings_array([v if isinstance(v, str) else None for v in values])
         arrays[name] = array
-    frame = pl.from_arrow(pa.table(arrays)) if arrays else pl.DataFrame()
-    assert isinstance(frame, pl.DataFrame)
+    frame = polars_frame(pa.table(arrays)) if arrays else pl.DataFrame()
     return Batch(frame=frame, rows=np.asarray(rows, dtype=np.int64), raw=raw, **kwargs)
 
 
@@ -121,3 +130,17 @@ def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
             total += m + n
         return fixed, total
     return value, 0
+
+
+def polars_frame(table: pa.Table) -> pl.DataFrame:
+    """``pl.from_arrow`` keeping every column's name: it renames an empty one (``{"": …}``
+    in JSON, a Parquet column named "") to ``column_0``, which the rules and ``fix`` would
+    then look for in the records in vain (or which clashes with a real ``column_0``)."""
+    names = table.column_names
+    if "" in names:
+        table = table.rename_columns([n or "\0preflight-empty-name" for n in names])
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if "" in names:
+        frame.columns = names
+    return frame

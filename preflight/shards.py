@@ -25,7 +25,7 @@ def shape_of(fields: Fields) -> str:
     """What inferred fields say the records are: a chat, text, or neither."""
     if fields.messages:
         return f"chat ({fields.messages!r})"
-    if fields.text:
+    if fields.text is not None:
         return f"text ({', '.join(map(repr, fields.text_fields()))})"
     return "no text or chat field"
 

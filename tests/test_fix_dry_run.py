@@ -71,6 +71,8 @@ def test_a_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, fault: str,
         assert dry.output == real.output
         said = " ".join(real.output.split())
         assert ("row 1" in said) == (fault not in ("clashing_types", "empty_struct"))
+        if fault == "clashing_types":  # the field is named, not "a field's values"
+            assert "(field 'n': values have types that cannot share a column" in said
 
 
 # Chunks of two records: what only typing the whole output finds.

@@ -100,3 +100,15 @@ def test_a_later_round_resolves_eval_beside_the_rules_file(tmp_path: Path, monke
     assert [r["id"] for r in clean] == [0]
     assert [e["row"] for e in quarantine] == [1]
     assert manifest["rounds"] == 2
+
+
+def test_a_record_with_a_key_given_twice_is_quarantined_raw(tmp_path: Path) -> None:
+    # The zero-width space hides in the value Python's json drops; the clean output must not
+    # carry it (nor a file `datasets` refuses to load).
+    line = '{"id": 1, "text": "zero\\u200bwidth", "text": "clean"}'
+    src = _lines(tmp_path / "in.jsonl", [{"id": 0, "text": "one"}, line])
+    clean, quarantine, manifest = _fix(src, tmp_path)
+    assert clean == [{"id": 0, "text": "one"}]
+    assert [(q["row"], q["malformed"]["code"], q["raw"]) for q in quarantine] == [
+        (1, "duplicate_key", line)]
+    assert manifest["balanced"]

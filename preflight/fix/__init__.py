@@ -141,7 +141,10 @@ def run_fix(
             raise _write_failure(e, options) from e
         finally:
             for path in written:
-                path.unlink(missing_ok=True)
+                # never hides why the run failed (on a read-only file system, unlinking even
+                # a file that is not there fails)
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
         return report, manifest
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -44,7 +44,7 @@ def infer_task(task: str | None, fields: Fields) -> str | None:
         return "classification"
     if fields.target:
         return "regression"
-    if fields.text or fields.input_ids:
+    if fields.text is not None or fields.input_ids:
         return "lm"
     return None
 
@@ -76,7 +76,7 @@ class Encoder:
         f = self.fields
         if self.task == "regression" and f.features:
             return False
-        return bool(f.text or f.messages or f.input_ids)
+        return bool(f.text is not None or f.messages or f.input_ids)
 
     def encode(self, rows: list[dict[str, Any]]) -> list[Encoded]:
         """Encode ``rows`` (memoised per record object, so subsets re-encode for free)."""

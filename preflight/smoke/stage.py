@@ -121,7 +121,9 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
     result.sample_rows = sorted(s.row for s in sample)
     result.flagged_in_sample = sorted(s.row for s in sample if s.flagged)
     if out_dir is not None:  # a replay from an earlier run must not outlive it
-        (out_dir / REPLAY_NAME).unlink(missing_ok=True)
+        # (a folder that refuses the unlink refuses the report too, which says so clearly)
+        with contextlib.suppress(OSError):
+            (out_dir / REPLAY_NAME).unlink(missing_ok=True)
     if task is None:
         result.reason = ("no field to train on: declare fields.text, messages, label or "
                          "target (or task:) in the rules file")
@@ -176,7 +178,7 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
     set, when the built-in model has nothing it can train on (a skip, not a fault)."""
     if folder is not None:  # a transformers model trains on text, with its own tokenizer
         fields = fields.model_copy(update={"features": None})
-        if not (fields.text or fields.messages or fields.input_ids):
+        if not (fields.text is not None or fields.messages or fields.input_ids):
             raise ConfigError(f"--model {cfg.model!r}: a transformers model trains on text; "
                               "declare fields.text or fields.messages in the rules file")
         if tokenizer is None and not fields.input_ids:

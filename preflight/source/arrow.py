@@ -29,7 +29,7 @@ from polars.exceptions import PanicException, PolarsError
 
 from preflight.batch import Batch
 from preflight.errors import InputError
-from preflight.record_batches import split_deep
+from preflight.record_batches import polars_frame, split_deep
 from preflight.source.tracked import hash_file, note_file
 
 BATCH_ROWS = 65_536
@@ -41,7 +41,7 @@ def table_to_batch(table: pa.Table, rows: np.ndarray | int, file_index: int,
     unique_columns(table.column_names, label or "the data")
     table, raw = split_deep(polars_readable(valid_utf8(table)))
     try:
-        frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame()
+        frame = polars_frame(table) if table.num_columns else pl.DataFrame()
     except (PolarsError, PanicException) as e:  # a type this module does not know yet
         types = ", ".join(f"{f.name!r}: {f.type}" for f in table.schema)
         raise InputError(f"polars cannot take these Arrow columns ({types}): {e}; cast the "

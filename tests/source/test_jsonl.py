@@ -121,6 +121,28 @@ def test_two_objects_on_one_line_are_malformed_not_two_records(tmp_path: Path, l
     assert malformed(batches) == [(1, "invalid_json")]
 
 
+@pytest.mark.parametrize("line", [
+    b'{"t": "clean", "t": "zero\\u200bwidth"}', b'{"t": "zero\\u200bwidth", "t": "clean"}',
+    b'{"a": {"b": 1, "b": 2}}', b'{"a": [{"b": 1}, {"b": 2, "c": 3, "b": 4}]}',
+    b'{"t": 1, "t" : 1}', b'{"\\u0074": 1, "t": 2}'])
+def test_a_key_given_twice_is_malformed_on_either_path(tmp_path: Path, line: bytes) -> None:
+    # Python keeps the last value, other readers the first, Arrow (so `datasets`) refuses
+    # the file: the checks would judge a value training may not see.
+    alone = read(write(tmp_path, "alone.jsonl", b'{"t": "ok"}\n' + line + b"\n"))
+    beside = read(write(tmp_path, "beside.jsonl", b'{"t": "ok"}\n' + line + b'\n{"t": \n'))
+    assert malformed(alone) == [(1, "duplicate_key")]
+    assert malformed(beside) == [(1, "duplicate_key"), (2, "invalid_json")]
+    assert rows(alone) == rows(beside) == [0]
+
+
+@pytest.mark.parametrize("line", [b'{"t": "a\\": b", "u": "\\":"}', b'{"t": "{\\"k\\": 1}"}',
+                                  b'{"a": {"b": 1}, "b": {"a": 2}}'])
+def test_keys_that_only_look_repeated_are_not_malformed(tmp_path: Path, line: bytes) -> None:
+    batches = read(write(tmp_path, "ok.jsonl", b'{"x": "ok"}\n' + line + b"\n"))
+    assert malformed(batches) == []
+    assert rows(batches) == [0, 1]
+
+
 def test_field_whose_type_changes_keeps_both_records(tmp_path: Path) -> None:
     batches = read(write(tmp_path, "mixed.jsonl", b'{"v": 1}\n{"v": "one"}\n{"v": null}\n'))
     assert rows(batches) == [0, 1, 2]

@@ -126,7 +126,8 @@ def test_a_mix_of_every_odd_line_is_read_alike_on_both_paths() -> None:
     slow = jsonl._merge([jsonl._slow(lines, 0)])
     _same(fast, slow)
     codes = {m.code for m in slow.malformed}
-    assert codes == {"invalid_json", "invalid_utf8", "not_an_object"}  # really planted
+    assert codes == {"invalid_json", "invalid_utf8", "not_an_object",
+                     "duplicate_key"}  # really planted
     assert slow.lone_surrogates and slow.raw  # the surrogate and the changed type too
 
 

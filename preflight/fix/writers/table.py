@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 from preflight.errors import ConfigError
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
-from preflight.record_batches import records_table, replace_lone_surrogates
+from preflight.fix.writers.dictionaries import DictionarySpill, dictionary_columns
+from preflight.record_batches import clashing_field, records_table, replace_lone_surrogates
 
 _CHUNK = 65_536
 # A JSON escape of a high or low surrogate: only lines holding one may hold a lone one.
@@ -65,6 +66,7 @@ class ArrowWriter(Writer):
         self._spill: Any = None  # chunks of records from JSON/CSV, typed at the end
         self._chunks: list[pa.Schema] = []
         self._out: Any = None
+        self._dictionaries: DictionarySpill | None = None  # Arrow out, dictionary columns
 
     def keep(self, unit: Unit) -> None:
         if unit.syntax == "arrow":
@@ -112,6 +114,12 @@ class ArrowWriter(Writer):
         if table.schema != self._schema:
             table = _conform(table, self._schema)
         try:
+            if self._dictionaries is None and self.kind == "arrow" and dictionary_columns(
+                    self._schema):
+                self._dictionaries = DictionarySpill(self._schema, self.path)
+            if self._dictionaries is not None:
+                self._dictionaries.write(table)
+                return
             if self._out is None:
                 sink = pa.MockOutputStream() if self.path is None else str(self.path)
                 self._out = (pq.ParquetWriter(sink, self._schema) if self.kind == "parquet"
@@ -179,7 +187,9 @@ class ArrowWriter(Writer):
         # where absent); a field whose values cannot share one Arrow type is refused.
         table = records_table(self._rows)
         if table is None:
-            raise ConfigError(f"the records cannot be one {self.kind} table (a field's "
+            field = clashing_field(self._rows)
+            named = f"field {field!r}: " if field is not None else "a field's "
+            raise ConfigError(f"the records cannot be one {self.kind} table ({named}"
                               "values have types that cannot share a column, a number past "
                               "64 bits, or nesting Arrow cannot hold); write JSON Lines: "
                               "--format jsonl")
@@ -259,14 +269,22 @@ class ArrowWriter(Writer):
     def close(self) -> None:
         if self.found.syntax == "arrow":
             self._flush_arrow()
-            if self._out is None:
+            if self._out is None and self._dictionaries is None:
                 self._write(self._schema.empty_table())  # type: ignore[union-attr]
         else:
             self._close_records()
+        if self._dictionaries is not None:
+            try:
+                self._dictionaries.finish()
+            except pa.ArrowException as e:
+                raise ConfigError(f"the records cannot be written as {self.kind} ({e}); "
+                                  "write JSON Lines: --format jsonl") from e
         if self._out is not None:  # None: written nowhere, a retype after a failed chunk
             self._out.close()
 
     def discard(self) -> None:
+        if self._dictionaries is not None:
+            self._dictionaries.discard()
         for handle in (self._out, self._spill):
             if handle is not None:
                 with contextlib.suppress(OSError, pa.ArrowException):
