@@ -27,6 +27,10 @@ FixAction = Literal[
 RULE_KEYS = ("id", "check", "severity", "max_count", "max_fraction", "fix", "enabled")
 # An Adam beta: a decay rate in [0, 1).
 Beta = Annotated[StrictFloat, Field(ge=0, lt=1)]
+# smoke.time_limit: 30 minutes, 12x the slowest normal CPU smoke stage measured (an
+# hf-config: folder on a loaded 2-core machine, 147 s; README "Time limit"); a week at most.
+SMOKE_TIME_LIMIT = 1800.0
+MAX_SMOKE_TIME_LIMIT = 7 * 24 * 3600
 
 
 class _Strict(BaseModel):
@@ -192,6 +196,12 @@ class SmokeConfig(_Strict):
     shrink: bool = Field(
         True, description="hf-config: train the same architecture at 2 layers and a small "
         "width (false: the real size)."
+    )
+    time_limit: StrictFloat = Field(
+        SMOKE_TIME_LIMIT, ge=1, le=MAX_SMOKE_TIME_LIMIT, allow_inf_nan=False,
+        description=f"Seconds the smoke stage may take (1 to {MAX_SMOKE_TIME_LIMIT:,}, a "
+                    "week); past it the stage stops and the gate fails naming the step and "
+                    "phase it was in.",
     )
 
 

@@ -13,7 +13,7 @@ from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
 from preflight.sampling import SampleRow
-from preflight.smoke import hf_load
+from preflight.smoke import deadline, hf_load
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import FP16_MAX, Outcome, Setup, anomaly, per_row_losses
 from preflight.smoke.replay_file import save as save_replay
@@ -86,6 +86,28 @@ def broken_checkpoint(result: SmokeResult, cfg: SmokeConfig) -> None:
                                         detail=result.reason))
 
 
+def timed_out(result: SmokeResult, e: deadline.Expired, *, user: bool) -> None:
+    """The verdict for a stage stopped at ``smoke.time_limit``: a code fault (the model's
+    code, or settings too large for the limit), naming the phase, the step and the run. A
+    fault already found (a data fault being localised) keeps its verdict."""
+    failure = f"ran past smoke.time_limit ({e.seconds:g} s) in {e.label}" + (
+        f" at step {e.step}" if e.step is not None else "")
+    todo = (f"look for a hang in {e.look_in}, or raise the limit if it is only slow"
+            if user else "raise the limit, or train less (smoke.samples, smoke.steps, "
+            "smoke.max_length)")
+    stopped = (f"the smoke stage ran past smoke.time_limit ({e.seconds:g} s) in {e.where()} "
+               "and was stopped")
+    if e.run in ("control", "real", "repeat"):
+        setattr(result, e.run, SmokeRun(failure=failure, first_bad_step=e.step))
+    if result.failed:  # the fault stands; what was cut short is said in the finding
+        stopped += f": {result.verdict} found before it; raise the limit to see the rest"
+    else:
+        result.verdict = "code_fault"
+        result.reason = f"{stopped}: {todo} ({deadline.RAISE_LIMIT})"
+    result.findings.append(SmokeFinding(code="time_limit", severity="error", detail=stopped,
+                                        step=e.step))
+
+
 def blocked(problems: list[list[tuple[str, str]]], sample: list[SampleRow],
             bad_rows: list[int]) -> Blocked | None:
     """The first row the encoder refused, for the verdict (None when none was)."""
@@ -111,6 +133,7 @@ def problem_findings(result: SmokeResult, problems: list[list[tuple[str, str]]],
 def localise(runs: Runs, setup: Setup, collate: Any, rows: list[dict[str, Any]],
              real: Outcome) -> tuple[list[int], list[int]]:
     """The minimal failing rows, and the rows whose loss alone is already non-finite."""
+    deadline.run("per-row loss")
     try:
         losses = per_row_losses(setup, [collate([r]) for r in rows])
     except ConfigError:

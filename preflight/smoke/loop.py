@@ -28,6 +28,7 @@ from torch import nn
 from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
+from preflight.smoke import deadline
 from preflight.smoke.encode import IGNORE
 from preflight.smoke.optim import build_optimizer, build_scheduler, run_warmup
 from preflight.smoke.spy import IndexFault, Spy, bad_param, named, rows_of, to_device
@@ -60,6 +61,7 @@ class Setup:
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
+        deadline.phase("copy")
         try:
             model = copy.deepcopy(self.template)
         except Exception:
@@ -103,6 +105,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     seed_everything(cfg.seed)
     model = setup.fresh()
     model.train()
+    deadline.phase("setup")
     opt = build_optimizer(model, cfg)
     schedule = build_scheduler(opt, cfg, total=steps, warmup=run_warmup(
         setup.warmup, steps=steps, base_steps=cfg.steps))
@@ -128,6 +131,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
         warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
         try:
             for step in range(steps):
+                deadline.step(step)
                 spy.record = step < watch
                 rates.append(float(opt.param_groups[0]["lr"]))
                 opt.zero_grad(set_to_none=True)
@@ -143,6 +147,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                 if run.failure:
                     break
                 out.bad_batch = None
+                deadline.phase("optimizer")
                 loss_value = total / accum  # the mean over the micro-batches
                 scaler.unscale_(opt)
                 norm = float(torch.nn.utils.clip_grad_norm_(
@@ -177,6 +182,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
                     break
         finally:
             spy.remove()
+    deadline.step(None)
     run.steps = len(run.loss)
     run.min_drop = cfg.min_loss_drop * learning_budget(rates)
     run.lr_mean = sum(rates) / len(rates) if rates else None
@@ -215,6 +221,7 @@ def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
                 run.failure = _what_failed(out, f"loss is {loss_value} at step {step}")
                 run.first_bad_step = step
                 return None
+            deadline.phase("backward")
             scaler.scale(loss / accum if accum > 1 else loss).backward()
     except IndexFault as e:
         out.bad_rows, run.failure = e.rows, e.detail
@@ -242,6 +249,7 @@ def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: S
                                 to_device(targets, setup.device))
         if spy.out.first_bad_module is None and not torch.isfinite(redo.detach()).all():
             spy.out.first_bad_module = "loss_fn"  # every module's output was finite
+        deadline.phase("backward")
         redo.float().backward()  # outside autocast, as AMP wants
         spy.out.first_bad_param = bad_param(model, spy.out.first_bad_module,
                                             spy.out.first_bad_param)
@@ -308,10 +316,12 @@ def _losses(setup: Setup, model: nn.Module, batches: list[Batch]) -> list[float]
 def forward_loss(setup: Setup, model: nn.Module, inputs: Any, targets: Any) -> Any:
     """The loss of one batch: ``loss_fn(model(inputs), targets)`` with the targets
     range-checked, or the watch's ``step_fn(model, inputs)``."""
+    deadline.phase("forward")
     if setup.step_fn is not None:
         return setup.step_fn(model, inputs)
     outputs = model(inputs)
     _check_targets(outputs, targets)
+    deadline.phase("loss")
     return setup.loss_fn(outputs, targets)
 
 
@@ -319,6 +329,7 @@ def anomaly(setup: Setup, batch: Batch) -> str | None:
     """Replay a batch under ``detect_anomaly``: the backward op that made NaN, or the
     exception the run raised. (torch's own warning with the forward traceback is silenced:
     the op name is kept.)"""
+    deadline.run("detect_anomaly replay")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

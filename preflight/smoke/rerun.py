@@ -15,8 +15,9 @@ from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
 from preflight.report.model import SmokeFinding, SmokeResult
-from preflight.smoke import hf, hf_load
+from preflight.smoke import deadline, hf, hf_load
 from preflight.smoke.device import resolve_device
+from preflight.smoke.diagnose import timed_out
 from preflight.smoke.loop import Setup, anomaly, train
 from preflight.smoke.models import build_builtin
 from preflight.smoke.replay_file import WATCH_TASK
@@ -51,8 +52,16 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
     builtin = model is None or (model == recorded and recorded.startswith("built-in:"))
     spec = None if builtin else (
         hf_load.parse(str(model)).resolved if is_hf_spec(model) else resolve_spec(str(model)))
+    limit = SmokeConfig(**{**data["config"], "device": device}).time_limit
     with user_code(spec) if spec else contextlib.nullcontext():
-        return _replay(path, data, spec, device)
+        try:
+            return deadline.call_within(limit, lambda: _replay(path, data, spec, device))
+        except deadline.Expired as e:
+            result = SmokeResult(verdict="skipped", reason="", task=data["task"],
+                                 model=spec or recorded, samples=len(data["rows"]),
+                                 minimal_rows=list(data["rows"]), replay=str(path))
+            timed_out(result, e, user=spec is not None)
+            return result
 
 
 def _misfit(model: torch.nn.Module, saved: dict[str, Any]) -> str:
@@ -98,6 +107,7 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
                   exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
                   step_fn=step_fn)
     batch = (data["inputs"], data["targets"])
+    deadline.run("replay")
     out = train(setup, [batch], steps=cfg.steps)
     result = SmokeResult(
         verdict="data_fault" if out.failed else "pass", task=task, model=name,

@@ -9,6 +9,7 @@ from typing import Any
 from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
+from preflight.smoke import deadline
 from preflight.smoke.loop import Outcome, Setup, nonfinite_paths, train
 from preflight.smoke.user import CONTRACT
 from preflight.text import first_line
@@ -26,6 +27,7 @@ class Runs:
 
     def batch(self, rows: list[dict[str, Any]]) -> Any:
         """``collate(rows)``, held to its contract: an ``(inputs, targets)`` pair."""
+        deadline.phase("collate")
         made = self.collate(rows)
         if not isinstance(made, tuple | list) or len(made) != 2:
             got = f"a {len(made)}-item {type(made).__name__}" if isinstance(
@@ -44,6 +46,7 @@ class Runs:
               exempt_from: bool = False) -> Outcome:
         """Train on ``rows``; ``exempt_from``: these rows are the control batch, whose
         non-finite inputs are there by design (e.g. -inf attention masks)."""
+        deadline.run(name)
         try:
             batches, index = self.batches(rows)
             if exempt_from:

@@ -23,7 +23,7 @@ from preflight.hf_folder import is_hf_spec
 from preflight.paths import find_beside
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.sampling import SampleRow
-from preflight.smoke import diagnose, hf, hf_load
+from preflight.smoke import deadline, diagnose, hf, hf_load
 from preflight.smoke.checkpoint import load_checkpoint, scan
 from preflight.smoke.control import control_rows
 from preflight.smoke.device import device_facts, resolve_device, torch_threads
@@ -33,6 +33,7 @@ from preflight.smoke.loop import Outcome, Setup, seed_everything
 from preflight.smoke.models import build_builtin
 from preflight.smoke.optim import check_optimizer
 from preflight.smoke.runs import Progress, Runs
+from preflight.smoke.training_args import Resolved
 from preflight.smoke.training_args import resolve as resolve_settings
 from preflight.smoke.user import call_build, load_build, user_code
 from preflight.smoke.verdict import attribute
@@ -60,11 +61,23 @@ def check_setup(rules: RuleSet) -> SmokeConfig:
     their training-args file), the user's model module and the checkpoint path must be
     usable (each a ``ConfigError`` with what to do). Returns the smoke config with the
     training settings applied (its seed draws the sample)."""
+    try:
+        return deadline.call_within(rules.smoke.time_limit, lambda: _check_setup(rules))
+    except deadline.Expired as e:
+        model = f" ({rules.smoke.model})" if rules.smoke.model else ""
+        raise ConfigError(
+            f"the smoke stage ran past smoke.time_limit ({e.seconds:g} s) while {e.label}"
+            f"{model}, before the gate read any data: look for a hang in {e.look_in}, or "
+            f"raise the limit ({deadline.RAISE_LIMIT})") from None
+
+
+def _check_setup(rules: RuleSet) -> SmokeConfig:
     base = Path(rules.path).parent if rules.path else None
     cfg = resolve_settings(rules.smoke, base=base).cfg
     check_optimizer(cfg)
     device, _ = resolve_device(cfg)
     if is_hf_spec(cfg.model):
+        deadline.phase("folder")
         hf.check(str(cfg.model), base=base, task=infer_task(rules.task, rules.fields),
                  device=device, rows=cfg.batch_size or cfg.samples, max_length=cfg.max_length,
                  shrink=cfg.shrink,
@@ -128,21 +141,43 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         result.reason = ("no field to train on: declare fields.text, messages, label or "
                          "target (or task:) in the rules file")
         return result
+    timings: dict[str, float] = {"sample": round(sampled_in, 4)}
+    try:
+        deadline.call_within(cfg.time_limit, lambda: _train_sample(
+            result, sample, rules, settings, task=task, fields=fields, tokenizer=tokenizer,
+            device=device, base=base, out_dir=out_dir, progress=progress, timings=timings,
+            started=started))
+    except deadline.Expired as e:
+        diagnose.timed_out(result, e, user=cfg.model is not None)
+        result.timings = {**timings, "total": _since(started)}
+    return result
+
+
+def _train_sample(result: SmokeResult, sample: list[SampleRow], rules: RuleSet,
+                  settings: Resolved, *, task: str, fields: Fields,
+                  tokenizer: TokenCounter | None, device: torch.device, base: Path | None,
+                  out_dir: Path | None, progress: Progress | None,
+                  timings: dict[str, float], started: float) -> None:
+    """Load the model, encode the sample, train and judge, into ``result`` (under the
+    time limit: everything here may run the user's code)."""
+    cfg = settings.cfg
+    if is_hf_spec(cfg.model):
+        deadline.phase("folder")
     folder = hf_load.parse(cfg.model, base=base) if is_hf_spec(cfg.model) else None
     build = load_build(cfg.model, base=base) if cfg.model and folder is None else None
+    deadline.phase("checkpoint")
     state = (load_checkpoint(find_beside(cfg.checkpoint, base, what="checkpoint"))
              if cfg.checkpoint else None)
     if len(sample) < 2:
         result.reason = f"too few readable records to train on ({len(sample)})"
-        return result
+        return
     rows = [s.record for s in sample]
-    timings: dict[str, float] = {"sample": round(sampled_in, 4)}
 
     t0 = time.perf_counter()
     made = _prepare(result, rules, cfg, task=task, fields=fields, tokenizer=tokenizer,
                     rows=rows, folder=folder, build=build, device=device)
     if made is None:
-        return result
+        return
     timings["encode"] = _since(t0)
 
     if state is not None:
@@ -150,7 +185,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         if result.checkpoint["nonfinite"]:
             diagnose.broken_checkpoint(result, cfg)
             result.timings = {**timings, "total": _since(started)}
-            return result
+            return
         try:
             (made.model.model if folder is not None else made.model).load_state_dict(state)
         except RuntimeError as e:
@@ -158,7 +193,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
                               f"{str(e).splitlines()[0]}") from e
     rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=made.model, initial=copy.deepcopy(made.model.state_dict()),
-                  loss_fn=made.loss_fn, cfg=cfg, device=device, precision=precision,
+                  loss_fn=made.loss_fn, cfg=cfg, device=device, precision=result.precision,
                   user=build is not None or folder is not None, rebuild=rebuild,
                   warmup=settings.warmup)
     result.steps = cfg.steps
@@ -167,7 +202,6 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
         _train_and_judge(result, runs, made, sample, rows, base=base, out_dir=out_dir,
                          timings=timings)
     result.timings = {**timings, "total": _since(started)}
-    return result
 
 
 def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str,
@@ -183,9 +217,11 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
                               "declare fields.text or fields.messages in the rules file")
         if tokenizer is None and not fields.input_ids:
             tokenizer = hf.folder_tokenizer(folder)
+    deadline.phase("encode")
     encoder = Encoder(task, fields, rules.model, tokenizer, max_length=cfg.max_length)
     seed_everything(cfg.seed)
     model, loss_fn, collate = call_build(build, str(cfg.model)) if build else (None, None, None)
+    deadline.phase("encode")
     builtin_collate = collate is None
     if builtin_collate:
         skip = _untrainable(task, encoder, rows, fields, declared=rules.model.labels)
@@ -197,11 +233,13 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
     center, scale = _target_scale(encoder, rows) if task == "regression" else (0.0, 1.0)
     spec: dict[str, Any] = {}
     if folder is not None:
+        deadline.phase("folder")
         made = hf.build(folder, task=task, encoder=encoder, shrink=cfg.shrink, device=device,
                         rows=cfg.batch_size or len(rows), center=center, scale=scale)
         model, loss_fn, collate, spec = made.model, made.loss_fn, made.collate, made.spec
         result.findings += [SmokeFinding(code=c, severity="info", detail=d)
                             for c, d in made.notes]
+    deadline.phase("encode")
     control = control_rows(task, fields, rules.model, rows, seed=cfg.seed,
                            vocab_size=encoder.vocab_size, classes=encoder.classes,
                            max_length=cfg.max_length, center=center, scale=scale)

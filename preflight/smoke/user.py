@@ -27,6 +27,7 @@ from torch import nn
 
 from preflight.errors import ConfigError
 from preflight.paths import find_beside
+from preflight.smoke import deadline
 from preflight.text import first_line
 from preflight.threads import leave_behind
 
@@ -38,7 +39,8 @@ CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate)
 @contextlib.contextmanager
 def user_code(spec: str) -> Iterator[None]:
     """Run the user's code: a ``SystemExit`` (or any other ``BaseException`` but
-    ``KeyboardInterrupt``) it raises becomes a ``ConfigError`` naming ``spec``. An ordinary
+    ``KeyboardInterrupt`` and ``smoke.time_limit``'s ``deadline.TimeUp``) it raises becomes
+    a ``ConfigError`` naming ``spec``. An ordinary
     exception passes through: where it happens decides whether it is a contract error or a
     failed run.
 
@@ -52,7 +54,7 @@ def user_code(spec: str) -> Iterator[None]:
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
-    except (Exception, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt, deadline.TimeUp):
         raise
     except BaseException as e:
         raise ConfigError(
@@ -82,6 +84,7 @@ def resolve_spec(spec: str, *, base: Path | None = None) -> str:
 def load_build(spec: str, *, base: Path | None = None) -> Callable[[], Any]:
     """The ``build`` function ``spec`` names; a clear ``ConfigError`` when it cannot load."""
     target, _, attr = resolve_spec(spec, base=base).rpartition(":")
+    deadline.phase("import")
     with user_code(spec):
         module = _import(spec, target)
     build = getattr(module, attr, None)
@@ -115,6 +118,7 @@ def call_build(build: Callable[[], Any], spec: str, *,
     """Call ``build()`` and check what it returned against the contract (``watch``: a
     watch replay's, ``(model, step_fn, None)``)."""
     contract, fn = (WATCH_CONTRACT, "step_fn") if watch else (CONTRACT, "loss_fn")
+    deadline.phase("build")
     try:
         with user_code(spec):
             made = build()
