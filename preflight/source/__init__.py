@@ -55,6 +55,7 @@ _SUFFIXES = {
     ".arrow": "arrow",
     ".feather": "arrow",
     ".ipc": "arrow",
+    ".arrows": "arrow",  # the usual name of an Arrow IPC stream
 }
 _COMPRESSED = {".gz", ".zst", ".zstd"}
 # What a reader raises on a file it cannot read (an InputError for the user).
@@ -155,7 +156,8 @@ def _open_path(path: Path) -> Source:
     if fmt is None:
         raise InputError(
             f"cannot tell the format of {path.name} from its name; supported: "
-            ".jsonl/.ndjson (also .gz/.zst), .json, .csv/.tsv, .parquet, .arrow/.feather, "
+            ".jsonl/.ndjson (also .gz/.zst), .json, .csv/.tsv, .parquet, "
+            ".arrow/.feather/.arrows, "
             "a folder of shards, or a datasets save_to_disk folder"
         )
     return _files(fmt, path, [path])

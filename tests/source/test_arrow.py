@@ -45,6 +45,7 @@ WRITERS = {
     "d.parquet": lambda p, t: pq.write_table(t, p, row_group_size=2),
     "d.arrow": _write_ipc_file,
     "s.arrow": _write_ipc_stream,
+    "s.arrows": _write_ipc_stream,  # the usual name of a stream
     "d.feather": lambda p, t: feather.write_feather(t, p),
 }
 
