@@ -247,7 +247,7 @@ def _files(fmt: str, root: Path, files: list[Path]) -> Source:
             except InputError:
                 raise
             except READ_ERRORS as e:
-                raise InputError(f"cannot read {p}: {e}") from e
+                raise InputError(f"cannot read {p}: {_said(e)}") from e
         source._fingerprint = file_fingerprint(state)
 
     source._batches = batches
@@ -285,7 +285,7 @@ def shard_source(files: list[Path], *, path: str) -> Source:
             except InputError:
                 raise
             except READ_ERRORS as e:
-                raise InputError(f"cannot read {p}: {e}") from e
+                raise InputError(f"cannot read {p}: {_said(e)}") from e
         source._fingerprint = file_fingerprint(st)
 
     source._batches = batches
@@ -348,3 +348,11 @@ def _dataset_object(ds: Any) -> Source:
 
     source._batches = batches
     return source
+
+
+def _said(error: BaseException) -> str:
+    """A read error as the message says it: a compressed stream that ends early (gzip's
+    ``EOFError``) is named a truncated file, as a zstd one is."""
+    if isinstance(error, EOFError) and "truncated" not in str(error):
+        return f"{error} (truncated file?)"
+    return str(error)

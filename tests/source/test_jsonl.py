@@ -259,6 +259,16 @@ def test_corrupt_zst_is_an_input_error(tmp_path: Path, data: bytes) -> None:
         read(path)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
+def test_a_truncated_compressed_file_is_named_truncated(tmp_path: Path, suffix: str) -> None:
+    data = b"".join(b'{"i": %d, "t": "%x"}\n' % (i, i * 2654435761) for i in range(20_000))
+    packed = (gzip.compress(data) if suffix.endswith(".gz")
+              else zstandard.ZstdCompressor().compress(data))
+    path = write(tmp_path, "cut" + suffix, packed[: len(packed) // 2])
+    with pytest.raises(InputError, match=r"truncated file\?"):
+        read(path)
+
+
 def test_corrupt_gz_exits_3_from_the_cli(tmp_path: Path) -> None:
     path = write(tmp_path, "bad.jsonl.gz", b"this is not gzip at all\n")
     result = CliRunner().invoke(main, ["check", str(path), "--out", str(tmp_path / "r"),
