@@ -27,7 +27,7 @@ own position's median and MAD (an age at ``[0]`` is not compared with 0/1 flags 
 When a MAD is 0 (over half the values equal the median, e.g. sparse or binary features) the
 z-score is undefined and no outlier is reported there; the field's stats say so. State is
 compact: the finite values as float64 arrays (8 bytes per value) plus each batch's row
-numbers and list lengths, never records.
+numbers and the list lengths seen, never records.
 
 Here the check judges; ``numeric_values`` reads a field into elements, ``numeric_stats`` keeps
 the corpus-wide state and finds the outliers, ``numeric_details`` words the findings.
@@ -46,7 +46,7 @@ from pydantic import Field, StrictFloat, model_validator
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.numeric_details import LABELS, STRING_NOTES, fmt, quote, several
-from preflight.checks.numeric_positions import list_lengths
+from preflight.checks.numeric_positions import list_shapes, merged_shapes
 from preflight.checks.numeric_stats import Chunk, Stats, compact_rows, find_outliers, json_stats
 from preflight.checks.numeric_values import (
     ARRAY,
@@ -182,6 +182,8 @@ class Numeric(Check):
             el = elements(batch, name, scalar=name in self._scalar)
             parts.extend(self._judge(name, el, textual=batch.textual))
             self._defer_nulls(name, el, batch)
+            stats = self._stats[name]
+            stats.shapes = merged_shapes(stats.shapes, list_shapes(el))
             if rows is None:
                 rows = compact_rows(batch.rows)
             self._keep(name, el, batch, rows)
@@ -329,7 +331,6 @@ class Numeric(Check):
             kept_per_record = np.bincount(kept_i, minlength=n)
             chunk.ends = np.cumsum(kept_per_record)
             if len(el.levels) == 1:
-                chunk.lengths = list_lengths(el, keep, n)
                 # Where a record also holds non-finite elements, a value's position is not
                 # its rank among the record's finite values: remember those few.
                 per_record = np.bincount(el.i, minlength=n)

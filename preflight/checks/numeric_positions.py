@@ -10,8 +10,10 @@ sequence is not a feature, and only some records reach it. Records whose list is
 empty hold no list here; a record with a number where the others hold a list makes the
 field ragged.
 
-Nothing more is kept per value than the pooled path keeps: a batch's chunk adds only the
-distinct list lengths it saw; positions are derived from the record ends at the end.
+Nothing more is kept per value than the pooled path keeps: the field's stats add the list
+lengths seen (each record's own, so the decision does not depend on where batches are
+cut, nor on which records have finite values); positions are derived from the record ends
+of the chunks at the end.
 """
 
 from __future__ import annotations
@@ -21,35 +23,46 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from preflight.checks.numeric_values import NUM, STR_INF, STR_NAN, STR_NUM
+
 if TYPE_CHECKING:
     from preflight.checks.numeric_stats import Chunk
     from preflight.checks.numeric_values import Elements
 
+NUMBER = -1  # a number (or a string of one) where other records may hold a list
+NESTED = -2  # a list inside the list
+_NUMBERS = (NUM, STR_NUM, STR_NAN, STR_INF)
 
-def list_lengths(el: Elements, keep: np.ndarray, n: int) -> np.ndarray:
-    """The distinct lengths of the lists of one batch's ``n`` records (elements of any kind
-    counted; records without one left out), with -1 when a kept value sits outside any list
-    (a number where other records hold a list)."""
+
+def list_shapes(el: Elements) -> set[int]:
+    """What the records of one batch hold, each record for itself: the lengths of their
+    lists (elements of any kind counted; null and empty lists left out), ``NUMBER`` for a
+    number outside any list, ``NESTED`` for a list of lists."""
+    if not el.levels:
+        return {NUMBER} if bool(np.isin(el.kind, _NUMBERS).any()) else set()
     top = el.levels[0]
-    in_list = top >= 0
-    counts = np.bincount(el.i[in_list], minlength=n)
-    lengths = np.unique(counts[counts > 0])
-    if bool(np.any(keep & ~in_list)):
-        lengths = np.r_[lengths, -1]
-    return lengths.astype(np.int64)
+    out: set[int] = set()
+    if bool(np.isin(el.kind[top < 0], _NUMBERS).any()):
+        out.add(NUMBER)
+    if len(el.levels) > 1 and bool((el.levels[1] >= 0).any()):
+        return out | {NESTED}
+    counts = np.bincount(el.i[top >= 0])
+    return out | set(np.unique(counts[counts > 0]).tolist())
 
 
-def fixed_length(chunks: list[Chunk]) -> int | None:
-    """L when every chunk holds one-level lists all of length L (L >= 2: one element is
-    one position, which pooling already judges), else None."""
-    seen: set[int] = set()
-    for c in chunks:
-        if c.lengths is None:
-            return None
-        seen.update(c.lengths.tolist())
-        if len(seen) > 1:
-            return None
-    return seen.pop() if len(seen) == 1 and min(seen) >= 2 else None
+def merged_shapes(a: set[int], b: set[int]) -> set[int]:
+    """Both sets' shapes, kept to two (two already make a field ragged)."""
+    return set(sorted(a | b)[:2])
+
+
+def fixed_length(shapes: set[int], chunks: list[Chunk]) -> int | None:
+    """L when every record that holds the field holds a one-level list of length L
+    (L >= 2: one element is one position, which pooling already judges), else None."""
+    if len(shapes) != 1 or min(shapes) < 2:
+        return None
+    if any(c.levels is not None or not c.vector or c.ends is None for c in chunks):
+        return None  # not expected with one shape; pooled rather than misread
+    return next(iter(shapes))
 
 
 def positions(c: Chunk, length: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from preflight.checks.numeric_positions import (
     deviations,
     fixed_length,
     median_in_place,
+    merged_shapes,
     positions,
     whole,
 )
@@ -47,9 +48,6 @@ class Chunk:
     moved_k: np.ndarray | None = None
     moved_pos: np.ndarray | None = None
     levels: list[np.ndarray] | None = None  # deeper lists: each value's position per depth
-    # One-level lists: the distinct lengths of the batch's lists (-1: a number outside any
-    # list); the field is judged per position when they are one length over the corpus.
-    lengths: np.ndarray | None = None
     vector: bool = False  # a list field (values have positions)
 
     def records(self, k: np.ndarray) -> np.ndarray:
@@ -91,6 +89,9 @@ class Stats:
     mad: float | None = None
     note: str | None = None
     histogram: dict[str, Any] | None = None
+    # What the records hold (``numeric_positions.list_shapes``): one list length over the
+    # corpus makes the field a fixed-length vector, judged per position.
+    shapes: set[int] = field(default_factory=set)
     # A fixed-length vector field: its length and each position's median and MAD.
     length: int | None = None
     position_median: np.ndarray | None = None
@@ -105,6 +106,7 @@ class Stats:
                      strings=self.strings + other.strings,
                      not_numbers=self.not_numbers + other.not_numbers,
                      outliers=self.outliers + other.outliers,
+                     shapes=merged_shapes(self.shapes, other.shapes),
                      min=min(lows) if lows else None, max=max(highs) if highs else None)
 
 
@@ -113,7 +115,7 @@ def find_outliers(name: str, chunks: list[Chunk], stats: Stats,
     """``outlier`` findings of one field, robust z-score above ``z_max`` (None: none), from
     all its chunks; sets the field's median, MAD, note and histogram in ``stats``. A field
     of fixed-length lists is judged per position (``numeric_positions``)."""
-    length = fixed_length(chunks)
+    length = fixed_length(stats.shapes, chunks)
     if length is not None:
         yield from _per_position(name, chunks, stats, z_max, length)
         return

@@ -9,6 +9,10 @@ import math
 import numpy as np
 import polars as pl
 
+from preflight.batch import Batch
+from preflight.checks.base import Context
+from preflight.checks.numeric import Numeric, NumericParams
+from preflight.config import Fields, ModelFacts
 from tests.executor.cases import person_features
 
 FEATURES = {"features": "features", "id": "id", "text": "text"}
@@ -117,3 +121,33 @@ def test_long_vectors_leave_the_positions_out_of_the_report(gate):
     stats = numeric(gate, records).result.stats["fields"]["features"]
     assert stats["per_position"] is True and stats["length"] == 65
     assert stats["positions"] is None
+
+
+def _scanned(batches: list[list]) -> dict:
+    """The field's stats after scanning ``batches`` of vectors in one check instance per
+    batch, merged as the executors merge them, then ``finish``."""
+    checks, row = [], 0
+    for values in batches:
+        check = Numeric(NumericParams(), Context(fields=Fields(features="f"), model=ModelFacts()))
+        col = pl.Series("f", values, dtype=pl.List(pl.Float64))
+        check.scan(Batch(frame=pl.DataFrame([col]), rows=np.arange(row, row + len(values))))
+        checks.append(check)
+        row += len(values)
+    first = checks[0]
+    for other in checks[1:]:
+        first.merge_state(other.export_state())
+    first.finish()
+    return first.summary()["fields"]["f"]
+
+
+def test_fixedness_does_not_depend_on_where_batches_are_cut():
+    # A record of another length holds no finite value: whether it shares a batch with
+    # finite values or not, it makes the field ragged (pooled) the same way.
+    vectors = [[float(i % 50), float(i % 2), float(i % 3)] for i in range(40)]
+    odd = [math.nan, math.nan]
+    alone = _scanned([vectors[:20], [odd], vectors[20:]])
+    shared = _scanned([[*vectors[:20], odd], vectors[20:]])
+    assert "per_position" not in alone and "per_position" not in shared
+    assert alone["median"] == shared["median"] is not None
+    fixed = _scanned([vectors[:20], [None], vectors[20:]])  # a null vector: still fixed
+    assert fixed["per_position"] is True and fixed["length"] == 3
