@@ -19,11 +19,15 @@ a cast from float64 (round to nearest even, one rounding), i.e. ``|x| >= (2 - 2*
 3.4028235678e38 for fp32.
 
 ``outlier``: a robust z-score ``|x - median| / (1.4826 * MAD)`` above ``outlier_z``, with the
-median and MAD (median absolute deviation) of all finite values of the field over the whole
-corpus, not per batch; for a list field, over all its elements together. When the MAD is 0
-(over half the values equal the median, e.g. sparse or binary features) the z-score is
-undefined and no outlier is reported; the field's stats say so. State is compact: the finite
-values as float64 arrays (8 bytes per value) plus each batch's row numbers, never records.
+median and MAD (median absolute deviation) of the finite values over the whole corpus, not
+per batch. A fixed-length vector (every record that holds the list holds one of the same
+length, one level deep: a feature vector) is judged per position, each element against its
+own position's median and MAD (an age at ``[0]`` is not compared with 0/1 flags at ``[1]``;
+``numeric_positions``); ragged lists (sequences) and deeper nesting pool all their elements.
+When a MAD is 0 (over half the values equal the median, e.g. sparse or binary features) the
+z-score is undefined and no outlier is reported there; the field's stats say so. State is
+compact: the finite values as float64 arrays (8 bytes per value) plus each batch's row
+numbers and the list lengths seen, never records.
 
 Here the check judges; ``numeric_values`` reads a field into elements, ``numeric_stats`` keeps
 the corpus-wide state and finds the outliers, ``numeric_details`` words the findings.
@@ -42,6 +46,7 @@ from pydantic import Field, StrictFloat, model_validator
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.numeric_details import LABELS, STRING_NOTES, fmt, quote, several
+from preflight.checks.numeric_positions import list_shapes, merged_shapes
 from preflight.checks.numeric_stats import Chunk, Stats, compact_rows, find_outliers, json_stats
 from preflight.checks.numeric_values import (
     ARRAY,
@@ -90,7 +95,8 @@ class NumericParams(Params):
         gt=0,
         allow_inf_nan=False,
         description="Flag values whose robust z-score |x - median| / (1.4826 MAD), over the "
-        "whole column, exceeds this; null disables outliers.",
+        "whole column (per position for a fixed-length vector), exceeds this; null disables "
+        "outliers.",
     )
     dtype: Literal["fp16", "bf16", "fp32"] | None = Field(
         None,
@@ -176,6 +182,8 @@ class Numeric(Check):
             el = elements(batch, name, scalar=name in self._scalar)
             parts.extend(self._judge(name, el, textual=batch.textual))
             self._defer_nulls(name, el, batch)
+            stats = self._stats[name]
+            stats.shapes = merged_shapes(stats.shapes, list_shapes(el))
             if rows is None:
                 rows = compact_rows(batch.rows)
             self._keep(name, el, batch, rows)
@@ -371,5 +379,6 @@ class Numeric(Check):
 
     def summary(self) -> dict[str, Any]:
         """Per field: count (finite values), nulls, nan, inf (strings such as "NaN" and
-        "inf" included), strings, not_numbers, outliers, min, max, median, mad, note."""
+        "inf" included), strings, not_numbers, outliers, min, max, median, mad, note; for a
+        vector judged per position also per_position, length and positions."""
         return {"fields": {name: json_stats(s) for name, s in self._stats.items()}}

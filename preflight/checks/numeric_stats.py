@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,18 @@ import polars as pl
 
 from preflight.checks.base import findings
 from preflight.checks.numeric_details import SHOWN, fmt
+from preflight.checks.numeric_positions import (
+    centers,
+    deviations,
+    fixed_length,
+    median_in_place,
+    merged_shapes,
+    positions,
+    whole,
+)
 
 _BINS = 40  # histogram bins per field in the report
+POSITIONS_SHOWN = 64  # per-position medians/MADs listed in the report up to this length
 _MAD_SCALE = 1.4826  # MAD * 1.4826 estimates the standard deviation of a normal distribution
 
 
@@ -79,6 +89,13 @@ class Stats:
     mad: float | None = None
     note: str | None = None
     histogram: dict[str, Any] | None = None
+    # What the records hold (``numeric_positions.list_shapes``): one list length over the
+    # corpus makes the field a fixed-length vector, judged per position.
+    shapes: set[int] = field(default_factory=set)
+    # A fixed-length vector field: its length and each position's median and MAD.
+    length: int | None = None
+    position_median: np.ndarray | None = None
+    position_mad: np.ndarray | None = None
 
     def merged_with(self, other: Stats) -> Stats:
         """The counts of both scans (the rest is computed in ``finish``)."""
@@ -89,22 +106,33 @@ class Stats:
                      strings=self.strings + other.strings,
                      not_numbers=self.not_numbers + other.not_numbers,
                      outliers=self.outliers + other.outliers,
+                     shapes=merged_shapes(self.shapes, other.shapes),
                      min=min(lows) if lows else None, max=max(highs) if highs else None)
 
 
 def find_outliers(name: str, chunks: list[Chunk], stats: Stats,
                   z_max: float | None) -> Iterator[pl.DataFrame]:
     """``outlier`` findings of one field, robust z-score above ``z_max`` (None: none), from
-    all its chunks; sets the field's median, MAD, note and histogram in ``stats``."""
+    all its chunks; sets the field's median, MAD, note and histogram in ``stats``. A field
+    of fixed-length lists is judged per position (``numeric_positions``)."""
+    length = fixed_length(stats.shapes, chunks)
+    if length is not None:
+        yield from _per_position(name, chunks, stats, z_max, length)
+        return
     values = np.concatenate([c.values for c in chunks])
-    median = _median_in_place(values)
+    median = median_in_place(values)
     with np.errstate(over="ignore"):  # deviations of values near ±1.8e308 may overflow
         np.subtract(values, median, out=values)
     np.abs(values, out=values)
-    mad = _median_in_place(values)
+    mad = median_in_place(values)
     del values
     stats.median, stats.mad = median, mad
-    stats.histogram = _histogram(chunks, stats, z_max)
+    sigma = _MAD_SCALE * mad
+    bounds = None
+    if z_max is not None and mad:
+        bounds = [median - z_max * sigma, median + z_max * sigma]
+    spans = [(median - 1.5 * z_max * sigma, median + 1.5 * z_max * sigma)] if bounds else []
+    stats.histogram = _histogram(chunks, stats, spans, bounds)
     if z_max is None:
         return
     if mad == 0 or not math.isfinite(mad):
@@ -112,53 +140,92 @@ def find_outliers(name: str, chunks: list[Chunk], stats: Stats,
                       + (" (over half the values equal the median)" if mad == 0 else "")
                       + ": outliers skipped")
         return
-    sigma = _MAD_SCALE * mad
+    center = f"median {fmt(median)}, MAD {fmt(mad)}"
     for c in chunks:
         with np.errstate(over="ignore"):
             z = np.abs(c.values - median) / sigma
         hit = np.flatnonzero(z > z_max)
-        if not len(hit):
-            continue
-        stats.outliers += len(hit)
-        owners = c.records(hit)
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-        ends = np.r_[starts[1:], len(hit)]
-        center = f"median {fmt(median)}, MAD {fmt(mad)}"
-        details = []
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            rec, ks = int(owners[s]), hit[s:e].tolist()
-            if len(ks) == 1:
-                k = ks[0]
-                details.append(
-                    f"{name}{c.position(k, rec)}: {fmt(float(c.values[k]))} is an outlier "
-                    f"(z = {float(z[k]):.3g} > {fmt(z_max)}; {center})"
-                )
-            else:
-                shown = [f"{c.position(k, rec)}={fmt(float(c.values[k]))} "
-                         f"(z = {float(z[k]):.3g})" for k in ks[:SHOWN]]
-                more = ", …" if e - s > SHOWN else ""
-                details.append(f"{name}: {e - s}× outliers (z > {fmt(z_max)}; {center}) "
-                               f"at {', '.join(shown)}{more}")
-        recs = owners[starts]
-        yield findings(
-            {"file_index": pl.Series(np.full(len(recs), c.file_index, np.int32)),
-             "row": pl.Series(c.row(recs), dtype=pl.Int64)},
-            "outlier",
-            details,
-        )
+        if len(hit):
+            stats.outliers += len(hit)
+            yield _flagged(name, c, hit, z, z_max, center=center)
 
 
-def _median_in_place(a: np.ndarray) -> float:
-    """The median of finite values, reordering ``a``: one partition, where ``np.median``
-    also partitions at the end to look for NaN."""
-    half = len(a) // 2
-    if len(a) % 2:
-        a.partition(half)
-        return float(a[half])
-    a.partition((half - 1, half))
-    lo, hi = float(a[half - 1]), float(a[half])
-    mid = (lo + hi) / 2
-    return mid if math.isfinite(mid) else lo / 2 + hi / 2
+def _per_position(name: str, chunks: list[Chunk], stats: Stats, z_max: float | None,
+                  length: int) -> Iterator[pl.DataFrame]:
+    """``outlier`` findings of a fixed-length vector field, each element against its own
+    position's median and MAD; the field's median and MAD stay None (one pooled value
+    would describe none of the positions), the positions' go to ``stats``."""
+    med, mad = centers(chunks, length)
+    stats.length, stats.position_median, stats.position_mad = length, med, mad
+    usable = (mad > 0) & np.isfinite(mad)
+    sigma = np.where(usable, _MAD_SCALE * mad, np.inf)
+    spans: list[tuple[float, float]] = []
+    if z_max is not None:
+        spans = [(m - 1.5 * z_max * s, m + 1.5 * z_max * s) if u else (m, m)
+                 for m, s, u in zip(med.tolist(), sigma.tolist(), usable.tolist(), strict=True)
+                 if math.isfinite(m)]
+    stats.histogram = _histogram(chunks, stats, spans, None)
+    if z_max is None:
+        return
+    skipped = np.flatnonzero(~usable & np.isfinite(med)).tolist()
+    if skipped:
+        shown = ", ".join(map(str, skipped[:SHOWN])) + (", …" if len(skipped) > SHOWN else "")
+        stats.note = (f"MAD is 0 or not finite at {len(skipped)} of {length} positions "
+                      f"({shown}; e.g. binary flags or constants): outliers skipped there")
+    if not usable.any():
+        return
+    for c in chunks:
+        z = deviations(c, length, med, sigma)
+        hit = np.flatnonzero(z > z_max)
+        if len(hit):
+            stats.outliers += len(hit)
+            pos = hit % length if whole(c, length) else positions(c, length)[hit]
+            yield _flagged(name, c, hit, z, z_max, at=(pos, med, mad))
+
+
+def _flagged(name: str, c: Chunk, hit: np.ndarray, z: np.ndarray, z_max: float, *,
+             center: str = "", at: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+             ) -> pl.DataFrame:
+    """One finding per record for the chunk's outliers ``hit``: against the field's
+    ``center``, or (``at``: each hit's position, the positions' medians and MADs) against
+    its own position's."""
+    owners = c.records(hit)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    ends = np.r_[starts[1:], len(hit)]
+
+    def where(j: int, rec: int) -> tuple[str, str]:
+        """Hit ``j``'s position (``[3]``) and, per position, its median and MAD."""
+        if at is None:
+            return c.position(int(hit[j]), rec), ""
+        p = int(at[0][j])
+        return f"[{p}]", f"median {fmt(float(at[1][p]))}, MAD {fmt(float(at[2][p]))}"
+
+    details = []
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        rec, ks = int(owners[s]), hit[s:e].tolist()
+        if len(ks) == 1:
+            k = ks[0]
+            pos, own = where(s, rec)
+            against = center if at is None else f"position {pos[1:-1]}'s {own}"
+            details.append(f"{name}{pos}: {fmt(float(c.values[k]))} is an outlier "
+                           f"(z = {float(z[k]):.3g} > {fmt(z_max)}; {against})")
+        else:
+            shown = []
+            for j, k in enumerate(ks[:SHOWN], start=s):
+                pos, own = where(j, rec)
+                shown.append(f"{pos}={fmt(float(c.values[k]))} (z = {float(z[k]):.3g}"
+                             + (f"; {own})" if own else ")"))
+            more = ", …" if e - s > SHOWN else ""
+            against = center if at is None else "per position"
+            details.append(f"{name}: {e - s}× outliers (z > {fmt(z_max)}; {against}) "
+                           f"at {', '.join(shown)}{more}")
+    recs = owners[starts]
+    return findings(
+        {"file_index": pl.Series(np.full(len(recs), c.file_index, np.int32)),
+         "row": pl.Series(c.row(recs), dtype=pl.Int64)},
+        "outlier",
+        details,
+    )
 
 
 def compact_rows(rows: np.ndarray) -> np.ndarray | int:
@@ -171,27 +238,42 @@ def compact_rows(rows: np.ndarray) -> np.ndarray | int:
 
 
 def json_stats(s: Stats) -> dict[str, Any]:
-    """One field's stats as the report's ``stats.fields`` holds them."""
-    return {
+    """One field's stats as the report's ``stats.fields`` holds them; a field judged per
+    position adds ``per_position``, ``length`` and, up to ``POSITIONS_SHOWN`` positions,
+    ``positions`` (their medians and MADs, null where a position holds no finite value)."""
+    out = {
         "count": s.count, "nulls": s.nulls, "nan": s.nan, "inf": s.inf, "strings": s.strings,
         "not_numbers": s.not_numbers, "outliers": s.outliers,
         "min": s.min, "max": s.max, "median": s.median, "mad": s.mad, "note": s.note,
         "histogram": s.histogram,
     }
+    if s.length is not None:
+        out["per_position"] = True
+        out["length"] = s.length
+        out["positions"] = None
+        if s.position_median is not None and s.position_mad is not None \
+                and s.length <= POSITIONS_SHOWN:
+            out["positions"] = {"median": _finite(s.position_median),
+                                "mad": _finite(s.position_mad)}
+    return out
 
 
-def _histogram(chunks: list[Chunk], stats: Stats, z_max: float | None) -> dict[str, Any]:
+def _finite(a: np.ndarray) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in a.tolist()]
+
+
+def _histogram(chunks: list[Chunk], stats: Stats, spans: list[tuple[float, float]],
+               bounds: list[float] | None) -> dict[str, Any]:
     """The finite values' distribution for the report: ``_BINS`` bins over the range that
-    holds the bulk (the outlier bounds widened by half, within min..max), with the values
-    outside it counted as ``below``/``above``, and the outlier ``bounds`` themselves."""
-    assert stats.min is not None and stats.max is not None and stats.median is not None
+    holds the bulk (``spans``: the outlier bounds widened by half, per position for a
+    vector judged so; within min..max), with the values outside it counted as
+    ``below``/``above``, and the outlier ``bounds`` themselves (None per position: each
+    position has its own)."""
+    assert stats.min is not None and stats.max is not None
     lo, hi = stats.min, stats.max
-    bounds = None
-    if z_max is not None and stats.mad:
-        sigma = _MAD_SCALE * stats.mad
-        bounds = [stats.median - z_max * sigma, stats.median + z_max * sigma]
-        lo = max(lo, stats.median - 1.5 * z_max * sigma)
-        hi = min(hi, stats.median + 1.5 * z_max * sigma)
+    if spans:
+        lo = max(lo, min(a for a, _ in spans))
+        hi = min(hi, max(b for _, b in spans))
     lo, hi = _bin_range(lo, hi)
     counts = np.zeros(_BINS, dtype=np.int64)
     below = above = 0

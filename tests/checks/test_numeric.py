@@ -325,8 +325,11 @@ def test_outliers_use_the_median_of_the_whole_column_across_batches(gate, monkey
     assert stats["count"] == 60 and stats["min"] == 0.0 and stats["max"] == 520.0
 
 
-def test_vector_outliers_are_per_field_over_all_elements(gate):
-    records = [{"id": f"r{i}", "v": [float(i % 5), float(i % 3), 1.0]} for i in range(30)]
+def test_ragged_vector_outliers_are_per_field_over_all_elements(gate):
+    # Lists of two lengths: pooled (a fixed length is judged per position, see
+    # test_numeric_positions.py).
+    records = [{"id": f"r{i}", "v": [float(i % 5), float(i % 3), 1.0] + [2.0] * (i % 2)}
+               for i in range(30)]
     records[4]["v"][2] = 900.0
     records[9]["v"] = [math.nan, 800.0, 950.0]
     g = numeric(gate, records, fields={"numeric": "v", "id": "id"})

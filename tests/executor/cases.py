@@ -6,6 +6,7 @@ merge and by the Ray tests (tests/integrations/test_ray.py)."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import polars as pl
@@ -68,6 +69,32 @@ def shards_case(tmp: Path) -> tuple[Path, RuleSet]:
         ],
     })
     return folder, rules
+
+
+def person_features(n: int, seed: int = 7) -> list[dict]:
+    """Records with a heterogeneous feature vector, as a tabular model reads it: an age
+    (20..70), three 0/1 flags and a small count (0..2)."""
+    rnd = random.Random(seed)
+    return [{"id": i, "text": f"person record number {i}",
+             "features": [rnd.randint(20, 70), rnd.randint(0, 1), rnd.randint(0, 1),
+                          rnd.randint(0, 1), rnd.randint(0, 2)]} for i in range(n)]
+
+
+def vectors_case(tmp: Path) -> tuple[Path, RuleSet]:
+    """A fixed-length feature vector judged per position across pieces: one planted age of
+    250 (row 301), NaN elements in some records (their other elements keep their
+    positions), a null vector; only row 301 is an outlier."""
+    records = person_features(600)
+    records[301]["features"][0] = 250
+    for i in (5, 222, 480):
+        records[i]["features"][i % 5] = float("nan")
+    records[444]["features"] = None
+    path = tmp / "vectors.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path, load_rules({
+        "fields": {"text": "text", "id": "id", "features": "features"},
+        "rules": [{"id": "values", "check": "numeric"}],
+    })
 
 
 def tokens_case(tmp: Path) -> tuple[Path, RuleSet]:

@@ -29,6 +29,7 @@ from tests.executor.cases import (
     sample_case,
     shards_case,
     tokens_case,
+    vectors_case,
     vocab_case,
 )
 
@@ -87,6 +88,13 @@ def test_shards_with_outliers_overlap_and_near_duplicates(tmp_path: Path) -> Non
     assert local["score"][1].get("outlier", 0) + local["score"][1].get("robust_outlier", 0) > 0 \
         or local["score"][0] > 0
     assert local["near"][0] > 0 and local["overlap"][0] > 0 and local["dupes"][0] > 0
+    assert merged_run(path, rules, piece_bytes=5_000) == local
+
+
+def test_feature_vector_positions_merge_to_the_local_run(tmp_path: Path) -> None:
+    path, rules = vectors_case(tmp_path)
+    local = local_run(path, rules)
+    assert local["values"][1] == {"nan": 3, "null": 1, "outlier": 1}
     assert merged_run(path, rules, piece_bytes=5_000) == local
 
 
