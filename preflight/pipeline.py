@@ -47,6 +47,7 @@ from preflight.source.stdin import is_stdin, stdin_note
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
+from preflight.wrapped import ONE_OBJECT, wrapped_records
 
 __all__ = ["Progress", "check_out_dir", "run"]
 
@@ -129,6 +130,8 @@ def run(
         report = _report(src, rules, read, verdict=verdict, reasons=reasons, results=results,
                          notes=notes, added=added, timings=timings, smoke=smoke_result,
                          strict=strict, limit=limit, executor=executor)
+        if wrapped := wrapped_records(report):  # nothing inside was checked: fail closed
+            report.verdict, report.reasons = "fail", [wrapped, *report.reasons]
         _write(report, sink, out_dir=out_dir, findings_dir=findings_dir, formats=formats,
                md_max_chars=md_max_chars, started=started)
         return report
@@ -312,7 +315,7 @@ def _one_object_note(src: Source, records: int) -> list[str]:
         head = f.read(1 << 12).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
     if not head.startswith("{"):
         return []
-    return [f"{src.files[0].name} holds one JSON object, not an array of records: a .json "
+    return [f"{src.files[0].name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. jq -c '.data[]' "
             f"{src.files[0].name} > records.jsonl)"]

@@ -1,7 +1,8 @@
 """A .json file that is one object holding the records ({"data": [...]}, SQuAD's layout and
 what json.dump writes on one line) reads as one record or as malformed lines: the report
 says why and what to do. It passed with "no text field" or with a version string as the
-text, and every record inside unchecked."""
+text, and every record inside unchecked: on one line (one record read) the gate now fails
+and ``fix`` refuses (exit 3), naming the list to extract."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from preflight import run_preflight
+from preflight.cli import main
 
 RECORDS = [{"id": i, "text": f"record {i}" + ("\u200b" if i == 1 else "")} for i in range(5)]
 
@@ -45,3 +48,40 @@ def test_no_warning_for_an_array_or_json_lines(tmp_path: Path, text: str) -> Non
     report = run_preflight(path, smoke=False, out=tmp_path / "r")
     assert report.source.warnings == []
     assert report.source.records == 5
+
+
+@pytest.mark.parametrize("wrapper", [
+    {"data": RECORDS}, {"version": "1.0", "data": RECORDS},
+    {"meta": {"source": "x", "n": [1, 2]}, "rows": RECORDS},
+    {"version": "1.0", "my data": RECORDS}],
+    ids=["alone", "beside-a-string", "after-an-object", "key-with-a-space"])
+def test_one_line_wrapper_fails_the_gate_and_fix_refuses(tmp_path: Path,
+                                                          wrapper: dict) -> None:
+    path = tmp_path / "wrapped.json"
+    path.write_text(json.dumps(wrapper))
+    key = next(k for k, v in wrapper.items() if v is RECORDS)
+    jq = f".{key}[]" if key.isidentifier() else f'.["{key}"][]'
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    assert report.source.records == 1
+    assert report.verdict == "fail"
+    assert report.reasons[0].startswith("wrapped.json is one JSON object whose records")
+    assert f"jq -c '{jq}' wrapped.json" in report.reasons[0]
+    out, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", str(path), "--out", str(out),
+                                       "--quarantine", str(quarantine)])
+    assert result.exit_code == 3, result.output
+    assert "records are in a list inside it" in result.output
+    assert not out.exists() and not quarantine.exists()
+
+
+@pytest.mark.parametrize("record", [
+    {"text": "one record", "spans": [{"start": 0, "end": 3}]},
+    {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+    {"text": "one record", "label": 1}], ids=["one-object-list", "chat", "plain"])
+def test_one_record_in_a_json_file_is_a_warning_only(tmp_path: Path, record: dict) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(record))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    [note] = report.source.warnings
+    assert "holds one JSON object" in note
+    assert report.verdict == "pass", report.reasons

@@ -39,7 +39,7 @@ import polars as pl
 
 from preflight.checks.base import Context
 from preflight.config import Fields, Rule, RuleSet
-from preflight.errors import ConfigError, OutputError, PreflightFailed
+from preflight.errors import ConfigError, InputError, OutputError, PreflightFailed
 from preflight.fix import manifest as manifests
 from preflight.fix.mend import Mender
 from preflight.fix.output import dry_round, merge_quarantine, part, write_round
@@ -50,6 +50,7 @@ from preflight.paths import find_beside
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
+from preflight.wrapped import wrapped_records
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
@@ -99,6 +100,8 @@ def run_fix(
     try:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
+        if wrapped := wrapped_records(report):  # a clean copy of the wrapper cleans nothing
+            raise InputError(wrapped)
         ctx = Context(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
         )

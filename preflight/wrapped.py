@@ -1,0 +1,71 @@
+"""A ``.json`` file that is one object holding the records in a list (``{"data": [...]}``).
+
+Read as JSON Lines it is one record, and on one line (as ``json.dump`` writes it) the gate
+would pass having checked none of the records inside (with no text field, or with a
+``"version"`` string beside the list as the text). The gate fails on it instead and ``fix``
+refuses it, both saying how to extract the records.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from preflight.report.model import Report
+
+# The source warning's words for a .json file that is one object (pipeline's note).
+ONE_OBJECT = "holds one JSON object"
+# Parsed whole to find the list only up to this size; past it, only a list that follows
+# scalar members at the head of the file is found.
+_PARSE_MAX = 256 << 20
+_SCALAR = r'(?:"(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)'
+_KEY = r'"((?:[^"\\]|\\.)*)"'
+_HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[\s*\{{')
+
+
+def wrapped_records(report: Report) -> str | None:
+    """Why the gate fails on ``report``'s source when it is one JSON object holding a list
+    of two or more objects (the records, wrapped); else None. A chat record (a messages
+    field found) is one record, whatever other lists it holds."""
+    src = report.source
+    if (src.records != 1 or src.format != "json" or report.rules_file.fields.get("messages")
+            or not any(ONE_OBJECT in w for w in src.warnings)):
+        return None
+    key = _wrapping_key(Path(src.path))
+    if key is None:
+        return None
+    path = f".{key}" if key.isidentifier() else f".[{json.dumps(key)}]"
+    name = Path(src.path).name
+    return (f"{name} is one JSON object whose records are in a list inside it ({key!r}; "
+            f"none of them was checked): extract them first, e.g. jq -c '{path}[]' {name} "
+            "> records.jsonl")
+
+
+def _wrapping_key(path: Path) -> str | None:
+    """The first member of the file's object that is a list of two or more objects."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16).decode("utf-8", "replace").lstrip("\ufeff")
+    if (m := _HEAD.match(head)) and _lists_objects(head[m.end() - 1:]):
+        return json.loads(f'"{m.group(2)}"')
+    if path.stat().st_size > _PARSE_MAX:
+        return None
+    try:
+        whole = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(whole, dict):
+        return None
+    return next((str(k) for k, v in whole.items() if isinstance(v, list) and len(v) >= 2
+                 and all(isinstance(x, dict) for x in v[:2])), None)
+
+
+def _lists_objects(rest: str) -> bool:
+    """Whether the list starting at ``rest`` (its first object's ``{``) holds a second
+    object: one object is one record's list (tool calls, spans), not the records."""
+    decoder = json.JSONDecoder()
+    try:
+        _, end = decoder.raw_decode(rest)
+    except ValueError:
+        return False  # the first object runs past the head: decided by the whole parse
+    return bool(re.match(r"\s*,\s*\{", rest[end:]))
