@@ -102,3 +102,24 @@ def test_keys_the_loader_sets_are_unknown_keys_in_a_file(tmp_path: Path) -> None
     assert result.output == (f"error: {rules}: invalid rules file:\n"
                              f"  path: unknown key for this section; {allowed}\n"
                              f"  given_fields: unknown key for this section; {allowed}\n")
+
+
+def test_a_switch_is_true_or_false_like_enabled(tmp_path: Path) -> None:
+    # A quoted "no" (or 1) was read as false for a check's switch but refused for
+    # ``enabled``: one rule for every switch, saying what to write.
+    rules = tmp_path / "r.yaml"
+    for value, ok in [("no", True), ("false", True), ('"no"', False), ("1", False),
+                      ('"false"', False)]:
+        rules.write_text("version: 1\nrules:\n"
+                         f"  - {{id: h, check: invisible_unicode, allow_emoji_zwj: {value}}}\n"
+                         f"  - {{id: n, check: near_duplicate, confirm: {value}}}\n"
+                         f"  - {{id: e, check: encoding, nfc: {value}}}\n",
+                         encoding="utf-8")
+        result = invoke("rules", "validate", rules)
+        if ok:
+            assert result.exit_code == 0, (value, result.output)
+            continue
+        assert result.exit_code == 2, value
+        for at in ("rules[0].allow_emoji_zwj", "rules[1].confirm", "rules[2].nfc"):
+            assert f"{at}: Input should be a valid boolean" in flat(result.output)
+        assert flat(result.output).count("write true or false, unquoted") == 3

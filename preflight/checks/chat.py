@@ -34,7 +34,7 @@ from collections import Counter
 from typing import Any
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from preflight.batch import Batch, positions, repeated
 from preflight.checks.base import Check, Context, Params, findings
@@ -68,18 +68,18 @@ class ChatFormatParams(Params):
         min_length=1,
         description="Roles a turn may have (case-sensitive).",
     )
-    alternate: bool = Field(
+    alternate: StrictBool = Field(
         True,
         description="User and assistant turns alternate, starting with user; tool turns "
         "follow an assistant turn or another tool turn and are followed by assistant or tool.",
     )
-    require_assistant: bool = Field(
+    require_assistant: StrictBool = Field(
         True, description="Every conversation has at least one assistant turn."
     )
-    require_last_assistant: bool = Field(
+    require_last_assistant: StrictBool = Field(
         False, description="The last turn is the assistant's (off: prompt-only data is valid)."
     )
-    allow_empty_content: bool = Field(
+    allow_empty_content: StrictBool = Field(
         False,
         description="Accept missing, null, empty or whitespace-only content (an assistant "
         "turn with tool_calls may always have empty content).",

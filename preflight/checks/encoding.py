@@ -13,7 +13,7 @@ import unicodedata
 from typing import Any
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
@@ -83,10 +83,10 @@ def confirmed_mojibake(text: str) -> list[tuple[int, int, str]]:
 
 
 class EncodingParams(Params):
-    replacement_character: bool = Field(True, description="Flag U+FFFD.")
-    lone_surrogate: bool = Field(True, description="Flag lone surrogates (\\ud800 escapes).")
-    mojibake: bool = Field(True, description="Flag UTF-8 decoded as cp1252/Latin-1.")
-    nfc: bool = Field(True, description="Flag text that is not in Unicode NFC.")
+    replacement_character: StrictBool = Field(True, description="Flag U+FFFD.")
+    lone_surrogate: StrictBool = Field(True, description="Flag lone surrogates (\\ud800 escapes).")
+    mojibake: StrictBool = Field(True, description="Flag UTF-8 decoded as cp1252/Latin-1.")
+    nfc: StrictBool = Field(True, description="Flag text that is not in Unicode NFC.")
 
 
 @register("encoding")

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Annotated, Any
 
 import polars as pl
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StrictBool
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
@@ -69,11 +69,11 @@ def _code_point_spec(spec: str) -> str:
 
 
 class InvisibleParams(Params):
-    allow_emoji_zwj: bool = Field(True, description="Allow ZWJ between emoji (👨‍👩‍👧).")
-    allow_script_joiners: bool = Field(
+    allow_emoji_zwj: StrictBool = Field(True, description="Allow ZWJ between emoji (👨‍👩‍👧).")
+    allow_script_joiners: StrictBool = Field(
         True, description="Allow ZWNJ/ZWJ between letters of Arabic, Persian, Indic scripts."
     )
-    allow_emoji_tags: bool = Field(True, description="Allow tag characters in emoji flags.")
+    allow_emoji_tags: StrictBool = Field(True, description="Allow tag characters in emoji flags.")
     allow: list[Annotated[str, AfterValidator(_code_point_spec)]] = Field(
         default_factory=list,
         description="Extra code points always allowed, written U+XXXX (e.g. U+200E).",

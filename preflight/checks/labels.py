@@ -28,7 +28,7 @@ from collections import Counter
 from typing import Any
 
 import polars as pl
-from pydantic import Field, StrictFloat, StrictInt
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, corpus_findings, findings
@@ -69,16 +69,16 @@ class LabelRangeParams(Params):
         description="Flag a class holding more than this share of the valid class labels "
         "(class_dominant). None: do not flag.",
     )
-    absent_classes: bool = Field(
+    absent_classes: StrictBool = Field(
         True, description="Flag declared classes that never occur in the corpus (class_absent)."
     )
-    infer_classes: bool = Field(
+    infer_classes: StrictBool = Field(
         False,
         description="With neither model.num_classes nor model.labels: take the classes from "
         "the data (0 to the largest label) instead of not running; labels that are not "
         "non-negative integers still fail (the default rules set this).",
     )
-    same_length: bool = Field(
+    same_length: StrictBool = Field(
         True,
         description="When both token_labels and input_ids are declared, flag records whose "
         "two lists differ in length (turn off for seq2seq data).",

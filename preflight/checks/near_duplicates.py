@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field, StrictFloat, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, model_validator
 
 from preflight.batch import Batch, record_key
 from preflight.checks.base import Check, Params, findings
@@ -72,7 +72,7 @@ class NearDuplicateParams(Params):
         1, ge=0, le=SEED32_MAX,
         description="Seed of the permutations (datasketch's `seed`; 0 to 2^32-1).",
     )
-    confirm: bool = Field(
+    confirm: StrictBool = Field(
         True, description="Confirm candidate pairs by exact Jaccard (shingle sets kept on disk)."
     )
 

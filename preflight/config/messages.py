@@ -39,7 +39,8 @@ def _messages(
             hint = _did_you_mean(key, known)
             out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
         else:
-            out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))})")
+            hint = "; write true or false, unquoted" if err["type"] == "bool_type" else ""
+            out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))}){hint}")
     return out
 
 

@@ -116,7 +116,7 @@ class ModelFacts(_Strict):
 class SmokeConfig(_Strict):
     """The smoke test: a short, seeded training run on a sample of the corpus."""
 
-    enabled: bool = Field(True, description="Run the smoke stage in `preflight check`.")
+    enabled: StrictBool = Field(True, description="Run the smoke stage in `preflight check`.")
     samples: StrictInt = Field(
         100, ge=2, le=10_000, description="Rows in the sample, flagged rows first (2 to 10,000)."
     )
@@ -193,7 +193,7 @@ class SmokeConfig(_Strict):
         None, description="A transformers TrainingArguments JSON/YAML file to read the "
                           "settings above from (explicit smoke: keys win)."
     )
-    shrink: bool = Field(
+    shrink: StrictBool = Field(
         True, description="hf-config: train the same architecture at 2 layers and a small "
         "width (false: the real size)."
     )
