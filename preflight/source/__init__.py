@@ -158,9 +158,32 @@ def _open_path(path: Path) -> Source:
             f"cannot tell the format of {path.name} from its name; supported: "
             ".jsonl/.ndjson (also .gz/.zst), .json, .csv/.tsv, .parquet, "
             ".arrow/.feather/.arrows, "
-            "a folder of shards, or a datasets save_to_disk folder"
+            f"a folder of shards, or a datasets save_to_disk folder{_recompress(path)}"
         )
     return _files(fmt, path, [path])
+
+
+# Compressions no reader reads: the command that gives a file preflight reads.
+_UNREAD = {".bz2": "bunzip2 -k", ".xz": "unxz -k", ".lzma": "unlzma -k", ".lz4": "unlz4",
+           ".zip": "unzip", ".7z": "7z x", ".br": "brotli -d"}
+_UNZIP = {".gz": "gunzip -k", ".zst": "unzstd", ".zstd": "unzstd"}
+
+
+def _recompress(path: Path) -> str:
+    """For a data file in a compression that is not read (``x.jsonl.bz2``, a gzipped
+    Parquet file): what to run first; else ""."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if len(suffixes) < 2 or suffixes[-2] not in _SUFFIXES:
+        return ""
+    inner, tool = path.with_suffix("").name, _UNREAD.get(suffixes[-1])
+    if _SUFFIXES[suffixes[-2]] in ("parquet", "arrow") and (tool or suffixes[-1] in _UNZIP):
+        # Parquet and Arrow compress inside: such a file is read as it is, never unpacked
+        return (f" (a {suffixes[-2]} file is read uncompressed, its columns compress inside "
+                f"it: {tool or _UNZIP[suffixes[-1]]} {path.name} and check {inner})")
+    if tool:
+        return (f" ({suffixes[-1]} is not read: decompress it first, e.g. {tool} "
+                f"{path.name}, and check {inner}, or recompress it with gzip or zstd)")
+    return ""
 
 
 def _stat(path: Path) -> os.stat_result:
@@ -212,6 +235,8 @@ def _folder(path: Path) -> Source:
                 raise InputError(f"{p} is {_kind(st.st_mode)}, not a regular file; preflight "
                                  "reads its input more than once: replace it with a file")
             skipped.append((p.name, f"{_kind(st.st_mode)}, not a regular file"))
+        elif fmt is None and (why := _recompress(p)):  # data that would go unchecked
+            raise InputError(f"{p} is a data file preflight cannot read{why}")
         elif fmt is None:
             skipped.append((p.name, "not a data file (its name says no supported format)"))
         else:

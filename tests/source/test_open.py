@@ -102,6 +102,31 @@ def test_unknown_extension_is_an_input_error(tmp_path: Path, name: str) -> None:
         open_source(tmp_path / name)
 
 
+@pytest.mark.parametrize(("name", "says"), [
+    ("data.jsonl.bz2", "bunzip2 -k data.jsonl.bz2, and check data.jsonl"),
+    ("data.csv.xz", "unxz -k data.csv.xz, and check data.csv"),
+    ("data.parquet.gz", "gunzip -k data.parquet.gz and check data.parquet"),
+    ("data.arrow.zip", "unzip data.arrow.zip and check data.arrow")])
+def test_a_compression_not_read_says_what_to_run(tmp_path: Path, name: str, says: str) -> None:
+    (tmp_path / name).write_bytes(b"\x00compressed")
+    with pytest.raises(InputError) as e:
+        open_source(tmp_path / name)
+    assert says in str(e.value)
+
+
+def test_a_shard_in_a_compression_not_read_is_not_skipped(tmp_path: Path) -> None:
+    # A folder of .jsonl shards and one .jsonl.bz2: skipping it would check part of the data
+    # and pass; a README or a .bz2 of no data format is still skipped.
+    (tmp_path / "part-0.jsonl").write_text('{"text": "a"}\n')
+    (tmp_path / "README.md.bz2").write_bytes(b"x")
+    open_source(tmp_path)
+    (tmp_path / "part-1.jsonl.bz2").write_bytes(b"BZh9")
+    with pytest.raises(InputError) as e:
+        open_source(tmp_path)
+    assert "part-1.jsonl.bz2 is a data file preflight cannot read" in str(e.value)
+    assert "bunzip2 -k part-1.jsonl.bz2" in str(e.value)
+
+
 def _fingerprint(path: Path) -> dict[str, Any]:
     src = open_source(path)
     for _ in src.batches():
