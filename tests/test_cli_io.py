@@ -161,7 +161,8 @@ def test_a_broken_symlink_in_a_shard_folder_is_exit_3_naming_it(tmp_path: Path,
 def test_skipped_entries_of_a_shard_folder_are_listed(tmp_path: Path) -> None:
     shards = shard_folder(tmp_path)
     (shards / "nested").mkdir()
-    write_jsonl(shards / "nested" / "more.jsonl", CLEAN)
+    (shards / "nested" / "notes.txt").write_text("no data here\n")
+    write_jsonl(shards / "nested" / "_old.jsonl", CLEAN)
     write_jsonl(shards / "_old.jsonl", CLEAN)
     (shards / ".hidden.jsonl").write_text("{}\n")
     (shards / "README.md").write_text("about\n")
@@ -174,6 +175,22 @@ def test_skipped_entries_of_a_shard_folder_are_listed(tmp_path: Path) -> None:
     assert "'_'" in skipped["_old.jsonl"]
     for name in skipped:
         assert f"skipped {name}" in result.output
+
+
+def test_a_sub_folder_holding_data_is_not_skipped(tmp_path: Path) -> None:
+    # Skipped with a note, its records went unchecked and the gate could pass on the rest.
+    shards = shard_folder(tmp_path)
+    (shards / "2024" / "12").mkdir(parents=True)
+    write_jsonl(shards / "2024" / "12" / "part-9.jsonl", CLEAN)
+    result = invoke("check", "--no-smoke", shards, "--out", tmp_path / "out")
+    assert result.exit_code == 3, result.output
+    said = flat(result.output)
+    assert "2024 is a sub-folder holding data (12/part-9.jsonl)" in said
+    assert "check" in said and "on its own" in said
+    fixed = invoke("fix", shards, "--out", tmp_path / "c.jsonl", "--quarantine",
+                   tmp_path / "q.jsonl")
+    assert fixed.exit_code == 3, fixed.output
+    assert not (tmp_path / "c.jsonl").exists()
 
 
 # -- item 11: inputs that cannot be opened, or must not be ----------------------------------

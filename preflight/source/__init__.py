@@ -34,6 +34,7 @@ import zstandard
 from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.source import arrow, csv, jsonarray, jsonl
+from preflight.source.names import data_inside, format_of, recompress
 from preflight.source.tracked import file_fingerprint
 
 Reader = Callable[[Path, int, "str | None", dict[str, Any]], Iterator[Batch]]
@@ -44,32 +45,8 @@ READERS: dict[str, Reader] = {
     "parquet": arrow.read_parquet,
     "arrow": arrow.read_ipc,
 }
-_SUFFIXES = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".feather": "arrow",
-    ".ipc": "arrow",
-    ".arrows": "arrow",  # the usual name of an Arrow IPC stream
-}
-_COMPRESSED = {".gz", ".zst", ".zstd"}
 # What a reader raises on a file it cannot read (an InputError for the user).
 READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
-
-
-def format_of(path: Path) -> str | None:
-    """The format a file name says (``data.jsonl.gz`` -> ``jsonl``), or None."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in _COMPRESSED:
-        suffixes = suffixes[:-1]
-        if suffixes and _SUFFIXES.get(suffixes[-1]) in ("parquet", "arrow"):
-            return None
-    return _SUFFIXES.get(suffixes[-1]) if suffixes else None
 
 
 @dataclass
@@ -158,32 +135,9 @@ def _open_path(path: Path) -> Source:
             f"cannot tell the format of {path.name} from its name; supported: "
             ".jsonl/.ndjson (also .gz/.zst), .json, .csv/.tsv, .parquet, "
             ".arrow/.feather/.arrows, "
-            f"a folder of shards, or a datasets save_to_disk folder{_recompress(path)}"
+            f"a folder of shards, or a datasets save_to_disk folder{recompress(path)}"
         )
     return _files(fmt, path, [path])
-
-
-# Compressions no reader reads: the command that gives a file preflight reads.
-_UNREAD = {".bz2": "bunzip2 -k", ".xz": "unxz -k", ".lzma": "unlzma -k", ".lz4": "unlz4",
-           ".zip": "unzip", ".7z": "7z x", ".br": "brotli -d"}
-_UNZIP = {".gz": "gunzip -k", ".zst": "unzstd", ".zstd": "unzstd"}
-
-
-def _recompress(path: Path) -> str:
-    """For a data file in a compression that is not read (``x.jsonl.bz2``, a gzipped
-    Parquet file): what to run first; else ""."""
-    suffixes = [s.lower() for s in path.suffixes]
-    if len(suffixes) < 2 or suffixes[-2] not in _SUFFIXES:
-        return ""
-    inner, tool = path.with_suffix("").name, _UNREAD.get(suffixes[-1])
-    if _SUFFIXES[suffixes[-2]] in ("parquet", "arrow") and (tool or suffixes[-1] in _UNZIP):
-        # Parquet and Arrow compress inside: such a file is read as it is, never unpacked
-        return (f" (a {suffixes[-2]} file is read uncompressed, its columns compress inside "
-                f"it: {tool or _UNZIP[suffixes[-1]]} {path.name} and check {inner})")
-    if tool:
-        return (f" ({suffixes[-1]} is not read: decompress it first, e.g. {tool} "
-                f"{path.name}, and check {inner}, or recompress it with gzip or zstd)")
-    return ""
 
 
 def _stat(path: Path) -> os.stat_result:
@@ -228,6 +182,10 @@ def _folder(path: Path) -> Source:
             continue
         st = _stat(p)
         fmt = format_of(p)
+        if stat.S_ISDIR(st.st_mode) and (inside := data_inside(p)):  # it would go unchecked
+            raise InputError(
+                f"{p} is a sub-folder holding data ({inside}); only the files directly inside "
+                f"{path} are read: check {p} on its own, or move its files up beside the others")
         if stat.S_ISDIR(st.st_mode):
             skipped.append((p.name, "a sub-folder (only the files directly inside are read)"))
         elif not stat.S_ISREG(st.st_mode):
@@ -235,7 +193,7 @@ def _folder(path: Path) -> Source:
                 raise InputError(f"{p} is {_kind(st.st_mode)}, not a regular file; preflight "
                                  "reads its input more than once: replace it with a file")
             skipped.append((p.name, f"{_kind(st.st_mode)}, not a regular file"))
-        elif fmt is None and (why := _recompress(p)):  # data that would go unchecked
+        elif fmt is None and (why := recompress(p)):  # data that would go unchecked
             raise InputError(f"{p} is a data file preflight cannot read{why}")
         elif fmt is None:
             skipped.append((p.name, "not a data file (its name says no supported format)"))
