@@ -34,6 +34,7 @@ import zstandard
 from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.source import arrow, csv, jsonarray, jsonl
+from preflight.source.bom import refuse_wide_text
 from preflight.source.names import data_inside, format_of, recompress
 from preflight.source.tracked import file_fingerprint
 
@@ -214,6 +215,7 @@ def _folder(path: Path) -> Source:
 
 
 def _files(fmt: str, root: Path, files: list[Path]) -> Source:
+    refuse_wide_text(files)  # UTF-16 read as UTF-8: every line malformed, no word of why
     reader = READERS[fmt]
     source = Source(format=fmt, path=str(root), files=files)
     source.total = sum(p.stat().st_size for p in files)

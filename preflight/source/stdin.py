@@ -22,16 +22,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from preflight.errors import InputError, OutputError
+from preflight.source.bom import wide_text
 from preflight.tempfiles import temp_dir
 
 STDIN = "-"
 _CHUNK = 1 << 20
 _MAGIC = {b"\x1f\x8b": ".jsonl.gz", b"\x28\xb5\x2f\xfd": ".jsonl.zst"}
 _REFUSED = {
-    b"\xff\xfe": "UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 first, e.g. "
-                 "iconv -f UTF-16 -t UTF-8, or in PowerShell Out-File -Encoding utf8",
-    b"\xfe\xff": "UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 first, e.g. "
-                 "iconv -f UTF-16 -t UTF-8",
     b"PAR1": "a Parquet file; give its path instead of -",
     b"ARROW1": "an Arrow file; give its path instead of -",
 }
@@ -62,6 +59,8 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
     if not first:
         raise InputError("standard input is empty: pipe JSON Lines into it, e.g. "
                          "cat data.jsonl | preflight check -")
+    if (error := wide_text(first, "standard input")) is not None:
+        raise error
     for magic, what in _REFUSED.items():
         if first.startswith(magic):
             raise InputError(f"standard input holds {what}; '-' reads JSON Lines (UTF-8)")

@@ -79,9 +79,9 @@ def test_invalid_utf8_on_stdin_is_a_malformed_row(tmp_path: Path) -> None:
     (b"", "standard input is empty: pipe JSON Lines into it, e.g. "
           "cat data.jsonl | preflight check -"),
     ('{"text": "a"}\n'.encode("utf-16"),
-     "standard input holds UTF-16 text (a UTF-16 byte-order mark); convert it to UTF-8 "
-     "first, e.g. iconv -f UTF-16 -t UTF-8, or in PowerShell Out-File -Encoding utf8; "
-     "'-' reads JSON Lines (UTF-8)"),
+     "standard input is UTF-16 text (it starts with a byte-order mark); preflight reads "
+     "UTF-8: convert it first, e.g. iconv -f UTF-16 -t UTF-8 (in PowerShell, Out-File "
+     "-Encoding utf8)"),
     (b"PAR1\x00\x00", "standard input holds a Parquet file; give its path instead of -; "
                       "'-' reads JSON Lines (UTF-8)"),
 ])

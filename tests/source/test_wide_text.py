@@ -1,0 +1,67 @@
+"""A text input in UTF-16 or UTF-32 (PowerShell's ``>``, Excel's "Unicode text") read as
+UTF-8: every JSON line was malformed and a CSV header "not valid UTF-8", with no word of
+why. Its byte-order mark says what it is: exit 3 with the command that converts it, for a
+file of every text format, a shard in a folder, ``fix`` and standard input alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from preflight.cli import main
+
+RECORDS = [{"text": f"record {i}", "label": i % 2} for i in range(4)]
+TEXTS = {
+    "d.jsonl": "".join(json.dumps(r) + "\n" for r in RECORDS),
+    "d.json": json.dumps(RECORDS),
+    "d.csv": "text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in RECORDS),
+    "d.tsv": "text\tlabel\n" + "".join(f"{r['text']}\t{r['label']}\n" for r in RECORDS),
+}
+
+
+def _said(result: object) -> str:
+    return " ".join(result.output.split())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+@pytest.mark.parametrize(("codec", "said"), [
+    ("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_wide_text_file_is_exit_3_saying_how_to_convert(tmp_path: Path, name: str,
+                                                          codec: str, said: str) -> None:
+    path = tmp_path / name
+    bom = "\ufeff" if codec.endswith("-be") else ""  # the -be codec writes no mark itself
+    path.write_bytes((bom + TEXTS[name]).encode(codec))
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 3, result.output
+    assert f"is {said} text (it starts with a byte-order mark)" in _said(result)
+    assert f"iconv -f {said} -t UTF-8" in _said(result)
+    fixed = CliRunner().invoke(main, ["fix", str(path), "--out", str(tmp_path / "c.jsonl"),
+                                      "--quarantine", str(tmp_path / "q.jsonl")])
+    assert fixed.exit_code == 3, fixed.output
+    assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_one_wide_shard_in_a_folder_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(TEXTS["d.jsonl"], encoding="utf-8")
+    (folder / "b.jsonl").write_bytes(TEXTS["d.jsonl"].encode("utf-16"))
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 3, result.output
+    assert "b.jsonl is UTF-16 text" in _said(result)
+
+
+@pytest.mark.parametrize("head", [b"\xef\xbb\xbf", b""], ids=["utf-8-bom", "plain"])
+def test_utf8_with_or_without_its_mark_is_read(tmp_path: Path, head: bytes) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(head + TEXTS["d.jsonl"].encode())
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                       str(tmp_path / "r"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["source"]["records"] == 4 and report["source"]["malformed"] == 0
