@@ -93,6 +93,9 @@ def run(
         # the training-args file may set the seed, which draws the sample.
         smoke_cfg = check_setup(rules)
     src = source if isinstance(source, Source) else open_source(source)
+    if out is not None and not str(out).strip():  # Path("") is the working directory
+        raise ConfigError("out is empty; name the folder for the report "
+                          "(e.g. out='preflight-report'), or None to write none")
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:
         check_out_dir(out_dir, src)

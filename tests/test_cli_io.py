@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
+from preflight import run_preflight
 from preflight.cli import main
+from preflight.errors import ConfigError
 from tests.test_cli import CLEAN, faulty, flat, write_jsonl
 from tests.test_tempfiles import dead_pid
 
@@ -39,6 +41,35 @@ def leftovers(folder: Path) -> list[str]:
 
 
 # -- item 6: --out must be a folder preflight may fill --------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ("check", "--no-smoke", "{data}", "--out", ""),
+    ("smoke", "{data}", "--out", "  "),
+    ("check", "--no-smoke", ""),
+    ("check", "--no-smoke", "{data}", "--rules", ""),
+    ("fix", "{data}", "--out", "", "--quarantine", "q.jsonl"),
+    ("report", "render", "", "--html", "x.html"),
+    ("init", "{data}", "--out", "")], ids=lambda a: " ".join(a[:2]))
+def test_an_empty_path_is_exit_2_not_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]) -> None:
+    # --out "$UNSET" read as "." wrote report.json, findings.parquet and report.html among
+    # the user's files (and DATA "" checked the working directory as a shard folder).
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*(a.format(data=data) for a in args))
+    assert result.exit_code == 2, result.output
+    assert "is empty (an unset variable?); give a path" in flat(result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+def test_an_empty_out_from_python_is_a_config_error(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="out is empty"):
+        run_preflight(data, smoke=False, out="")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
 
 
 def test_out_that_is_a_file_is_exit_2(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from preflight.cli.console import ProgressBar, err_console, out_console
 from preflight.cli.exits import guarded, stdout_may_close
 from preflight.cli.options import (
     INPUT,
+    PATH,
     delimiter_option,
     field_options,
     no_stdin_outputs,
@@ -25,14 +26,14 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("data", type=INPUT)
-@click.option("--out", type=click.Path(path_type=Path), required=True,
+@click.option("--out", type=PATH, required=True,
               help="The cleaned corpus; its suffix picks the format (.jsonl, .csv, .parquet, "
                    ".arrow) unless --format says.")
-@click.option("--quarantine", type=click.Path(path_type=Path), required=True,
+@click.option("--quarantine", type=PATH, required=True,
               help="Records set aside, with their row, id and reasons (JSON Lines).")
-@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--rules", "rules_file", type=PATH, help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
-@click.option("--manifest", type=click.Path(path_type=Path),
+@click.option("--manifest", type=PATH,
               help="Where to write the manifest [default: fix-manifest.json beside --out].")
 @click.option("--format", "out_format", type=click.Choice(["jsonl", "csv", "parquet", "arrow"]),
               help="Output format [default: --out's suffix, else Parquet for Parquet, Arrow "
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 @click.option("--tokenizer", help="tokenizer.json, a tokenizer folder, a Hugging Face name in "
               "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1), help="Number of classes.")
-@click.option("--eval", "eval_path", type=click.Path(path_type=Path),
+@click.option("--eval", "eval_path", type=PATH,
               help="Eval file: set aside train records found in it (adds an overlap rule if "
                    "none).")
 @click.option("--limit", type=click.IntRange(min=1),

@@ -13,6 +13,7 @@ from preflight.cli.console import ProgressBar, err_console, out_console
 from preflight.cli.exits import guarded, stdout_may_close
 from preflight.cli.options import (
     INPUT,
+    PATH,
     delimiter_option,
     executor_options,
     field_options,
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("data", type=INPUT)
-@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--rules", "rules_file", type=PATH, help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file (see `preflight rules list`).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
+@click.option("--out", type=PATH, default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and findings.parquet.")
 @click.option("--limit", type=click.IntRange(min=1), help="Check only the first N records.")
 @click.option("--strict", is_flag=True, help="Fail the gate on failed warn rules too.")
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
               "the local cache (org/name), or tiktoken:NAME.")
 @click.option("--num-classes", type=click.IntRange(min=1),
               help="Number of classes (adds a label_range rule if none).")
-@click.option("--eval", "eval_path", type=click.Path(path_type=Path),
+@click.option("--eval", "eval_path", type=PATH,
               help="Eval file: flag train records found in it (adds an overlap rule if none).")
 @click.option("--set", "sets", multiple=True, metavar="RULE_ID.PARAM=VALUE",
               help="Set a rule parameter, e.g. --set exact-dupes.max_fraction=0.01, a smoke "
@@ -62,9 +63,9 @@ if TYPE_CHECKING:
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Smoke-test your model: hf:DIR / hf-config:DIR (a transformers folder), "
                    "package.module:build or file.py:build.")
-@click.option("--checkpoint", type=click.Path(path_type=Path),
+@click.option("--checkpoint", type=PATH,
               help="Weights the smoke test starts from (.safetensors or a state dict).")
-@click.option("--training-args", "training_args", type=click.Path(path_type=Path),
+@click.option("--training-args", "training_args", type=PATH,
               help="A transformers TrainingArguments JSON/YAML file: the smoke runs use its "
                    "optimizer, lr, schedule, warm-up, clipping, accumulation and precision "
                    "(smoke: keys in the rules win).")
@@ -109,22 +110,22 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 
 @click.command()
 @click.argument("data", type=INPUT, required=False)
-@click.option("--rules", "rules_file", type=click.Path(path_type=Path), help="Rules file (YAML).")
+@click.option("--rules", "rules_file", type=PATH, help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight-report"),
+@click.option("--out", type=PATH, default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and the replay file.")
 @click.option("--model", "model_spec", metavar="SPEC",
               help="Your model: hf:DIR / hf-config:DIR (a transformers folder), "
                    "package.module:build or file.py:build (default: built-in). "
                    "With --replay: the model to rerun it with (a replay of your model runs "
                    "only with it).")
-@click.option("--checkpoint", type=click.Path(path_type=Path),
+@click.option("--checkpoint", type=PATH,
               help="Weights to start from (.safetensors or a torch state dict).")
-@click.option("--training-args", "training_args", type=click.Path(path_type=Path),
+@click.option("--training-args", "training_args", type=PATH,
               help="A transformers TrainingArguments JSON/YAML file: the smoke runs use its "
                    "optimizer, lr, schedule, warm-up, clipping, accumulation and precision "
                    "(smoke: keys in the rules win).")
-@click.option("--replay", "replay_path", type=click.Path(path_type=Path),
+@click.option("--replay", "replay_path", type=PATH,
               help="Rerun a replay file written by an earlier smoke test (no DATA needed; "
                    "a replay of your own model needs --model SPEC to run its code).")
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records.")

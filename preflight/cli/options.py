@@ -30,9 +30,23 @@ def no_stdin_outputs(**outputs: tuple[Path | None, str]) -> None:
                               f"--{option.replace('_', '-')}")
 
 
+class _Path(click.Path):
+    """A path that is not empty: ``--out ""`` (an unset variable in ``--out "$DIR"``) would
+    read as ``.``, the working directory (a report written among the user's files, the
+    folder checked as shards)."""
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> object:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty (an unset variable?); give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 # DATA as given: whether it exists and can be read is the reader's to say (exit 3), not
 # click's (whose readable=True check would make an unreadable input a usage error, exit 2).
-INPUT = click.Path(path_type=Path, readable=False)
+INPUT = _Path(path_type=Path, readable=False)
+# Every other path option.
+PATH = _Path(path_type=Path)
 
 delimiter_option = click.option(
     "--delimiter", metavar="CHAR",

@@ -11,7 +11,7 @@ import click
 from preflight.choices import FILE_NAMES
 from preflight.cli.console import out_console
 from preflight.cli.exits import guarded, stdout_may_close
-from preflight.cli.options import md_max_chars_option, no_stdin_outputs
+from preflight.cli.options import PATH, md_max_chars_option, no_stdin_outputs
 
 
 @click.group()
@@ -20,11 +20,11 @@ def report() -> None:
 
 
 @report.command("render")
-@click.argument("report_json", type=click.Path(path_type=Path))
-@click.option("--html", "html_path", type=click.Path(path_type=Path), help="Write report.html.")
-@click.option("--junit", "junit_path", type=click.Path(path_type=Path),
+@click.argument("report_json", type=PATH)
+@click.option("--html", "html_path", type=PATH, help="Write report.html.")
+@click.option("--junit", "junit_path", type=PATH,
               help="Write JUnit XML.")
-@click.option("--md", "md_path", type=click.Path(path_type=Path), help="Write Markdown.")
+@click.option("--md", "md_path", type=PATH, help="Write Markdown.")
 @md_max_chars_option
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
@@ -50,8 +50,8 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
 
 
 @click.command()
-@click.argument("old", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("old", type=PATH)
+@click.argument("new", type=PATH)
 @click.option("--json", "as_json", is_flag=True, help="Write the comparison as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded

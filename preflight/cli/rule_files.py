@@ -13,7 +13,7 @@ import click
 
 from preflight.cli.console import new_console, out_console
 from preflight.cli.exits import guarded, stdout_may_close
-from preflight.cli.options import INPUT, field_options, no_stdin_outputs
+from preflight.cli.options import INPUT, PATH, field_options, no_stdin_outputs
 from preflight.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def _print_checks(checks: list[dict[str, Any]], smoke: list[dict[str, Any]], *,
 
 
 @rules.command("validate")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PATH)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @guarded
 def rules_validate(file: Path, debug: bool) -> None:
@@ -96,7 +96,7 @@ def rules_show(name: str, debug: bool) -> None:
 
 @click.command()
 @click.argument("data", type=INPUT)
-@click.option("--out", type=click.Path(path_type=Path), default=Path("preflight.yaml"),
+@click.option("--out", type=PATH, default=Path("preflight.yaml"),
               show_default=True, help="The rules file to write.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @field_options
