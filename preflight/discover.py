@@ -23,6 +23,8 @@ from preflight.config import RuleSet, load_rules, rules_from_mapping, to_dict
 from preflight.errors import ConfigError
 
 RULES_FILE = "preflight.yaml"
+# Its other spelling: found the same way (both in one folder is ambiguous: exit 2).
+RULES_FILE_YML = "preflight.yml"
 PYPROJECT = "pyproject.toml"
 # A value that names a Python file (`x.py`, `x.py:build`).
 _PY_FILE = re.compile(r"\.py(?::[\w.]+)?$")
@@ -37,11 +39,20 @@ class Discovered:
 
 
 def discover_rules(folder: Path) -> Discovered | None:
-    """The rules ``folder`` holds: its ``preflight.yaml``, else the ``[tool.preflight]`` table
-    of its ``pyproject.toml``; None when it has neither."""
-    path = folder / RULES_FILE
-    if path.is_file():
-        return Discovered(load_rules(path), RULES_FILE)
+    """The rules ``folder`` holds: its ``preflight.yaml`` (or ``preflight.yml``), else the
+    ``[tool.preflight]`` table of its ``pyproject.toml``; None when it has neither."""
+    found = [name for name in (RULES_FILE, RULES_FILE_YML) if (folder / name).exists()
+             or (folder / name).is_symlink()]
+    if len(found) > 1:
+        raise ConfigError(f"{folder} holds both {RULES_FILE} and {RULES_FILE_YML}: remove one, "
+                          "or name the rules with --rules FILE")
+    if found:
+        path = folder / found[0]
+        if not path.is_file():  # a folder or a broken link: never the defaults in silence
+            what = "a broken link" if not path.exists() else "not a file"
+            raise ConfigError(f"{path} is {what}, so its rules cannot be read; fix it, or "
+                              "name the rules with --rules FILE or --preset NAME")
+        return Discovered(load_rules(path), found[0])
     pyproject = folder / PYPROJECT
     if not pyproject.is_file():
         return None

@@ -36,6 +36,37 @@ def test_preflight_yaml_in_the_working_directory_is_used(tmp_path: Path,
     assert _rule_ids(tmp_path / "r") == ["malformed", "only-hidden"]
 
 
+def test_preflight_yml_is_found_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The other spelling was passed over in silence: the defaults ran instead of its rules.
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    (tmp_path / "preflight.yml").write_text(RULES_YAML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert "rules: preflight.yml (found in the working directory" in flat(result.output)
+    assert _rule_ids(tmp_path / "r") == ["malformed", "only-hidden"]
+    (tmp_path / "preflight.yaml").write_text(RULES_YAML, encoding="utf-8")
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    assert result.exit_code == 2, result.output
+    assert "holds both preflight.yaml and preflight.yml: remove one" in flat(result.output)
+
+
+@pytest.mark.parametrize("kind", ["folder", "broken-link"])
+def test_a_rules_file_that_cannot_be_read_is_exit_2_not_the_defaults(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", CLEAN)
+    if kind == "folder":
+        (tmp_path / "preflight.yaml").mkdir()
+    else:
+        (tmp_path / "preflight.yaml").symlink_to(tmp_path / "gone.yaml")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    assert result.exit_code == 2, result.output
+    said = "a broken link" if kind == "broken-link" else "not a file"
+    assert f"preflight.yaml is {said}, so its rules cannot be read" in flat(result.output)
+    assert not (tmp_path / "r").exists()
+
+
 def test_pyproject_tool_preflight_is_used(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", CLEAN)

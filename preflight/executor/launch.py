@@ -44,7 +44,7 @@ _LOOK_AT_FILES = 10_000  # warm_for sizes a folder by this many files at most
 # Checks whose MinHash kernels need numba (executor.pool._MINHASH_CHECKS), as a rules file
 # names them; the rules found in the working directory when none are named (discover.py).
 _NUMBA_CHECKS = (b"near_duplicate", b"overlap")
-_FOUND_RULES = ("preflight.yaml", "pyproject.toml")
+_FOUND_RULES = ("preflight.yaml", "preflight.yml", "pyproject.toml")
 _RULES_READ = 1 << 20
 
 
