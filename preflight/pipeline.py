@@ -10,6 +10,8 @@ findings' counts and the rules), and the report built and written.
 from __future__ import annotations
 
 import contextlib
+import mmap
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -316,12 +318,22 @@ def _one_object_note(src: Source, records: int) -> list[str]:
         return []
     with open(src.files[0], "rb") as f:
         head = f.read(1 << 12).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
-    if not head.startswith("{"):
-        return []
+    if not head.startswith("{") or (records == 1 and not _one_line(src.files[0])):
+        return []  # JSON Lines under a .json name, read with --limit 1
     return [f"{src.files[0].name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. jq -c '.data[]' "
             f"{src.files[0].name} > records.jsonl)"]
+
+
+def _one_line(path: Path) -> bool:
+    """Whether ``path`` holds text on one line only (blank lines aside)."""
+    with open(path, "rb") as f, contextlib.suppress(ValueError), \
+            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        start = re.compile(rb"\S").search(m)
+        end = m.find(b"\n", start.start()) if start else -1
+        return end < 0 or re.compile(rb"\S").search(m, end) is None
+    return True  # an empty file (mmap refuses it)
 
 
 def _write(report: Report, sink: FindingsSink, *, out_dir: Path | None,

@@ -85,3 +85,17 @@ def test_one_record_in_a_json_file_is_a_warning_only(tmp_path: Path, record: dic
     [note] = report.source.warnings
     assert "holds one JSON object" in note
     assert report.verdict == "pass", report.reasons
+
+
+def test_json_lines_under_a_json_name_read_with_limit_1_is_not_one_object(
+        tmp_path: Path) -> None:
+    # One record read (--limit 1) from a file of many lines: no "one object" warning, and
+    # a list of objects in that record (spans) is not records wrapped in an object.
+    path = tmp_path / "lines.json"
+    spans = [{"start": 0, "end": 1}, {"start": 2, "end": 3}]
+    path.write_text("".join(json.dumps({"text": f"t {i}", "spans": spans}) + "\n"
+                            for i in range(3)))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r", limit=1)
+    assert report.source.records == 1
+    assert report.source.warnings == []
+    assert report.verdict == "pass", report.reasons
