@@ -148,6 +148,32 @@ def test_ctrl_c_in_the_smoke_stage_leaves_no_findings_temporary(
     assert leftovers(out) == []
 
 
+@pytest.mark.parametrize("formats", ["json,html", "json,md,junit"])
+def test_a_run_stopped_before_its_report_leaves_no_earlier_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, formats: str
+) -> None:
+    # A passing run's report.json stayed in --out when the next run (on faulty data) was
+    # killed or stopped: read afterwards, it said "pass" for data never checked.
+    import preflight.pipeline
+
+    out = tmp_path / "out"
+    clean = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
+    first = invoke("check", "--no-smoke", clean, "--out", out, "--format", formats)
+    assert first.exit_code == 0, first.output
+    written = sorted(p.name for p in out.iterdir())
+    assert "report.json" in written and "findings.parquet" in written
+    (out / "notes.txt").write_text("mine")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preflight.pipeline, "scan", interrupted)
+    result = invoke("check", "--no-smoke", faulty(tmp_path), "--out", out, "--format",
+                    formats)
+    assert result.exit_code == 130, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
 # -- item 9: nesting that crashes Arrow's reader --------------------------------------------
 
 

@@ -4,6 +4,7 @@ and, as asked, ``report.html``, ``report.junit.xml`` and ``report.md``. A failed
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -66,6 +67,16 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
     if "json" in paths:
         write_text(paths["json"], render(report, "json"))
     return paths
+
+
+def clear_stale(out_dir: Path, formats: Iterable[str]) -> None:
+    """Remove the files an earlier run left in ``out_dir`` under the names this run writes
+    (``findings.parquet`` and the report in ``formats``): a run killed or stopped before it
+    writes its own must not leave the last run's verdict there to be read as its own. A file
+    that cannot be removed stays (the write that follows says why)."""
+    for name in ("findings.parquet", *(FILE_NAMES[f] for f in formats if f in FILE_NAMES)):
+        with contextlib.suppress(OSError):
+            (out_dir / name).unlink(missing_ok=True)
 
 
 def write_text(path: Path, text: str) -> None:
