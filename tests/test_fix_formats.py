@@ -715,7 +715,7 @@ def test_the_manifest_lists_what_a_shard_folder_skipped(tmp_path: Path) -> None:
     (folder / "sub").mkdir(parents=True)
     (folder / "a.jsonl").write_text(json.dumps({"id": 0, "text": PLAIN[0]}) + "\n")
     (folder / "_SUCCESS").write_text("")
-    (folder / "sub" / "b.jsonl").write_text(json.dumps({"id": 1, "text": PLAIN[1]}) + "\n")
+    (folder / "sub" / "notes.txt").write_text("no data here\n")  # data there is exit 3
     manifest, _, _ = fix(folder, tmp_path / "out")
     assert sorted(s["path"] for s in manifest["skipped"]) == ["_SUCCESS", "sub"]
     assert manifest["fields"]["text"] == "text"

@@ -16,8 +16,9 @@ import polars as pl
 from pydantic import Field, StrictBool
 
 from preflight.batch import Batch
-from preflight.checks.base import Check, Params, findings
+from preflight.checks.base import findings
 from preflight.checks.registry import register
+from preflight.checks.string_fields import CharacterCheck, CharacterParams
 from preflight.text import NFC_CANDIDATE, non_ascii, snippet
 
 # Characters cp1252 maps the bytes 0x80-0xBF to, plus the Latin-1 C1 controls and U+00A0-BF.
@@ -82,7 +83,7 @@ def confirmed_mojibake(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-class EncodingParams(Params):
+class EncodingParams(CharacterParams):
     replacement_character: StrictBool = Field(True, description="Flag U+FFFD.")
     lone_surrogate: StrictBool = Field(True, description="Flag lone surrogates (\\ud800 escapes).")
     mojibake: StrictBool = Field(True, description="Flag UTF-8 decoded as cp1252/Latin-1.")
@@ -90,7 +91,7 @@ class EncodingParams(Params):
 
 
 @register("encoding")
-class Encoding(Check):
+class Encoding(CharacterCheck):
     """U+FFFD, lone surrogates, mojibake and text not in NFC."""
 
     description = "U+FFFD, lone surrogates, mojibake (UTF-8 read as cp1252), text not in NFC."

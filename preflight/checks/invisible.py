@@ -20,8 +20,9 @@ import polars as pl
 from pydantic import AfterValidator, Field, StrictBool
 
 from preflight.batch import Batch
-from preflight.checks.base import Check, Params, findings
+from preflight.checks.base import findings
 from preflight.checks.registry import register
+from preflight.checks.string_fields import CharacterCheck, CharacterParams
 from preflight.text import INVISIBLE_CLASS, is_invisible, snippet
 
 _NAMED = {
@@ -68,7 +69,7 @@ def _code_point_spec(spec: str) -> str:
     return spec
 
 
-class InvisibleParams(Params):
+class InvisibleParams(CharacterParams):
     allow_emoji_zwj: StrictBool = Field(True, description="Allow ZWJ between emoji (👨‍👩‍👧).")
     allow_script_joiners: StrictBool = Field(
         True, description="Allow ZWNJ/ZWJ between letters of Arabic, Persian, Indic scripts."
@@ -81,7 +82,7 @@ class InvisibleParams(Params):
 
 
 @register("invisible_unicode")
-class InvisibleUnicode(Check):
+class InvisibleUnicode(CharacterCheck):
     """Zero-width, bidi, tag, soft-hyphen, control and other format characters."""
 
     description = "Zero-width, bidi control, tag, soft hyphen, control and format characters."

@@ -8,10 +8,14 @@ from typing import Any
 from preflight.checks.base import Context
 from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
+from preflight.checks.string_fields import other_strings
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.fix.plan import ORDER
 from preflight.text import as_text
+
+# The actions of the character checks, which read every string field by default.
+_CHARACTER = {"invisible_unicode": {"strip"}, "encoding": {"repair", "normalize"}}
 
 
 class Mender:
@@ -25,6 +29,13 @@ class Mender:
         self._invisible = InvisibleUnicode(
             InvisibleUnicode.Params(**(invisible.params if invisible else {})), ctx
         )
+        # What other string fields get (an instruction beside the response text): the
+        # mending of the character checks that read them (all_string_fields), never a
+        # truncation.
+        self._others: set[str] = set()
+        for r in rules.rules:
+            if r.check in _CHARACTER and r.params.get("all_string_fields", True):
+                self._others |= _CHARACTER[r.check]
         token_rule = next((r for r in rules.rules if r.check == "token_length"), None)
         if token_rule is not None:
             self.limit = token_limit(TokenLength.Params(**token_rule.params), rules.model)
@@ -37,6 +48,9 @@ class Mender:
                 record[name] = self._text(value, actions)
             elif isinstance(value, bytes):  # a binary text column stays binary
                 record[name] = self._text(value.decode("utf-8"), actions).encode("utf-8")
+        if others := actions & self._others:
+            for name in other_strings(record, self.ctx):
+                record[name] = self._text(record[name], others)
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
             record[messages] = [
