@@ -16,6 +16,8 @@ supplies it; and the preset that fits the data is suggested.
 
 from __future__ import annotations
 
+import shlex
+
 from preflight.checks import registry
 from preflight.config import DEFAULT_PRESET, Fields, Rule, RuleSet
 
@@ -102,3 +104,27 @@ def suggest_preset(fields: Fields) -> str | None:
     if fields.text is not None:  # "" names a column too (a JSON key "")
         return "pretrain-text"
     return None
+
+
+# Roles a command-line option names (--text-field COLUMN ...); others need a rules file.
+_FIELD_OPTIONS = ("text", "label", "messages", "id")
+
+
+def suggested_options(preset: str, fields: Fields) -> list[str] | None:
+    """The ``--ROLE-field COLUMN`` options that make ``preset`` read the columns inference
+    found where its own field names differ (``--text-field output`` for the pretrain-text
+    preset, which names ``text``): followed bare, it would find no text at all. None when a
+    difference has no such option (a regression target not named ``target``): a rules file
+    is needed then."""
+    from preflight.config import load_rules
+
+    declared = load_rules(preset=preset).fields
+    options: list[str] = []
+    for role, ours in fields.model_dump().items():
+        theirs = getattr(declared, role)
+        if ours is None or theirs is None or ours == theirs:
+            continue
+        if role not in _FIELD_OPTIONS or not isinstance(ours, str):
+            return None
+        options += [f"--{role}-field", shlex.quote(ours)]
+    return options

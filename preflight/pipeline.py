@@ -19,7 +19,7 @@ from typing import Any
 
 from preflight.choices import DEFAULT_FORMATS
 from preflight.config import Fields, Rule, RuleSet
-from preflight.defaults import not_checked, suggest_preset
+from preflight.defaults import not_checked, suggest_preset, suggested_options
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
@@ -277,7 +277,8 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
             inferred=read.inferred,
             notes=notes,
             not_checked=not_checked(rules, fields, added),
-            suggested_preset=suggest_preset(fields) if read.inferred else None,
+            suggested_preset=(preset := suggest_preset(fields) if read.inferred else None),
+            suggested_options=suggested_options(preset, fields) if preset else [],
         ),
         rules=results,
         timings=timings,

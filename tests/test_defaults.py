@@ -428,3 +428,35 @@ def test_a_text_field_every_record_leaves_null_is_still_the_text_and_fails(
     assert report_of(out)["rules_file"]["fields"]["text"] == "text"
     assert {(row, code) for row, _, code in found(out)} >= {
         (0, "missing_field"), (1, "missing_field"), (2, "missing_field")}
+
+
+@pytest.mark.parametrize(("records", "said", "options"), [
+    ([{"instruction": f"do {i}", "output": f"a longer answer number {i}"} for i in range(8)],
+     "suggested: --preset pretrain-text --text-field output (fits the inferred fields; the "
+     "preset's own field names differ)", ["--text-field", "output"]),
+    ([{"sentence": f"s {i}", "labels": i % 2, "uid": f"u{i}"} for i in range(8)],
+     "suggested: --preset classification --text-field sentence --id-field uid --label-field "
+     "labels", ["--text-field", "sentence", "--label-field", "labels", "--id-field", "uid"]),
+    ([{"text": f"plain {i}", "id": i} for i in range(8)],
+     "suggested: --preset pretrain-text (fits the inferred fields)", []),
+    ([{"y": i / 2, "x": [float(i), 1.0]} for i in range(8)],
+     "suggested: the regression preset, in a rules file naming your fields (its own field "
+     "names differ): preflight init DATA writes one", None),
+], ids=["alpaca", "renamed-classification", "same-names", "regression-y"])
+def test_the_suggestion_names_the_columns_the_preset_must_read(
+        tmp_path: Path, records: list[dict], said: str, options: list[str] | None) -> None:
+    # Followed bare, --preset pretrain-text on {"instruction", "output"} found no `text`
+    # column: every rule ERROR.
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    result = check(data, "--out", tmp_path / "o")
+    assert said in " ".join(result.output.split())
+    report = report_of(tmp_path / "o")
+    suggested = report["rules_file"]["suggested_options"]
+    assert (sorted(suggested) if suggested is not None else None) == (
+        sorted(options) if options is not None else None)
+    if options:  # followed, the preset reads the data: no rule in error
+        preset = report["rules_file"]["suggested_preset"]
+        classes = ["--num-classes", "2"] if preset == "classification" else []
+        again = check(data, "--preset", preset, *options, *classes, "--out", tmp_path / "p")
+        assert all(r["status"] != "error" for r in report_of(tmp_path / "p")["rules"]), \
+            again.output

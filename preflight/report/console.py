@@ -56,9 +56,14 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
     for what in report.rules_file.not_checked:
         console.print(f"  not checked: {what}", style="yellow", markup=False,
                       highlight=False)
-    if report.rules_file.suggested_preset:
-        console.print(f"  suggested: --preset {report.rules_file.suggested_preset} (fits the "
-                      "inferred fields)", style="dim")
+    if preset := report.rules_file.suggested_preset:
+        options = report.rules_file.suggested_options
+        said = (f"--preset {preset} (fits the inferred fields)" if options == [] else
+                f"--preset {preset} {' '.join(options)} (fits the inferred fields; the "
+                "preset's own field names differ)" if options else
+                f"the {preset} preset, in a rules file naming your fields (its own field "
+                f"names differ): preflight init DATA writes one")
+        console.print(f"  suggested: {said}", style="dim", markup=False, highlight=False)
     table = Table(show_edge=False, header_style="bold", padding=(0, 1))
     for col, justify in (("status", "left"), ("rule", "left"), ("check", "left"),
                          ("severity", "left"), ("violations", "right"), ("share", "right"),

@@ -107,6 +107,10 @@ class RulesInfo(BaseModel):
                     "option that supplies them.")
     suggested_preset: str | None = Field(
         None, description="The shipped preset that fits the inferred fields.")
+    suggested_options: list[str] | None = Field(
+        default_factory=list,
+        description="The --ROLE-field options the suggested preset needs to read the inferred "
+                    "columns (its field names differ); null: a rules file is needed.")
 
 
 class SmokeRun(BaseModel):
