@@ -130,6 +130,9 @@ class SmokeRun(BaseModel):
         None, description="The fall asked for: min_loss_drop scaled by the run's mean rate "
                           "against the default 1e-2 (2% to all of it).")
     lr_mean: float | None = Field(None, description="The run's mean learning rate.")
+    cut_short: bool = Field(
+        False, description="Stopped by smoke.time_limit before its last step: loss, grad_norm "
+                           "and scale hold the steps it completed (steps of them).")
 
 
 class SmokeFinding(BaseModel):

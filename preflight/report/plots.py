@@ -104,7 +104,8 @@ def label_distribution(rule: RuleResult) -> str | None:
 
 def smoke_curves(smoke: SmokeResult) -> str | None:
     """Loss, gradient norm and AMP scale per step, control beside real, with the first
-    non-finite step marked."""
+    non-finite step marked (or, for a run the time limit cut short, the step it stopped
+    in: its curve holds the steps it completed)."""
     runs = [(name, run) for name, run in (("control", smoke.control), ("real", smoke.real),
                                           ("repeat", smoke.repeat)) if run is not None]
     if not runs:
@@ -124,12 +125,14 @@ def smoke_curves(smoke: SmokeResult) -> str | None:
                 continue
             color, dotted = styles[name]
             label = "training" if smoke.history_start is not None else name
+            what = "stopped" if run.cut_short else "non-finite"
             panel.line(range(start, start + len(values)), values, color=color, dotted=dotted,
-                       label=label, markers=len(values) < 3)
+                       label=f"{label} (cut short)" if run.cut_short else label,
+                       markers=len(values) < 3)
             if run.first_bad_step is not None:
                 bad = start + run.first_bad_step
                 panel.vline(bad, color=_MARK if name != "control" else "#b26a00",
-                            label=f"{label}: non-finite at step {bad}")
+                            label=f"{label}: {what} at step {bad}")
         if k:  # one legend, in the first panel
             panel.legend.clear()
         drawn.append(panel)

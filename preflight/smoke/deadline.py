@@ -21,7 +21,10 @@ collective, a C extension that spins without returning to Python): that hangs st
 the loop's own handlers (which turn an exception into a failed run) swallow it; the timer
 and the watchdog fire at most once (code that swallows even that is stopped again at the
 next phase change), and ``call_within`` turns it into ``Expired`` (an ordinary exception that says
-where the stage was) after the timer, the handler and the watchdog are gone.
+where the stage was) after the timer, the handler and the watchdog are gone. A run that
+started with ``run(name, record)`` hands its ``record`` (what it has recorded so far: the
+losses of the steps it completed) to ``Expired.record``, so that a stopped run is reported
+with what it did, not as empty.
 """
 
 from __future__ import annotations
@@ -67,10 +70,17 @@ class Expired(Exception):
     """``call_within``'s limit passed; says where the stage was."""
 
     def __init__(
-        self, seconds: float, elapsed: float, phase: str, step: int | None, run: str | None
+        self,
+        seconds: float,
+        elapsed: float,
+        phase: str,
+        step: int | None,
+        run: str | None,
+        record: object = None,
     ) -> None:
         self.seconds, self.elapsed = seconds, elapsed
         self.phase, self.step, self.run = phase, step, run
+        self.record = record  # what the run stopped had recorded (``run(name, record)``)
         super().__init__(f"ran past {seconds:g} s in {self.where()}")
 
     @property
@@ -115,12 +125,14 @@ def step(index: int | None) -> None:
         clock.step = index
 
 
-def run(name: str) -> None:
-    """Mark the run that starts (control, real, repeat, probe...)."""
+def run(name: str, record: object = None) -> None:
+    """Mark the run that starts (control, real, repeat, probe...); ``record``: the object
+    it fills as it trains (a ``SmokeRun``), which ``Expired.record`` holds if it is
+    stopped."""
     clock = _ACTIVE.get()
     if clock is not None:
         clock.check()
-        clock.run, clock.step = name, None
+        clock.run, clock.step, clock.record = name, None, record
 
 
 def call_within(seconds: float, fn: Callable[[], T]) -> T:
@@ -153,6 +165,7 @@ class _Clock:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.phase, self.step, self.run = "start", None, None
+        self.record: object = None
         self._started = time.monotonic()
         self._ends = self._started + seconds
         self._lock = threading.RLock()  # re-entrant: the signal handler runs in this thread
@@ -202,7 +215,12 @@ class _Clock:
 
     def expired(self) -> Expired:
         return Expired(
-            self.seconds, time.monotonic() - self._started, self.phase, self.step, self.run
+            self.seconds,
+            time.monotonic() - self._started,
+            self.phase,
+            self.step,
+            self.run,
+            self.record,
         )
 
     def _fire(self) -> bool:

@@ -97,15 +97,41 @@ def timed_out(result: SmokeResult, e: deadline.Expired, *, user: bool) -> None:
             "smoke.max_length)")
     stopped = (f"the smoke stage ran past smoke.time_limit ({e.seconds:g} s) in {e.where()} "
                "and was stopped")
+    detail = stopped
     if e.run in ("control", "real", "repeat"):
-        setattr(result, e.run, SmokeRun(failure=failure, first_bad_step=e.step))
+        setattr(result, e.run, _cut_short(e, failure))
+        detail += _completed(result, e.run)
     if result.failed:  # the fault stands; what was cut short is said in the finding
-        stopped += f": {result.verdict} found before it; raise the limit to see the rest"
+        detail += f": {result.verdict} found before it; raise the limit to see the rest"
     else:
         result.verdict = "code_fault"
         result.reason = f"{stopped}: {todo} ({deadline.RAISE_LIMIT})"
-    result.findings.append(SmokeFinding(code="time_limit", severity="error", detail=stopped,
+    result.findings.append(SmokeFinding(code="time_limit", severity="error", detail=detail,
                                         step=e.step))
+
+
+def _cut_short(e: deadline.Expired, failure: str) -> SmokeRun:
+    """The run the limit stopped, with the curves of the steps it completed."""
+    run = e.record if isinstance(e.record, SmokeRun) else SmokeRun()
+    run.failure, run.first_bad_step, run.cut_short = failure, e.step, True
+    run.steps, run.learned = len(run.loss), None
+    return run
+
+
+def _completed(result: SmokeResult, stopped: str) -> str:
+    """What the runs did before the stop, for the finding: each run's steps and loss
+    (whether training was getting anywhere)."""
+    said = []
+    for name in ("control", "real", "repeat"):
+        run = getattr(result, name)
+        if run is None:
+            continue
+        losses = [x for x in run.loss if x is not None]
+        curve = f", loss {losses[0]:.4g} → {losses[-1]:.4g}" if losses else ""
+        ran = f"{run.steps} step{'' if run.steps == 1 else 's'}"
+        said.append(f"the {name} run {'was stopped after' if name == stopped else 'ran'} "
+                    f"{ran}{curve}")
+    return " (" + "; ".join(said) + ")" if said else ""
 
 
 def blocked(problems: list[list[tuple[str, str]]], sample: list[SampleRow],

@@ -97,10 +97,10 @@ def seed_everything(seed: int) -> None:
 
 
 def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
-          anomaly: bool = False) -> Outcome:
+          anomaly: bool = False, into: SmokeRun | None = None) -> Outcome:
     """Train a fresh copy of the model on ``batches`` (cycled, ``grad_accum`` of them per
     step) for ``steps`` optimizer steps; stop at the first non-finite value. ``watch``:
-    record activation ranges for that many steps."""
+    record activation ranges for that many steps; ``into``: the run record to fill."""
     cfg, device = setup.cfg, setup.device
     seed_everything(cfg.seed)
     model = setup.fresh()
@@ -112,7 +112,7 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     accum = cfg.grad_accum
     amp, dtype = _autocast(setup.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=setup.precision == "fp16")
-    run = SmokeRun()
+    run = into if into is not None else SmokeRun()
     out = Outcome(run=run)
     spy = Spy(model, out)
     params = [p for p in model.parameters() if p.requires_grad]

@@ -46,7 +46,8 @@ class Runs:
               exempt_from: bool = False) -> Outcome:
         """Train on ``rows``; ``exempt_from``: these rows are the control batch, whose
         non-finite inputs are there by design (e.g. -inf attention masks)."""
-        deadline.run(name)
+        record = SmokeRun()  # filled step by step: a run stopped by the time limit keeps it
+        deadline.run(name, record)
         try:
             batches, index = self.batches(rows)
             if exempt_from:
@@ -54,7 +55,7 @@ class Runs:
             # Overfitting needs every row seen a few times: with minibatches, at least
             # three passes over the sample whatever smoke.steps says.
             steps = max(self.cfg.steps, -(-3 * len(batches) // self.cfg.grad_accum))
-            out = train(self.setup, batches, steps=steps, watch=watch)
+            out = train(self.setup, batches, steps=steps, watch=watch, into=record)
         except ConfigError:
             raise
         except Exception as e:

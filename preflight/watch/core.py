@@ -43,11 +43,9 @@ per check, the batches since the last check kept). ``stats.jsonl`` gets a line e
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import sys
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -61,7 +59,7 @@ from torch import nn
 from preflight.errors import ConfigError, PreflightError
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.text import first_line
-from preflight.watch import amp
+from preflight.watch import amp, stats
 from preflight.watch.buffers import BufferSnapshot
 from preflight.watch.options import WatchConfig
 
@@ -96,6 +94,7 @@ class Step:
     skipped: bool = False
     checked: bool = False
     notes: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)  # when its batch came (step time)
 
 
 class WatchCore:
@@ -260,7 +259,7 @@ class WatchCore:
             entry.norm = None if norm is None else norm.detach()
             entry.lr = float(optimizer.param_groups[0].get("lr", math.nan))
             if entry.step % self.cfg.log_every == 0 and grads:
-                entry.grad_max = self._grad_max(optimizer)
+                entry.grad_max = stats.grad_max(self.names, optimizer)
         except Exception as e:
             self._disable(e)
             return True
@@ -318,7 +317,7 @@ class WatchCore:
         if bad is None and s.norm is not None and s.norm > self.cfg.grad_norm_alarm:
             self._alarm(s)
         if s.checked or (s.step % self.cfg.log_every == 0):
-            self._stats(s)
+            stats.log(self, s)
         if bad is not None and not s.checked:
             s.checked = True
             self._fault(s, bad, kind="scale" if "scale" in bad or "GradScaler" in bad
@@ -338,31 +337,6 @@ class WatchCore:
                 code="grad_norm_high", step=s.step,
                 detail=f"gradient norm {s.norm:.4g} at step {s.step} is above "
                        f"grad_norm_alarm ({self.cfg.grad_norm_alarm:g})"))
-
-    def _grad_max(self, optimizer: torch.optim.Optimizer) -> dict[str, float]:
-        """The largest |gradient| per module (a parameter's name without its last part)."""
-        named = [(self.names.get(id(p), "?"), p.grad) for g in optimizer.param_groups
-                 for p in g["params"] if p.grad is not None]
-        tops = torch.stack([torch.linalg.vector_norm(g, math.inf).float() for _, g in named])
-        out: dict[str, float] = {}
-        for (name, _), top in zip(named, tops.tolist(), strict=True):
-            module = name.rpartition(".")[0] or name
-            out[module] = max(out.get(module, 0.0), top)
-        return out
-
-    def _stats(self, s: Step) -> None:
-        line = {"step": s.step, "loss": _num(s.loss), "grad_norm": _num(s.norm),
-                "scale": s.scale, "lr": s.lr, "skipped": s.skipped,
-                "grad_max": s.grad_max or {}}
-        try:
-            with self.stats_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(line, allow_nan=False) + "\n")
-        except OSError as e:  # the log is lost, never the checks: say so once
-            if not getattr(self, "stats_failed", False):
-                self.stats_failed = True
-                warnings.warn(f"preflight.watch cannot write {self.stats_path} ({e}); the "
-                              "statistics are not logged, the checks go on",
-                              RuntimeWarning, stacklevel=_user_level())
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -401,19 +375,6 @@ def _drop_grads(optimizer: torch.optim.Optimizer) -> None:
     for g in optimizer.param_groups:
         for p in g["params"]:
             p.grad = None
-
-
-def _num(x: Any) -> float | None:
-    return x if isinstance(x, float) and math.isfinite(x) else None
-
-
-def _user_level() -> int:
-    """The ``stacklevel`` of the first frame outside preflight (the user's own line)."""
-    root = str(Path(__file__).resolve().parents[1]) + os.sep
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(root):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _rank() -> int | None:

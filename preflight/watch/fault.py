@@ -8,7 +8,9 @@ batch with the smoke test's hooks armed (first non-finite module and parameter),
 ``detect_anomaly``; re-run a control batch of rows that already trained (the last good
 batch; at the first step, the batch's own rows whose loss is finite alone). The batch fails
 and the control does not -> ``data_fault``, narrowed to the fewest rows with the smoke
-test's per-row loss and ddmin; both fail -> ``code_fault``.
+test's per-row loss and ddmin; both fail -> ``code_fault``. The re-runs call the user's
+``step_fn``: they stop at ``rerun_time_limit`` (``smoke.deadline``'s timer), and the fault
+is still recorded and handled as ``on_fault`` says.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeFinding, SmokeResult, SmokeRun
+from preflight.smoke import deadline
 from preflight.smoke.checkpoint import scan
 from preflight.smoke.localize import minimal_rows
 from preflight.smoke.loop import Setup, anomaly, nonfinite_paths, per_row_losses, train
@@ -39,6 +42,7 @@ from preflight.tempfiles import atomic_write
 from preflight.text import first_line
 from preflight.watch import amp, snapshot
 from preflight.watch.rows import batch_rows, batch_size, take
+from preflight.watch.stats import num as _num
 
 if TYPE_CHECKING:
     from preflight.watch.core import Step, WatchCore
@@ -63,19 +67,19 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
                       skipped_steps=sum(h.skipped for h in steps), steps=len(steps),
                       first_bad_step=len(steps) - 1, failure=detail))
     result.batch_rows, result.batch_ids = batch_rows(s.batch)
+    # The re-runs call the user's step_fn: one that never returns must not hang their run.
+    limit = core.cfg.rerun_limit([h.started for h in steps])
     try:
         with _own_rng(device), amp.paused():
-            _investigate(core, s, result, kind, device)
+            deadline.call_within(limit, lambda: _investigate(core, s, result, kind, device))
+    except deadline.Expired as e:
+        _stopped(core, s, result, detail, e)
     except Exception as e:  # a step_fn that raises, a batch that will not move: say so
         why = f"the step_fn re-run raised {type(e).__name__}: {first_line(e)}"
         result.findings.append(SmokeFinding(code="watch_investigation_failed",
                                             severity="warn", detail=why))
         result.reason = detail
-        try:
-            bad_inputs = _nonfinite_input_rows(s.batch)
-        except Exception:  # a tensor type that cannot be read: no rows to name
-            bad_inputs = []
-        _grads_only(core, result, bad_inputs, why)
+        _grads_only(core, result, _safe_input_rows(s.batch), why)
     if core.cfg.gate_report is not None:
         _link_gate(core, result)
     result.timings = {"investigate": round(time.perf_counter() - started, 4)}
@@ -113,6 +117,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
                       device=device, precision="fp32", user=True, step_fn=core.rerun,
                       exempt=exempt)
     batch = (s.batch, None)
+    deadline.run("failing batch's re-run")
     again = train(setup, [batch], steps=1)
     result.first_bad_module = again.first_bad_module
     result.first_bad_param = again.first_bad_param
@@ -124,12 +129,17 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
         return
     result.anomaly = anomaly(setup, batch)
     control = core.control
+    deadline.run("control batch's re-run")
     control_failed = control is not None and train(setup, [(control, None)], steps=1).failed
     if control_failed:
         result.reason = (f"{result.reason}: a control batch of rows that already trained "
                          f"fails too from the same weights{_where(again)}")
         _save_replay(core, result, setup, batch, state, again.run.failure)
         return
+    blame = (f"{result.reason}: the batch fails again from the pre-step weights{_where(again)}"
+             " and a control batch of rows that already trained does not")
+    if control is not None:  # attributed now: a limit that stops the narrowing keeps it
+        result.verdict, result.reason = "data_fault", blame
     keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
     if control is None and not (keep and healthy):
         # The first step has no control: only some of its own rows failing alone tells.
@@ -137,10 +147,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
                           f"batch's rows do not single out a few{f' ({why})' if why else ''}")
         _save_replay(core, result, setup, batch, state, again.run.failure)
         return
-    result.verdict = "data_fault"
-    result.reason = (f"{result.reason}: the batch fails again from the pre-step "
-                     f"weights{_where(again)} and a control batch of rows that already "
-                     "trained does not")
+    result.verdict, result.reason = "data_fault", blame
     if why:
         result.findings.append(SmokeFinding(code="rows_not_narrowed", detail=why))
     _minimal(result, keep)
@@ -187,7 +194,9 @@ def _narrow(setup: Setup, batch: Any,
         n = batch_size(batch)
     except ConfigError as e:
         return [], str(e), False
+    deadline.run("per-row losses")
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
+    deadline.run("re-runs narrowing the rows")
 
     def fails(idx: list[int]) -> bool:
         rows = [(take(batch, idx), None)]
@@ -199,6 +208,26 @@ def _narrow(setup: Setup, batch: Any,
     keep = minimal_rows(n, losses, fails, known=known)
     others = [i for i in range(n) if i not in keep]
     return keep, None, bool(others) and not fails(others)
+
+
+def _stopped(core: WatchCore, s: Step, result: SmokeResult, detail: str,
+             e: deadline.Expired) -> None:
+    """The re-runs ran past ``rerun_time_limit`` and were stopped: a data fault found
+    before that stands (only its rows were not narrowed); otherwise the fault is judged
+    from the step's own tensors, as when the step_fn raises."""
+    where = f"{e.label} in the {e.run}" if e.run else "before the first re-run"
+    why = f"the step_fn re-run did not finish in {e.seconds:g} s ({where})"
+    result.findings.append(SmokeFinding(
+        code="rerun_time_limit", severity="warn",
+        detail=f"{why} and was stopped: look for a hang in your step_fn (the re-runs call it "
+               "on a copy of the model, one batch at a time: a collective that waits for the "
+               "other ranks, a lock the training loop holds, a loop that never ends), or "
+               "raise rerun_time_limit if the re-runs are only slow"))
+    if result.verdict == "data_fault":
+        result.reason += f"; the rows were not narrowed: {why}"
+        return
+    result.reason = detail
+    _grads_only(core, result, _safe_input_rows(s.batch), why)
 
 
 def _state_fault(core: WatchCore, state: dict[str, torch.Tensor], result: SmokeResult) -> bool:
@@ -252,6 +281,14 @@ def _minimal(result: SmokeResult, keep: list[int]) -> None:
     if rows:
         result.minimal_rows = [rows[i] for i in keep if i < len(rows)]
         result.minimal_ids = [str(ids[i]) for i in keep if i < len(ids) and ids[i] is not None]
+
+
+def _safe_input_rows(batch: Any) -> list[int]:
+    """``_nonfinite_input_rows``, or none when a tensor type cannot be read."""
+    try:
+        return _nonfinite_input_rows(batch)
+    except Exception:
+        return []
 
 
 def _nonfinite_input_rows(batch: Any) -> list[int]:
@@ -352,7 +389,3 @@ def _where(out: Any) -> str:
 
 def _few(names: list[str]) -> str:
     return ", ".join(names[:5]) + (" …" if len(names) > 5 else "")
-
-
-def _num(x: Any) -> float | None:
-    return x if isinstance(x, float) and math.isfinite(x) else None

@@ -13,6 +13,13 @@ from preflight.errors import ConfigError
 OnFault = Literal["stop", "skip", "warn"]
 Snapshot = Literal["memory", "none"]
 CheckpointSource = str | Path | Callable[[], str | Path | None]
+# rerun_time_limit's automatic value: at least 5 minutes, else 100 mean training steps. An
+# investigation re-runs the batch, its control, its rows one by one and parts of them: on
+# tests/watch/tiny.py with one NaN row, about 7 batches' worth of rows in (batch size + 8)
+# forwards on 6 fresh copies of the model, for batches of 8, 32 and 128 rows.
+RERUN_FLOOR = 300.0
+RERUN_STEPS = 100
+MAX_LIMIT = 604_800  # a week, smoke.time_limit's bound too
 
 
 @dataclass
@@ -34,6 +41,9 @@ class WatchConfig:
     checkpoint: CheckpointSource | None = None
     model_spec: str | None = None
     gate_report: str | Path | None = None
+    # Seconds the investigation of a fault (its re-runs of the user's step_fn) may take;
+    # None: RERUN_FLOOR or RERUN_STEPS mean steps, whichever is longer (rerun_limit).
+    rerun_time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if self.on_fault not in ("stop", "skip", "warn"):
@@ -50,6 +60,11 @@ class WatchConfig:
         if self.sync_every is not None and (not isinstance(self.sync_every, int)
                                             or self.sync_every < 1):
             raise ConfigError(f"sync_every must be a positive integer, got {self.sync_every!r}")
+        limit = self.rerun_time_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
+                                  or not 1 <= limit <= MAX_LIMIT):  # NaN fails the range too
+            raise ConfigError("rerun_time_limit must be None (automatic) or seconds from 1 to "
+                              f"{MAX_LIMIT:,}, got {limit!r}")
         self.out = Path(self.out)
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
@@ -58,6 +73,15 @@ class WatchConfig:
             from preflight.watch.gate import check_gate
 
             check_gate(self.gate_report)
+
+
+    def rerun_limit(self, started: list[float]) -> float:
+        """The investigation's time limit, given when the steps kept started (their mean
+        time per step, for the automatic limit)."""
+        if self.rerun_time_limit is not None:
+            return float(self.rerun_time_limit)
+        step = (started[-1] - started[0]) / (len(started) - 1) if len(started) > 1 else 0.0
+        return min(MAX_LIMIT, max(RERUN_FLOOR, RERUN_STEPS * step))
 
 
 def config(out: str | Path, options: dict[str, Any]) -> WatchConfig:

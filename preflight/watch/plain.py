@@ -64,7 +64,8 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
           min_scale: float = 1e-4, log_every: int = 100, sync_every: int | None = None,
           grad_every: int = 1, history: int = 200, snapshot: Snapshot = "memory",
           checkpoint: CheckpointSource | None = None, model_spec: str | None = None,
-          gate_report: str | Path | None = None) -> Watch:
+          gate_report: str | Path | None = None,
+          rerun_time_limit: float | None = None) -> Watch:
     """Watch a plain PyTorch training loop for its first non-finite loss or gradient.
 
     ``step_fn(model, batch) -> loss``: your forward and loss, used only to re-run a failing
@@ -81,10 +82,13 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
     the replay keeps the batch and the checkpoint's path. ``model_spec``:
     ``package.module:build`` returning ``(model, step_fn, None)``, recorded for
     ``preflight smoke --replay``. ``gate_report``: the gate's ``report.json``, to say which
-    of the failing rows it flagged."""
+    of the failing rows it flagged. ``rerun_time_limit``: seconds the re-runs of a fault
+    may take before they are stopped (a ``step_fn`` that never returns); None: 5 minutes
+    or 100 mean training steps, whichever is longer."""
     config = WatchConfig(out=Path(out), on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
                          skipped_steps_alarm=skipped_steps_alarm, min_scale=min_scale,
                          log_every=log_every, sync_every=sync_every, grad_every=grad_every,
                          history=history, snapshot=snapshot, checkpoint=checkpoint,
-                         model_spec=model_spec, gate_report=gate_report)
+                         model_spec=model_spec, gate_report=gate_report,
+                         rerun_time_limit=rerun_time_limit)
     return Watch(WatchCore(model, optimizer, rerun=step_fn, scaler=scaler, config=config))
