@@ -355,7 +355,8 @@ class Numeric(Check):
         runs, self._runs[name] = self._runs[name], []
         stats = self._stats[name]
         if (length := stats.shapes.modal_length()) is not None:
-            for found in wrong_lengths(name, runs, stats.shapes, length):
+            for found in wrong_lengths(name, runs, stats.shapes, length,
+                                       empty_ok=self.params.allow_null):
                 stats.wrong_length += found.height
                 yield found
 

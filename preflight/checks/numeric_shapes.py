@@ -2,9 +2,10 @@
 
 A feature vector field is judged per position (``numeric_positions``) over its **modal
 length** L: when a list of L >= 2 elements is what at least ``MODAL_SHARE`` (90%) of the
-records holding a list or a number hold, and the field holds at most ``MAX_SHAPES`` (16)
-distinct shapes in all. One record of another shape (a truncated ``[44, 1]``, a lone
-``[NaN, NaN]``, an empty list, a number or a nested list among the lists) then neither
+records holding a non-empty list or a number hold (``[]``, as null, does not count), and
+the field holds at most ``MAX_SHAPES`` (16) distinct shapes in all. One record of another
+shape (a truncated ``[44, 1]``, a lone ``[NaN, NaN]``, ``[]``, a number or a nested list
+among the lists; ``[]`` passes with ``allow_null``, as null does) then neither
 turns the field back into one pooled median/MAD, against which every age among 0/1 flags
 is an outlier, nor passes silently: it is a ``wrong_length`` finding, and its values are
 left out of the positions' statistics (position 1 of a truncated record need not be the
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 # missing, a non-numeric scalar) is no shape: such a record is a finding of its own.
 NONE, NUMBER, NESTED, EMPTY = 0, -1, -2, -3
 MAX_SHAPES = 16  # more distinct shapes than this: a ragged field
-# The share of the records holding a shape that a length must hold to be the vector's.
+# The share of the records holding a non-empty list or a number that one length must hold.
 MODAL_SHARE = Fraction(9, 10)
 
 
@@ -80,16 +81,19 @@ class ShapeCount:
 
     def modal_length(self) -> int | None:
         """L when the field is a fixed-length vector of L >= 2 (see the module), else None."""
-        if self.ragged or not self.counts:
+        # ``[]`` does not count here (a vector left empty, as null: the field's sparse
+        # presence does not make it a sequence); it is a finding all the same.
+        held = [p for p in self.counts.items() if p[0] != EMPTY]
+        if self.ragged or not held:
             return None
-        total = sum(self.counts.values())
-        shape, k = max(self.counts.items(), key=lambda p: (p[1], p[0]))
+        total = sum(k for _, k in held)
+        shape, k = max(held, key=lambda p: (p[1], p[0]))
         if shape >= 2 and k >= MODAL_SHARE * total:  # exact: a Fraction
             return shape
         return None
 
     def held(self, shape: int) -> tuple[int, int]:
-        """How many records hold ``shape``, and how many hold any shape."""
+        """How many records hold ``shape``, and how many hold any shape (``[]`` too)."""
         return self.counts.get(shape, 0), sum(self.counts.values())
 
 
@@ -155,25 +159,26 @@ def _empty_lists(batch: Batch, name: str) -> np.ndarray | None:
 
 
 def wrong_lengths(
-    name: str, runs: list[ShapeRun], count: ShapeCount, length: int
+    name: str, runs: list[ShapeRun], count: ShapeCount, length: int, *, empty_ok: bool = False
 ) -> Iterator[pl.DataFrame]:
     """``wrong_length`` findings: the records of a ``length``-vector field that hold
-    another shape."""
+    another shape (``[]`` passes with ``empty_ok``, as null does with ``allow_null``)."""
     k, total = count.held(length)
-    where = f"where {k:,} of {total:,} records hold {length}"
+    where = f"({k:,} of {total:,} records hold {length})"
+    fine = (NONE, length, EMPTY) if empty_ok else (NONE, length)
     for run in runs:
         if isinstance(run.shapes, int):
-            if run.shapes in (NONE, length):
+            if run.shapes in fine:
                 continue
             idx = np.arange(run.n)
             shapes = np.full(run.n, run.shapes, np.int32)
         else:
-            idx = np.flatnonzero((run.shapes != NONE) & (run.shapes != length))
+            idx = np.flatnonzero(~np.isin(run.shapes, fine))
             shapes = run.shapes[idx]
         if not len(idx):
             continue
         rows = run.rows + idx if isinstance(run.rows, int) else run.rows[idx]
-        details = [f"{name}: {_held(int(s))} {where}" for s in shapes.tolist()]
+        details = [f"{name}: {_held(int(s), length)} {where}" for s in shapes.tolist()]
         yield findings(
             {
                 "file_index": pl.Series(np.full(len(idx), run.file_index, np.int32)),
@@ -184,14 +189,12 @@ def wrong_lengths(
         )
 
 
-def _held(shape: int) -> str:
-    if shape == NUMBER:
-        return "a single number"
-    if shape == NESTED:
-        return "nested lists"
-    if shape == EMPTY:
-        return "an empty list"
-    return f"{shape} value{'s' if shape != 1 else ''}"
+def _held(shape: int, length: int) -> str:
+    """What a record of another shape holds, against the vector's ``length``."""
+    if shape >= 1:
+        return f"{shape} value{'s' if shape != 1 else ''}, not {length}"
+    what = {NUMBER: "a single number", NESTED: "nested lists", EMPTY: "an empty list"}
+    return f"{what[shape]}, not {length} values"
 
 
 def only_length(c: Chunk, length: int) -> Chunk | None:

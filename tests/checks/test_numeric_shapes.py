@@ -41,7 +41,9 @@ def test_one_truncated_vector_is_named_and_the_rest_judged_per_position(gate):
     g = numeric(gate, records)
     # Pooled again, every record's age was an outlier.
     assert g.codes_by_row() == {17: {"wrong_length"}}
-    assert details(g, "wrong_length") == {17: "features: 2 values where 199 of 200 records hold 5"}
+    assert details(g, "wrong_length") == {
+        17: "features: 2 values, not 5 (199 of 200 records hold 5)"
+    }
     stats = g.result.stats["fields"]["features"]
     assert stats["per_position"] is True and stats["length"] == 5
     assert stats["wrong_length"] == 1 and stats["outliers"] == 0
@@ -70,21 +72,39 @@ def test_a_lone_nan_pair_has_its_nan_and_its_length(gate):
 @pytest.mark.parametrize(
     ("value", "held"),
     [
-        (3.5, "a single number"),
-        ("NaN", "a single number"),
-        ([[1, 2], [3]], "nested lists"),
-        ([], "an empty list"),
-        ([7], "1 value"),
-        ([30, 0, 1, 0, 1, 2], "6 values"),
+        (3.5, "a single number, not 5 values"),
+        ("NaN", "a single number, not 5 values"),
+        ([[1, 2], [3]], "nested lists, not 5 values"),
+        ([], "an empty list, not 5 values"),
+        ([7], "1 value, not 5"),
+        ([30, 0, 1, 0, 1, 2], "6 values, not 5"),
     ],
 )
 def test_another_shape_among_the_vectors(gate, value, held):
     records = person_features(100)
     records[5]["features"] = value
     g = numeric(gate, records)
-    assert details(g, "wrong_length") == {5: f"features: {held} where 99 of 100 records hold 5"}
+    assert details(g, "wrong_length") == {5: f"features: {held} (99 of 100 records hold 5)"}
     assert "outlier" not in g.findings().get_column("code").to_list()
     assert g.result.stats["fields"]["features"]["per_position"] is True
+
+
+def test_empty_lists_do_not_count_toward_the_length_and_pass_with_allow_null(gate):
+    # A vector left empty in many records (as null would be) does not make the field a
+    # sequence: still judged per position, each [] named unless allow_null.
+    records = person_features(100)
+    for i in range(0, 100, 2):
+        records[i]["features"] = []
+    records[1]["features"] = [44, 1]
+    g = numeric(gate, records)
+    assert g.result.stats["fields"]["features"]["per_position"] is True
+    assert g.rows("outlier") == []
+    assert g.rows("wrong_length") == sorted([1, *range(0, 100, 2)])
+    assert details(g, "wrong_length")[0] == (
+        "features: an empty list, not 5 values (49 of 100 records hold 5)"
+    )
+    lenient = numeric(gate, records, allow_null=True)
+    assert lenient.codes_by_row() == {1: {"wrong_length"}}
 
 
 def test_nulls_and_wrong_types_are_their_own_findings_not_lengths(gate):
