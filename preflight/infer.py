@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -122,6 +123,20 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     if numeric and "numeric" not in found:
         found["numeric"] = numeric[0] if len(numeric) == 1 else numeric
         why["numeric"] = quoted_names(numeric) + " (numbers in nearly every record)"
+    if "numeric" not in found or "numeric" in why:
+        # A column of numbers that only some records hold is not inferred (each record
+        # without it would be a null finding), so its NaN would pass unseen: say so.
+        taken = {c for v in found.values() for c in _as_list(v)}
+        partly = [(n, share) for n in frame.columns if n not in taken and n not in _ID_NAMES
+                  and (share := _partly_numeric(batch, n)) is not None]
+        if partly:
+            names = ", ".join(f"{n!r} ({_percent(share)} of records)"
+                              for n, share in partly[:12])
+            more = f" and {len(partly) - 12:,} more" if len(partly) > 12 else ""
+            it = "it" if len(partly) == 1 else "them"
+            why["numeric"] = (f"{why.get('numeric', 'none')}; not checked: numbers in only "
+                              f"some records: {names}{more}; name {it} in fields.numeric to "
+                              f"check {it}")
     return Fields(**found), why
 
 
@@ -165,12 +180,57 @@ def quoted_names(names: list[str], shown: int = 12) -> str:
 
 def _is_numeric(batch: Batch, name: str) -> bool:
     dtype = batch.schema[name]
-    if isinstance(dtype, pl.List | pl.Array) and name not in batch.raw:
+    if name in batch.raw:  # mixed JSON types: a number among lists of numbers counts too
+        return _raw_numbers(batch.raw[name])[0] >= _NUMERIC
+    if isinstance(dtype, pl.List | pl.Array):
         inner = dtype.inner
         while isinstance(inner, pl.List | pl.Array):
             inner = inner.inner
         return inner.is_numeric() and _present(batch, name) >= _NUMERIC
     return _share(batch, name, ("integer", "number")) >= _NUMERIC
+
+
+def _partly_numeric(batch: Batch, name: str) -> float | None:
+    """The share of records holding a number (or a list of numbers) in ``name`` when the
+    values there are mostly numbers but too few records hold one for inference, else None."""
+    dtype = batch.schema[name]
+    if name in batch.raw:
+        share, of_present = _raw_numbers(batch.raw[name])
+        share = share if of_present >= _MAJORITY else 0.0
+    elif isinstance(dtype, pl.List | pl.Array):
+        inner = dtype.inner
+        while isinstance(inner, pl.List | pl.Array):
+            inner = inner.inner
+        share = _present(batch, name) if inner.is_numeric() else 0.0
+    elif _share(batch, name, ("integer", "number"), present=True) >= _MAJORITY:
+        share = _share(batch, name, ("integer", "number"))
+    else:
+        share = 0.0
+    return share if 0.0 < share < _NUMERIC else None
+
+
+def _raw_numbers(values: list[Any]) -> tuple[float, float]:
+    """Of a field with mixed JSON types: the share of records holding a number or a list
+    of numbers (nulls and nested lists of numbers allowed in it), and the share of those
+    holding any value that do."""
+
+    def numbers(v: Any) -> bool:
+        if isinstance(v, bool):
+            return False
+        if isinstance(v, int | float):
+            return True
+        if isinstance(v, list):
+            return all(e is None or numbers(e) for e in v)
+        return False
+
+    hits = sum(numbers(v) for v in values)
+    present = sum(v is not None for v in values)
+    return (hits / len(values) if values else 0.0), (hits / present if present else 0.0)
+
+
+def _percent(share: float) -> str:
+    """A share below 1 as a whole percent, rounded down (89.9% is not 90%)."""
+    return f"{math.floor(share * 100)}%" if share >= 0.01 else "<1%"
 
 
 def _present(batch: Batch, name: str) -> float:

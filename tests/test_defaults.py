@@ -177,6 +177,12 @@ def test_a_field_few_records_carry_is_not_a_numeric_column(tmp_path: Path) -> No
     result = check(write_jsonl(tmp_path / "s.jsonl", records), "--out", out)
     assert result.exit_code == 0, result.output
     assert "numeric" not in report_of(out)["rules_file"]["fields"]
+    # Its NaN passes the gate unseen: the console and the report say the field is not
+    # checked, and how to check it.
+    note = ("none; not checked: numbers in only some records: 'score' (5% of records); "
+            "name it in fields.numeric to check it")
+    assert report_of(out)["rules_file"]["inferred"]["numeric"] == note
+    assert f"inferred numeric: {note}" in " ".join(result.stdout.split())
 
 
 # ---------------------------------------------------------------- item 2: presets

@@ -11,7 +11,7 @@ included), ``null`` (null, missing while the field appears in other records, or 
 element), ``nan_string``/``inf_string``/``numeric_string`` (``"NaN"``, ``"-Infinity"``,
 ``"1e400"``, ``"3.5"``: numbers written as strings), ``not_a_number`` (any other string, a
 boolean, an object, a list where a number is expected), ``below_min``/``above_max`` (inclusive
-bounds), ``dtype_overflow`` and, from ``finish``, ``outlier``.
+bounds), ``dtype_overflow`` and, from ``finish``, ``outlier`` and ``wrong_length``.
 
 ``dtype_overflow``: a value overflows a training dtype when ``value * scale`` rounds to ±inf on
 a cast from float64 (round to nearest even, one rounding), i.e. ``|x| >= (2 - 2**-(p+1)) *
@@ -20,14 +20,16 @@ a cast from float64 (round to nearest even, one rounding), i.e. ``|x| >= (2 - 2*
 
 ``outlier``: a robust z-score ``|x - median| / (1.4826 * MAD)`` above ``outlier_z``, with the
 median and MAD (median absolute deviation) of the finite values over the whole corpus, not
-per batch. A fixed-length vector (every record that holds the list holds one of the same
-length, one level deep: a feature vector) is judged per position, each element against its
-own position's median and MAD (an age at ``[0]`` is not compared with 0/1 flags at ``[1]``;
-``numeric_positions``); ragged lists (sequences) and deeper nesting pool all their elements.
+per batch. A fixed-length vector (nearly every record that holds the list holds one of the
+same length, one level deep: a feature vector) is judged per position, each element against
+its own position's median and MAD (an age at ``[0]`` is not compared with 0/1 flags at
+``[1]``; ``numeric_positions``), and a record of another shape there is a ``wrong_length``
+finding, not judged against the positions (``numeric_shapes``); ragged lists (sequences)
+and deeper nesting pool all their elements.
 When a MAD is 0 (over half the values equal the median, e.g. sparse or binary features) the
 z-score is undefined and no outlier is reported there; the field's stats say so. State is
 compact: the finite values as float64 arrays (8 bytes per value) plus each batch's row
-numbers and the list lengths seen, never records.
+numbers and the records' list lengths (while the field may be a vector), never records.
 
 Here the check judges; ``numeric_values`` reads a field into elements, ``numeric_stats`` keeps
 the corpus-wide state and finds the outliers, ``numeric_details`` words the findings.
@@ -45,12 +47,10 @@ from pydantic import Field, StrictFloat, model_validator
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, findings
-from preflight.checks.numeric_details import LABELS, STRING_NOTES, fmt, quote, several
-from preflight.checks.numeric_positions import list_shapes, merged_shapes
+from preflight.checks.numeric_details import describe, label, overflow_limit, several
+from preflight.checks.numeric_shapes import NONE, ShapeRun, record_shapes, wrong_lengths
 from preflight.checks.numeric_stats import Chunk, Stats, compact_rows, find_outliers, json_stats
 from preflight.checks.numeric_values import (
-    ARRAY,
-    BOOL,
     NOT_A_NUMBER,
     NULL,
     NUM,
@@ -63,15 +63,6 @@ from preflight.checks.numeric_values import (
     elements,
 )
 from preflight.checks.registry import register
-
-# (mantissa bits, largest exponent): a float64 rounds to inf at (2 - 2**-(p+1)) * 2**emax.
-_DTYPES = {"fp16": (10, 15), "bf16": (7, 127), "fp32": (23, 127)}
-
-
-def overflow_limit(dtype: str) -> float:
-    """The smallest magnitude that rounds to inf when a float64 is cast to ``dtype``."""
-    p, emax = _DTYPES[dtype]
-    return (2.0 - 2.0 ** -(p + 1)) * 2.0**emax
 
 
 class NumericParams(Params):
@@ -128,16 +119,16 @@ class NumericParams(Params):
 
 @register("numeric")
 class Numeric(Check):
-    """NaN, ±Inf, nulls and strings in numeric fields; bounds, robust outliers, and values
-    that overflow the training dtype."""
+    """NaN, ±Inf, nulls and strings in numeric fields; bounds, robust outliers, feature
+    vectors of another length, and values that overflow the training dtype."""
 
     description = (
         "NaN/Inf/null/strings in numeric fields and vectors; bounds; robust outliers; "
-        "training-dtype overflow."
+        "feature vectors of another length; training-dtype overflow."
     )
     Params = NumericParams
     fixes = ("quarantine", "drop", "none")
-    merged = ("_chunks", "_absent", "_seen", "_stats")
+    merged = ("_chunks", "_absent", "_seen", "_stats", "_runs")
 
     def __init__(self, params: NumericParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -153,6 +144,7 @@ class Numeric(Check):
         }
         self._seen: set[str] = set()
         self._stats = {n: Stats() for n in self._fields}
+        self._runs: dict[str, list[ShapeRun]] = {n: [] for n in self._fields}
 
     def config_problem(self) -> str | None:
         if not self._fields:
@@ -182,13 +174,29 @@ class Numeric(Check):
             el = elements(batch, name, scalar=name in self._scalar)
             parts.extend(self._judge(name, el, textual=batch.textual))
             self._defer_nulls(name, el, batch)
-            stats = self._stats[name]
-            stats.shapes = merged_shapes(stats.shapes, list_shapes(el))
             if rows is None:
                 rows = compact_rows(batch.rows)
-            self._keep(name, el, batch, rows)
+            self._keep(name, el, batch, rows, self._shapes(name, el, batch, rows))
         parts = [p for p in parts if p.height]
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+    def _shapes(self, name: str, el: Elements, batch: Batch, rows: np.ndarray | int
+                ) -> np.ndarray | int | None:
+        """Count what the batch's records hold in the field; keep their shapes while the
+        field may be a fixed-length vector (``numeric_shapes``)."""
+        count = self._stats[name].shapes
+        if name in self._scalar or count.ragged:
+            return None
+        shapes = record_shapes(el, batch, name)
+        count.add(shapes, len(batch))
+        if count.ragged:  # a sequence field: no record is of a wrong length
+            self._runs[name] = []
+            for c in self._chunks[name]:
+                c.shapes = None
+            return None
+        if not isinstance(shapes, int) or shapes != NONE:
+            self._runs[name].append(ShapeRun(batch.file_index, rows, len(batch), shapes))
+        return shapes
 
     def _defer_nulls(self, name: str, el: Elements, batch: Batch) -> None:
         """Records whose field is null or missing are reported at the end, with the
@@ -268,10 +276,11 @@ class Numeric(Check):
             records.append(rec)
             if len(members) == 1:
                 what = ("null or missing" if code == "null" and not pos[0]
-                        else self._describe(code, values[0], kinds[0], texts[0], lo, hi))
+                        else describe(code, values[0], kinds[0], texts[0], lo, hi, self.params))
                 details.append(f"{name}{pos[0]}: {what}")
             else:
-                details.append(several(name, self._label(code, lo, hi), code, pos, values))
+                details.append(several(name, label(code, lo, hi, self.params), code, pos,
+                                       values))
             # A non-numeric string may be any text: it goes to the snippet, which the
             # report redacts unless --show-text.
             bad = [t for t, k in zip(texts, kinds, strict=True) if k == STR_BAD]
@@ -279,44 +288,8 @@ class Numeric(Check):
         return findings({"i": pl.Series(records, dtype=pl.Int64)}, code, details,
                         snippet=pl.Series(snippets, dtype=pl.String))
 
-    def _describe(self, code: str, value: float, kind: int, text: str | None,
-                  lo: float | None, hi: float | None) -> str:
-        """What is wrong with one element."""
-        p = self.params
-        if code in STRING_NOTES:
-            return f"{quote(text)} ({STRING_NOTES[code]})"
-        if code == "not_a_number":
-            if kind == STR_BAD:
-                return "a string, not a number"
-            if kind == BOOL:
-                return f"{text} (a boolean, not a number)"
-            if kind == ARRAY:
-                return "an array where a number is expected"
-            return f"{text}, not a number"
-        if code == "below_min":
-            return f"{fmt(value)} < min {fmt(lo)}"
-        if code == "above_max":
-            return f"{fmt(value)} > max {fmt(hi)}"
-        if code == "dtype_overflow":
-            assert p.dtype is not None
-            scaled = "" if p.scale == 1.0 else f" × scale {fmt(p.scale)} = {fmt(value * p.scale)}"
-            limit = fmt(overflow_limit(p.dtype))
-            return f"{fmt(value)}{scaled} overflows {p.dtype} (|x| >= {limit} rounds to inf)"
-        return self._label(code, lo, hi)
-
-    def _label(self, code: str, lo: float | None, hi: float | None) -> str:
-        """What several flagged elements of a vector have in common."""
-        p = self.params
-        if code == "below_min":
-            return f"below min {fmt(lo)}"
-        if code == "above_max":
-            return f"above max {fmt(hi)}"
-        if code == "dtype_overflow":
-            return f"overflow {p.dtype}" + ("" if p.scale == 1.0
-                                            else f" after × scale {fmt(p.scale)}")
-        return LABELS[code]
-
-    def _keep(self, name: str, el: Elements, batch: Batch, rows: np.ndarray | int) -> None:
+    def _keep(self, name: str, el: Elements, batch: Batch, rows: np.ndarray | int,
+              shapes: np.ndarray | int | None) -> None:
         """Keep the field's finite values (and what locates them) for finish."""
         keep = ((el.kind == NUM) | (el.kind == STR_NUM)) & np.isfinite(el.value)
         values = el.value[keep]
@@ -324,7 +297,7 @@ class Numeric(Check):
             return
         n = len(batch)
         chunk = Chunk(batch.file_index, rows, np.ascontiguousarray(values, np.float64),
-                       vector=bool(el.levels))
+                       vector=bool(el.levels), shapes=shapes)
         # A scalar field has one element per record: with all finite, value k is record k.
         if el.levels or len(values) != n:
             kept_i = el.i[keep]
@@ -355,6 +328,7 @@ class Numeric(Check):
         parts = []
         for name in self._fields:
             parts.extend(self._missing(name))
+            parts.extend(self._wrong_lengths(name))
             chunks, self._chunks[name] = self._chunks[name], []
             if chunks:
                 parts.extend(find_outliers(name, chunks, self._stats[name],
@@ -377,8 +351,17 @@ class Numeric(Check):
                 f"{name}: null or missing",
             )
 
+    def _wrong_lengths(self, name: str) -> Iterator[pl.DataFrame]:
+        runs, self._runs[name] = self._runs[name], []
+        stats = self._stats[name]
+        if (length := stats.shapes.modal_length()) is not None:
+            for found in wrong_lengths(name, runs, stats.shapes, length,
+                                       empty_ok=self.params.allow_null):
+                stats.wrong_length += found.height
+                yield found
+
     def summary(self) -> dict[str, Any]:
         """Per field: count (finite values), nulls, nan, inf (strings such as "NaN" and
         "inf" included), strings, not_numbers, outliers, min, max, median, mad, note; for a
-        vector judged per position also per_position, length and positions."""
+        vector judged per position also per_position, length, wrong_length and positions."""
         return {"fields": {name: json_stats(s) for name, s in self._stats.items()}}

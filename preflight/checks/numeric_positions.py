@@ -2,18 +2,15 @@
 
 The positions of a feature vector are different features: an age at ``[0]``, 0/1 flags at
 ``[1]``..``[3]``. Pooled, one median and MAD describe none of them (a median near 1, and
-every age 30 MADs out of it), so when every record that holds the field's list holds one of
-the same length L (lists of numbers, one level deep), each position gets its own median and
-MAD and each element is judged against its own position's. A ragged list (token ids, a
-series of varying length) or a deeper nesting keeps the pooled statistics: position 7 of a
-sequence is not a feature, and only some records reach it. Records whose list is null or
-empty hold no list here; a record with a number where the others hold a list makes the
-field ragged.
+every age 30 MADs out of it), so a field whose records hold lists of one length L (its
+modal length, ``numeric_shapes``: the records of another shape are ``wrong_length``
+findings, left out here) gets a median and MAD per position, and each element is judged
+against its own position's. A ragged list (token ids, a series of varying length) or a
+deeper nesting keeps the pooled statistics: position 7 of a sequence is not a feature, and
+only some records reach it.
 
-Nothing more is kept per value than the pooled path keeps: the field's stats add the list
-lengths seen (each record's own, so the decision does not depend on where batches are
-cut, nor on which records have finite values); positions are derived from the record ends
-of the chunks at the end.
+Nothing more is kept per value than the pooled path keeps: positions are derived from the
+record ends of the chunks at the end.
 """
 
 from __future__ import annotations
@@ -23,46 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from preflight.checks.numeric_values import NUM, STR_INF, STR_NAN, STR_NUM
-
 if TYPE_CHECKING:
     from preflight.checks.numeric_stats import Chunk
-    from preflight.checks.numeric_values import Elements
-
-NUMBER = -1  # a number (or a string of one) where other records may hold a list
-NESTED = -2  # a list inside the list
-_NUMBERS = (NUM, STR_NUM, STR_NAN, STR_INF)
-
-
-def list_shapes(el: Elements) -> set[int]:
-    """What the records of one batch hold, each record for itself: the lengths of their
-    lists (elements of any kind counted; null and empty lists left out), ``NUMBER`` for a
-    number outside any list, ``NESTED`` for a list of lists."""
-    if not el.levels:
-        return {NUMBER} if bool(np.isin(el.kind, _NUMBERS).any()) else set()
-    top = el.levels[0]
-    out: set[int] = set()
-    if bool(np.isin(el.kind[top < 0], _NUMBERS).any()):
-        out.add(NUMBER)
-    if len(el.levels) > 1 and bool((el.levels[1] >= 0).any()):
-        return out | {NESTED}
-    counts = np.bincount(el.i[top >= 0])
-    return out | set(np.unique(counts[counts > 0]).tolist())
-
-
-def merged_shapes(a: set[int], b: set[int]) -> set[int]:
-    """Both sets' shapes, kept to two (two already make a field ragged)."""
-    return set(sorted(a | b)[:2])
-
-
-def fixed_length(shapes: set[int], chunks: list[Chunk]) -> int | None:
-    """L when every record that holds the field holds a one-level list of length L
-    (L >= 2: one element is one position, which pooling already judges), else None."""
-    if len(shapes) != 1 or min(shapes) < 2:
-        return None
-    if any(c.levels is not None or not c.vector or c.ends is None for c in chunks):
-        return None  # not expected with one shape; pooled rather than misread
-    return next(iter(shapes))
 
 
 def positions(c: Chunk, length: int) -> np.ndarray:

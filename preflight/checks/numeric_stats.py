@@ -23,12 +23,11 @@ from preflight.checks.numeric_details import SHOWN, fmt
 from preflight.checks.numeric_positions import (
     centers,
     deviations,
-    fixed_length,
     median_in_place,
-    merged_shapes,
     positions,
     whole,
 )
+from preflight.checks.numeric_shapes import ShapeCount, only_length
 
 _BINS = 40  # histogram bins per field in the report
 POSITIONS_SHOWN = 64  # per-position medians/MADs listed in the report up to this length
@@ -49,6 +48,9 @@ class Chunk:
     moved_pos: np.ndarray | None = None
     levels: list[np.ndarray] | None = None  # deeper lists: each value's position per depth
     vector: bool = False  # a list field (values have positions)
+    # The batch's records' shapes (``numeric_shapes.record_shapes``) while the field may be
+    # a fixed-length vector: the records of another length are left out of its positions.
+    shapes: np.ndarray | int | None = None
 
     def records(self, k: np.ndarray) -> np.ndarray:
         """Record index in the batch of values ``k``."""
@@ -89,11 +91,13 @@ class Stats:
     mad: float | None = None
     note: str | None = None
     histogram: dict[str, Any] | None = None
-    # What the records hold (``numeric_positions.list_shapes``): one list length over the
-    # corpus makes the field a fixed-length vector, judged per position.
-    shapes: set[int] = field(default_factory=set)
-    # A fixed-length vector field: its length and each position's median and MAD.
+    # What the records hold (``numeric_shapes``): a list length that nearly all hold makes
+    # the field a fixed-length vector, judged per position.
+    shapes: ShapeCount = field(default_factory=ShapeCount)
+    # A fixed-length vector field: its length, the records of another shape (each a
+    # ``wrong_length`` finding), and each position's median and MAD.
     length: int | None = None
+    wrong_length: int = 0
     position_median: np.ndarray | None = None
     position_mad: np.ndarray | None = None
 
@@ -106,7 +110,7 @@ class Stats:
                      strings=self.strings + other.strings,
                      not_numbers=self.not_numbers + other.not_numbers,
                      outliers=self.outliers + other.outliers,
-                     shapes=merged_shapes(self.shapes, other.shapes),
+                     shapes=self.shapes.merged_with(other.shapes),
                      min=min(lows) if lows else None, max=max(highs) if highs else None)
 
 
@@ -114,10 +118,17 @@ def find_outliers(name: str, chunks: list[Chunk], stats: Stats,
                   z_max: float | None) -> Iterator[pl.DataFrame]:
     """``outlier`` findings of one field, robust z-score above ``z_max`` (None: none), from
     all its chunks; sets the field's median, MAD, note and histogram in ``stats``. A field
-    of fixed-length lists is judged per position (``numeric_positions``)."""
-    length = fixed_length(stats.shapes, chunks)
+    of fixed-length lists is judged per position (``numeric_positions``), over the records
+    of its length only (``numeric_shapes``): ``chunks`` is then emptied as each is cut to
+    them, so the corpus's values are not held twice."""
+    length = stats.shapes.modal_length()
     if length is not None:
-        yield from _per_position(name, chunks, stats, z_max, length)
+        kept: list[Chunk] = []
+        chunks.reverse()
+        while chunks:
+            if (c := only_length(chunks.pop(), length)) is not None:
+                kept.append(c)
+        yield from _per_position(name, kept, stats, z_max, length)
         return
     values = np.concatenate([c.values for c in chunks])
     median = median_in_place(values)
@@ -155,7 +166,10 @@ def _per_position(name: str, chunks: list[Chunk], stats: Stats, z_max: float | N
     """``outlier`` findings of a fixed-length vector field, each element against its own
     position's median and MAD; the field's median and MAD stay None (one pooled value
     would describe none of the positions), the positions' go to ``stats``."""
-    med, mad = centers(chunks, length)
+    if not chunks:  # the records of that length hold no finite value
+        med = mad = np.full(length, np.nan)
+    else:
+        med, mad = centers(chunks, length)
     stats.length, stats.position_median, stats.position_mad = length, med, mad
     usable = (mad > 0) & np.isfinite(mad)
     sigma = np.where(usable, _MAD_SCALE * mad, np.inf)
@@ -239,8 +253,9 @@ def compact_rows(rows: np.ndarray) -> np.ndarray | int:
 
 def json_stats(s: Stats) -> dict[str, Any]:
     """One field's stats as the report's ``stats.fields`` holds them; a field judged per
-    position adds ``per_position``, ``length`` and, up to ``POSITIONS_SHOWN`` positions,
-    ``positions`` (their medians and MADs, null where a position holds no finite value)."""
+    position adds ``per_position``, ``length``, ``wrong_length`` (the records of another
+    shape) and, up to ``POSITIONS_SHOWN`` positions, ``positions`` (their medians and MADs,
+    null where a position holds no finite value)."""
     out = {
         "count": s.count, "nulls": s.nulls, "nan": s.nan, "inf": s.inf, "strings": s.strings,
         "not_numbers": s.not_numbers, "outliers": s.outliers,
@@ -250,6 +265,7 @@ def json_stats(s: Stats) -> dict[str, Any]:
     if s.length is not None:
         out["per_position"] = True
         out["length"] = s.length
+        out["wrong_length"] = s.wrong_length
         out["positions"] = None
         if s.position_median is not None and s.position_mad is not None \
                 and s.length <= POSITIONS_SHOWN:

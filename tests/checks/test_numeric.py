@@ -131,7 +131,9 @@ def test_one_nan_element_in_a_feature_vector_names_its_index(gate):
         '{"id": "e", "features": []}',
     ]
     g = gate(lines=lines, check="numeric", fields={"features": "features", "id": "id"})
-    assert g.codes_by_row() == {1: {"nan"}, 2: {"nan", "pos_inf", "null"}, 3: {"null"}}
+    # [] where the others hold 4 values: a vector of another length (numeric_shapes)
+    assert g.codes_by_row() == {1: {"nan"}, 2: {"nan", "pos_inf", "null"}, 3: {"null"},
+                                4: {"wrong_length"}}
     f = g.findings()
     got = {(r, c): d for r, c, d in f.select("row", "code", "detail").iter_rows()}
     assert got[(1, "nan")] == "features[3]: NaN"

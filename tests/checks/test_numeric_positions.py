@@ -74,12 +74,12 @@ def test_nan_elements_leave_the_other_elements_at_their_positions(gate):
     records[8]["features"][2] = None
     records[9]["features"][1] = "x"  # a string: this batch is read as Python values
     records[50]["features"] = None
-    records[60]["features"] = []
+    records[60]["features"] = []  # no element, but not 5 values: not silent
     records[77]["features"][0] = 250
     lines = [json.dumps(r) for r in records]  # NaN as the literal preflight reads
     g = gate(lines=lines, check="numeric", fields=FEATURES)
     assert g.codes_by_row() == {3: {"nan", "outlier"}, 8: {"null"}, 9: {"not_a_number"},
-                                50: {"null"}, 77: {"outlier"}}
+                                50: {"null"}, 60: {"wrong_length"}, 77: {"outlier"}}
     got = outliers(g)
     assert got[3].startswith("features[4]: 40 is an outlier (z = ")
     assert "position 4's median 1, MAD 1)" in got[3]
@@ -108,11 +108,16 @@ def test_ragged_lists_keep_pooled_statistics(gate):
     assert outliers(g) == {20: "features[1]: 500 is an outlier (z = 168 > 8; median 3, MAD 2)"}
 
 
-def test_one_number_where_the_others_hold_lists_keeps_the_field_pooled(gate):
+def test_numbers_among_lists_beyond_a_tenth_keep_the_field_pooled(gate):
+    # One number among the lists is a wrong_length finding (tests/checks/
+    # test_numeric_shapes.py); a field where many records hold a number is no vector.
     records = [{"id": i, "features": [float(i % 5), 100.0 + i % 3]} for i in range(40)]
-    records[7]["features"] = 2.0
-    stats = numeric(gate, records).result.stats["fields"]["features"]
+    for i in range(0, 40, 8):
+        records[i]["features"] = 2.0
+    g = numeric(gate, records)
+    stats = g.result.stats["fields"]["features"]
     assert "per_position" not in stats and stats["median"] is not None
+    assert "wrong_length" not in g.findings().get_column("code").to_list()
 
 
 def test_long_vectors_leave_the_positions_out_of_the_report(gate):
@@ -142,12 +147,15 @@ def _scanned(batches: list[list]) -> dict:
 
 def test_fixedness_does_not_depend_on_where_batches_are_cut():
     # A record of another length holds no finite value: whether it shares a batch with
-    # finite values or not, it makes the field ragged (pooled) the same way.
+    # finite values or not, the field is a vector of 3 the same way, the odd record named.
     vectors = [[float(i % 50), float(i % 2), float(i % 3)] for i in range(40)]
     odd = [math.nan, math.nan]
     alone = _scanned([vectors[:20], [odd], vectors[20:]])
     shared = _scanned([[*vectors[:20], odd], vectors[20:]])
-    assert "per_position" not in alone and "per_position" not in shared
-    assert alone["median"] == shared["median"] is not None
-    fixed = _scanned([vectors[:20], [None], vectors[20:]])  # a null vector: still fixed
+    for stats in (alone, shared):
+        assert stats["per_position"] is True and stats["length"] == 3
+        assert stats["wrong_length"] == 1
+    assert alone["positions"] == shared["positions"]
+    fixed = _scanned([vectors[:20], [None], vectors[20:]])  # a null vector: no shape
     assert fixed["per_position"] is True and fixed["length"] == 3
+    assert fixed["wrong_length"] == 0

@@ -83,12 +83,18 @@ def person_features(n: int, seed: int = 7) -> list[dict]:
 def vectors_case(tmp: Path) -> tuple[Path, RuleSet]:
     """A fixed-length feature vector judged per position across pieces: one planted age of
     250 (row 301), NaN elements in some records (their other elements keep their
-    positions), a null vector; only row 301 is an outlier."""
+    positions), a null vector; only row 301 is an outlier. Five records of another shape
+    (a truncated vector, [NaN, NaN], a number, [], nested lists) are ``wrong_length``."""
     records = person_features(600)
     records[301]["features"][0] = 250
     for i in (5, 222, 480):
         records[i]["features"][i % 5] = float("nan")
     records[444]["features"] = None
+    records[150]["features"] = [44, 1]
+    records[151]["features"] = [float("nan"), float("nan")]
+    records[400]["features"] = 3
+    records[520]["features"] = []
+    records[555]["features"] = [[1, 2], [3]]
     path = tmp / "vectors.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path, load_rules({

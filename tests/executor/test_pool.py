@@ -126,7 +126,7 @@ def test_shards_with_overlap_outliers_and_near_duplicates(tmp_path: Path) -> Non
 def test_feature_vector_outliers_per_position(tmp_path: Path) -> None:
     path, rules = vectors_case(tmp_path)
     one, two = both(path, rules, tmp_path, smoke=False)
-    assert one.rule("values").codes == {"nan": 3, "null": 1, "outlier": 1}
+    assert one.rule("values").codes == {"nan": 4, "null": 1, "outlier": 1, "wrong_length": 5}
     assert [e.row for e in one.rule("values").examples if e.code == "outlier"] == [301]
     assert one.rule("values").stats["fields"]["features"]["per_position"] is True
     equal(one, two, tmp_path)

@@ -94,7 +94,7 @@ def test_shards_with_outliers_overlap_and_near_duplicates(tmp_path: Path) -> Non
 def test_feature_vector_positions_merge_to_the_local_run(tmp_path: Path) -> None:
     path, rules = vectors_case(tmp_path)
     local = local_run(path, rules)
-    assert local["values"][1] == {"nan": 3, "null": 1, "outlier": 1}
+    assert local["values"][1] == {"nan": 4, "null": 1, "outlier": 1, "wrong_length": 5}
     assert merged_run(path, rules, piece_bytes=5_000) == local
 
 
