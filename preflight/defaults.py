@@ -25,8 +25,9 @@ from preflight.config import DEFAULT_PRESET, Fields, Rule, RuleSet
 INFERRED: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("messages",), Rule(id="chat-format", check="chat_format", severity="error",
                          fix="quarantine")),
-    (("label",), Rule(id="labels", check="label_range", severity="error", fix="quarantine",
-                      params={"infer_classes": True})),
+    (("label", "input_ids", "token_labels"),
+     Rule(id="labels", check="label_range", severity="error", fix="quarantine",
+          params={"infer_classes": True})),
     (("numeric", "target", "features"), Rule(id="values", check="numeric", severity="error",
                                              fix="quarantine")),
 )
@@ -85,8 +86,10 @@ def not_checked(rules: RuleSet, fields: Fields, added: list[Rule]) -> list[str]:
     out = []
     if (fields.text is not None or fields.messages) and "token_length" not in checks:
         out.append("token lengths: needs --context-window (and --tokenizer for exact counts)")
-    if any(r.params.get("infer_classes") for r in added):
+    if fields.label and any(r.params.get("infer_classes") for r in added):
         out.append("labels at or above the model's number of classes: needs --num-classes")
+    if fields.input_ids and any(r.check == "label_range" for r in added):
+        out.append("token ids past the model's vocabulary: needs --set model.vocab_size=N")
     if any(r.check == "numeric" and not r.params.get("dtype") for r in added):
         out.append("values that overflow the training dtype: needs --set values.dtype=fp16 "
                    "(or bf16)")

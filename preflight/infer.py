@@ -17,6 +17,14 @@ _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
 LABEL_NAMES = ("label", "labels")
 _TARGET_NAMES = ("target", "targets", "y")
 _FEATURE_NAMES = ("features", "feature", "x")
+# Pre-tokenized data (a `datasets.map(tokenizer)` output, a packed corpus): token ids are
+# not features (per-position outliers of a Zipf-distributed vocabulary flagged every record)
+# and the tokenizer's other outputs are not data to judge.
+_TOKEN_ID_NAMES = ("input_ids", "token_ids")
+_TOKEN_LABEL_NAMES = ("token_labels", "ner_tags", "pos_tags", "chunk_tags", "labels", "label")
+_TOKENIZER_OUTPUTS = ("attention_mask", "token_type_ids", "position_ids",
+                      "special_tokens_mask", "offset_mapping", "overflow_to_sample_mapping",
+                      "word_ids")
 # A label is integer-like (class ids) when at least half the records hold an integer there:
 # a stray string or NaN must not hide it, and is then the label check's finding.
 _MAJORITY = 0.5
@@ -112,7 +120,8 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         name = next((n for n in LABEL_NAMES if n in schema and n not in taken), None)
         if name and _share(batch, name, ("integer",)) >= _MAJORITY:
             found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
-    taken = {c for v in found.values() for c in _as_list(v)}
+    _token_lists(batch, found, why)
+    taken = {c for v in found.values() for c in _as_list(v)} | set(_TOKENIZER_OUTPUTS)
     numeric = [n for n in frame.columns if n not in taken and n not in _ID_NAMES
                and _is_numeric(batch, n)]
     for role, names in (("target", _TARGET_NAMES), ("features", _FEATURE_NAMES)):
@@ -138,6 +147,32 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                               f"some records: {names}{more}; name {it} in fields.numeric to "
                               f"check {it}")
     return Fields(**found), why
+
+
+def _token_lists(batch: Batch, found: dict[str, Any], why: dict[str, str]) -> None:
+    """``input_ids`` and ``token_labels`` by name, when they hold lists of numbers (a float
+    there is label_range's finding, not a reason to read token ids as features)."""
+    taken = {c for v in found.values() for c in _as_list(v)}
+    for role, names, what in (("input_ids", _TOKEN_ID_NAMES, "token ids"),
+                              ("token_labels", _TOKEN_LABEL_NAMES, "a label per token")):
+        if role in found:
+            continue
+        name = next((n for n in names if n in batch.schema and n not in taken
+                     and _number_lists(batch, n)), None)
+        if name is None:
+            continue
+        found[role], why[role] = name, f"{name!r} (by name, {what})"
+        taken.add(name)
+        if role == "input_ids" and (left := [n for n in _TOKENIZER_OUTPUTS
+                                             if n in batch.schema and n not in taken]):
+            why[role] += f"; tokenizer outputs not checked: {quoted_names(left)}"
+
+
+def _number_lists(batch: Batch, name: str) -> bool:
+    """Whether ``name`` holds lists of numbers (one level) in at least half the records."""
+    dtype = batch.schema[name]
+    return (isinstance(dtype, pl.List | pl.Array) and dtype.inner.is_numeric()
+            and _present(batch, name) >= _MAJORITY)
 
 
 def _nested_text(schema: Any) -> str | None:

@@ -34,12 +34,16 @@ def _hidden(report: dict) -> dict:
     return next(r for r in report["rules"] if r["id"] == "hidden-chars")
 
 
-def test_inference_alone_misses_the_planted_fault(data: Path, tmp_path: Path) -> None:
-    # The control: without the override the longer `summary` column is the text.
+def test_inference_alone_reads_the_payload_as_another_string_field(data: Path,
+                                                                   tmp_path: Path) -> None:
+    # Without the override the longer `summary` column is the text; the hidden character
+    # in `payload` was missed then, and is found now that the character checks read every
+    # string field (the override still makes `payload` the text of the text checks).
     result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
     report = _report(tmp_path / "r")
     assert report["rules_file"]["fields"]["text"] == "summary"
-    assert _hidden(report)["violations"] == 0, result.output
+    assert _hidden(report)["violations"] == 1, result.output
+    assert "payload:" in _hidden(report)["examples"][0]["detail"]
 
 
 @pytest.mark.parametrize("option", [["--text-field", "payload"], ["--set", "fields.text=payload"]])

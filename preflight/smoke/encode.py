@@ -109,8 +109,9 @@ class Encoder:
         (its size incl. added tokens, or the largest id seen). An id past the declared
         ``model.vocab_size`` is then the ``vocab`` check's finding in the gate, never an
         index error in preflight's embedding. Token ids read from a field keep the declared
-        size: nothing else bounds them."""
-        if self.fields.input_ids or not self.uses_text:
+        size: nothing else bounds them; with none declared (a pre-tokenized corpus, no
+        model named), the largest id seen bounds them, as a tokenizer's output would be."""
+        if not self.uses_text or (self.fields.input_ids and self.model.vocab_size):
             return
         seen = max((max(e.ids) for e in encoded if e.ids), default=-1)
         self.vocab_size = max(self.tokenizer_size, seen + 1)
