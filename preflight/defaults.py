@@ -6,8 +6,9 @@ text, hidden characters, encoding, exact duplicates). When the rules are that pr
 fields in use (declared or inferred from the first batch) add the checks they call for:
 
 - a ``messages`` field: ``chat_format``;
-- an integer-like ``label``: ``label_range`` with the classes taken from the data
-  (``infer_classes``), so NaN, null, wrong types and negative labels still fail;
+- a ``label`` of class ids or class names: ``label_range`` with the classes taken from the
+  data (``infer_classes``), so NaN, null, blank names, wrong types, negative labels and
+  stray or variant spellings of a class still fail;
 - numeric fields (``numeric``, ``target``, ``features``): ``numeric``.
 
 What still needs facts about the model is named as not checked, with the option that
@@ -87,7 +88,8 @@ def not_checked(rules: RuleSet, fields: Fields, added: list[Rule]) -> list[str]:
     if (fields.text is not None or fields.messages) and "token_length" not in checks:
         out.append("token lengths: needs --context-window (and --tokenizer for exact counts)")
     if fields.label and any(r.params.get("infer_classes") for r in added):
-        out.append("labels at or above the model's number of classes: needs --num-classes")
+        out.append("labels the model has no class for: needs --num-classes (for class names: "
+                   "--set model.labels=[...])")
     if fields.input_ids and any(r.check == "label_range" for r in added):
         out.append("token ids past the model's vocabulary: needs --set model.vocab_size=N")
     if any(r.check == "numeric" and not r.params.get("dtype") for r in added):

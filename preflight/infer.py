@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from preflight.batch import Batch
+from preflight.checks.class_labels import class_names
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
 
@@ -55,8 +56,9 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     """Guess the text/messages/id/label/numeric fields of ``batch`` that ``given`` (role ->
     column) does not name; return them all and why each guess was made.
 
-    A label is inferred only when its values are integer-like (class ids); numeric fields
-    are the other columns that hold numbers (or lists of numbers) in nearly every record."""
+    A label is inferred only when its values are integer-like (class ids) or class names
+    (``class_labels.class_names``); numeric fields are the other columns that hold numbers
+    (or lists of numbers) in nearly every record."""
     frame = batch.frame
     schema = frame.schema
     found: dict[str, Any] = dict(given or {})
@@ -120,6 +122,10 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         name = next((n for n in LABEL_NAMES if n in schema and n not in taken), None)
         if name and _share(batch, name, ("integer",)) >= _MAJORITY:
             found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
+        elif name and (names := class_names(batch, name)) is not None:
+            # Class names ("pos", "neg"): mostly strings, each used twice on average (a
+            # free-text field by a label's name, mostly unique values, is not a class set).
+            found["label"], why["label"] = name, f"{name!r} (by name, class names: {names})"
     _token_lists(batch, found, why)
     taken = {c for v in found.values() for c in _as_list(v)} | set(_TOKENIZER_OUTPUTS)
     numeric = [n for n in frame.columns if n not in taken and n not in _ID_NAMES

@@ -128,7 +128,8 @@ def run(
         smoke_result = None
         if sampler is not None:
             t0 = time.perf_counter()
-            smoke_result = _smoke(src, rules, fields=read.fields, tokenizer=tokenizer,
+            smoke_result = _smoke(src, _named_classes(rules, results), fields=read.fields,
+                                  tokenizer=tokenizer,
                                   sampler=sampler, out_dir=out_dir, limit=limit,
                                   records=read.records, progress=progress, fetch=read.fetch)
             timings["smoke"] = round(time.perf_counter() - t0, 4)
@@ -217,6 +218,17 @@ def _rule_results(read: Read, sink: FindingsSink, timings: dict[str, float], *,
                                    stats=r.stats, strict=strict,
                                    notes=r.check.notes() if error is None else []))
     return results
+
+
+def _named_classes(rules: RuleSet, results: list[RuleResult]) -> RuleSet:
+    """``rules`` for the smoke stage: where the label rule took class names from the data
+    (no ``model.labels``), those names as the declared labels, so the built-in model maps
+    them to class indices in sorted order instead of skipping."""
+    for r in results:
+        if r.check == "label_range" and r.stats.get("class_names") and r.stats["classes"]:
+            model = rules.model.model_copy(update={"labels": sorted(r.stats["classes"])})
+            return rules.model_copy(update={"model": model})
+    return rules
 
 
 def _smoke(src: Source, rules: RuleSet, *, fields: Fields, tokenizer: TokenCounter | None,

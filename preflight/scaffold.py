@@ -94,8 +94,9 @@ def scaffold(data: Path, *, given: dict[str, str] | None = None) -> Scaffold:
     chat = next((n for n in CHAT_NAMES if _mostly(batch, n, list)), None)
     if chat and "messages" not in named and "text" not in named:
         named["messages"], why["messages"] = chat, f"{chat!r} (lists of turns, by name)"
-    # Label names ("pos", "neg") are a class set too: the gate infers only class ids, but
-    # a rules file written for the data names the label column whatever it holds.
+    # Label names ("pos", "neg") are a class set too: the gate infers them only when they
+    # repeat (``class_names``), but a rules file written for the data names the label
+    # column whatever it holds.
     label = next((n for n in LABEL_NAMES if n in batch.frame.columns), None)
     if label and "label" not in named and label not in named.values():
         named["label"], why["label"] = label, f"{label!r} (by name)"

@@ -22,7 +22,8 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 PRESETS = [("pretrain", "pretrain-text", []), ("sft_chat", "sft-chat", []),
            ("classification", "classification", ["--num-classes", "4"]),
            ("regression", "regression", [])]
-NEEDS_NUM_CLASSES = "labels at or above the model's number of classes: needs --num-classes"
+NEEDS_NUM_CLASSES = ("labels the model has no class for: needs --num-classes (for class names: "
+                     "--set model.labels=[...])")
 NEEDS_CONTEXT = "token lengths: needs --context-window (and --tokenizer for exact counts)"
 NEEDS_DTYPE = "values that overflow the training dtype: needs --set values.dtype=fp16 (or bf16)"
 

@@ -4,6 +4,9 @@ JSON kind and value, the details of a bad one, and stray labels among inferred c
 A label is read the same way from every format: a whole float is an integer (``0.0`` is
 class 0); CSV writes every value as text, so there ``"2"`` is the number 2 where integers
 are declared and an empty cell is a missing label.
+
+Classes inferred from the data are integer ids or names (strings), whichever the first
+batch holds (``holds_names``): the check and field inference read it the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from preflight.checks.token_lists import CLIP, NOUN, clip_int, show_value
 
 SHOWN_CLASSES = 10
 _NON_FINITE = {"nan", "inf", "infinity"}
+# Class names, not ids, when at least this share of the records hold a string label (and
+# fewer an integer: half integers are ids, as field inference reads them).
+_MAJORITY = 0.5
 # A class holding at least this share of the valid labels (and 2 of them) is part of the
 # dense block a stray label sits past (``strays``).
 _DENSE = 0.01
@@ -44,9 +50,10 @@ class Classes:
     """The declared classes: their kinds, the allowed values and their summary keys."""
 
     def __init__(self, num_classes: int | None, labels: list[str | int] | None, *,
-                 inferred: bool = False) -> None:
+                 inferred: bool = False, names: bool = False) -> None:
         self.num_classes = num_classes or 0
         self.inferred = inferred
+        self.names = names  # inferred class names: the keys and strs are set at the end
         self.ints: list[int] | None = None
         self.strs: list[str] = []
         if labels is not None:
@@ -56,10 +63,12 @@ class Classes:
             self.kinds = {k for k, vs in (("integer", self.ints), ("string", self.strs)) if vs}
         else:  # inferred: the keys are set from the data at the end
             self.keys = [] if inferred else [str(k) for k in range(self.num_classes)]
-            self.kinds = {"integer"}
+            self.kinds = {"string"} if names else {"integer"}
 
     def expected(self) -> str:
         """What a valid label looks like, for details."""
+        if self.names:
+            return "a class name (a string, as most labels are)"
         if self.inferred:
             return "a non-negative integer class id"
         if self.ints is None:
@@ -82,6 +91,9 @@ def show_key(key: str, classes: Classes) -> str:
 
 def label_detail(name: str, code: str, kind: str, shown: str, classes: Classes) -> str:
     if code == "label_null":
+        if kind == "string":  # a blank class name
+            what = "empty" if shown == "''" else "only whitespace"
+            return f"{name}: {what} ({shown}), not a class name"
         return f"{name}: missing or null"
     if code == "label_wrong_type":
         if kind == "number" and shown.lstrip("+-").lower() in _NON_FINITE:
@@ -117,6 +129,8 @@ def label_values(batch: Batch, name: str, *, textual: bool = False,
         )
     if batch.has(name):
         col = batch.frame.get_column(name)
+        if isinstance(col.dtype, pl.Categorical | pl.Enum):  # a pandas category column
+            col = col.cast(pl.String)
     else:
         col = pl.Series(name, [None] * n, dtype=pl.Null)
     dtype = col.dtype
@@ -157,3 +171,35 @@ def label_values(batch: Batch, name: str, *, textual: bool = False,
         (v if dtype == pl.String else pl.lit(None, pl.String)).alias("str"),
         shown.cast(pl.String).alias("shown"),
     )
+
+
+def holds_names(batch: Batch, name: str) -> bool:
+    """True when the labels in ``batch`` are class names, not ids: at least half the records
+    hold a string there and fewer than half an integer (in CSV, a cell that reads as a
+    number is one, as for ids)."""
+    kinds = _kinds(batch, name)
+    n = len(kinds)
+    return bool(n) and (kinds == "string").sum() >= _MAJORITY * n > (kinds == "integer").sum()
+
+
+def class_names(batch: Batch, name: str) -> str | None:
+    """The class names in ``batch``'s ``name`` field, for the note on inferred fields; None
+    when they are not class names: mostly no strings (``holds_names``), or free text (fewer
+    than two labels per distinct value on average, e.g. mostly unique values)."""
+    if not holds_names(batch, name):
+        return None
+    textual = getattr(batch, "textual", False)
+    values = label_values(batch, name, textual=textual, numbers=textual)
+    strings = values.filter((pl.col("kind") == "string")
+                            & (pl.col("str").str.strip_chars() != "")).get_column("str")
+    distinct = sorted(strings.unique().to_list())
+    if len(distinct) * 2 > len(strings):
+        return None
+    shown = ", ".join(map(repr, distinct[:SHOWN_CLASSES]))
+    more = f", … ({len(distinct):,} names)" if len(distinct) > SHOWN_CLASSES else ""
+    return shown + more
+
+
+def _kinds(batch: Batch, name: str) -> pl.Series:
+    textual = getattr(batch, "textual", False)
+    return label_values(batch, name, textual=textual, numbers=textual).get_column("kind")

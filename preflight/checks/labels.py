@@ -9,6 +9,11 @@ Three fields, each optional, checked when declared:
   ``label_null``. The class distribution is kept for the whole corpus: ``finish`` reports
   declared classes that never occur (``class_absent``) and classes holding more than
   ``max_class_share`` of the valid labels (``class_dominant``), both with a null row.
+  With no classes declared but ``infer_classes``, the classes are the data's own: integer
+  ids ``0..max``, or, when the first batch mostly holds strings (``holds_names``), the
+  distinct names; then a blank name is ``label_null``, a non-string ``label_wrong_type``,
+  and another class's spelling or typo ``label_variant``/``label_stray``
+  (``preflight.checks.class_names``; their rows are found by reading the corpus again).
 - ``fields.token_labels`` (a list per record): integers in ``[0, model.vocab_size)`` (or
   ``[0, model.num_classes)`` when no vocabulary size is declared: token classification),
   except the ignore index; a record whose labels are all ignored (or empty) has no token to
@@ -37,11 +42,13 @@ from preflight.checks.class_labels import (
     Classes,
     declared_classes,
     dense_top,
+    holds_names,
     label_detail,
     label_values,
     show_key,
     strays,
 )
+from preflight.checks.class_names import suspect_names
 from preflight.checks.registry import register
 from preflight.checks.token_lists import (
     CLIP,
@@ -75,8 +82,9 @@ class LabelRangeParams(Params):
     infer_classes: StrictBool = Field(
         False,
         description="With neither model.num_classes nor model.labels: take the classes from "
-        "the data (0 to the largest label) instead of not running; labels that are not "
-        "non-negative integers still fail (the default rules set this).",
+        "the data instead of not running: 0 to the largest label, or the distinct names when "
+        "most labels are strings; labels of another kind still fail (the default rules set "
+        "this).",
     )
     same_length: StrictBool = Field(
         True,
@@ -96,6 +104,7 @@ class LabelRange(Check):
     Params = LabelRangeParams
     fixes = ("quarantine", "none", "drop")
     merged = ("_counts", "_first")
+    revisited = ("_hits",)
 
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
         super().__init__(params, ctx)
@@ -106,6 +115,12 @@ class LabelRange(Check):
                           and params.infer_classes)
         if self._inferred:
             self._classes = Classes(CLIP, None, inferred=True)
+        # Inferred classes: names (strings) or ids, decided on the corpus's first batch
+        # (``scan_plan`` shares the decision with a distributed run's workers).
+        self._names: bool | None = None
+        # class names flagged from the counts -> (code, detail); their rows, read again
+        self._suspects: dict[str, tuple[str, str]] | None = None
+        self._hits: list[pl.DataFrame] = []
         self._counts: Counter[str] = Counter()
         # where each valid class was first seen, (file_index, row): a stray label's record
         self._first: dict[str, tuple[int, int]] = {}
@@ -153,9 +168,27 @@ class LabelRange(Check):
                 )
         return None
 
+    def scan_plan(self, first: Batch) -> dict[str, Any]:
+        """Names or ids, judged on the first batch as the local run judges it."""
+        if self._inferred and self._names is None and len(first):
+            self._decide(first)
+        return {"_names": self._names} if self._names is not None else {}
+
+    def apply_plan(self, plan: dict[str, Any]) -> None:
+        super().apply_plan(plan)
+        if plan.get("_names"):
+            self._classes = Classes(None, None, inferred=True, names=True)
+
+    def _decide(self, batch: Batch) -> None:
+        label = self.ctx.fields.label
+        assert label is not None
+        self.apply_plan({"_names": holds_names(batch, label)})
+
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         f = self.ctx.fields
         parts: list[pl.DataFrame] = []
+        if self._inferred and self._names is None and len(batch):
+            self._decide(batch)
         if f.label and self._classes is not None:
             parts.extend(self._scan_label(batch, f.label, self._classes))
         labels = ids = None
@@ -181,8 +214,13 @@ class LabelRange(Check):
         # declared, and an empty cell is a missing label.
         textual = getattr(batch, "textual", False)
         values = label_values(batch, name, textual=textual,
-                              numbers=textual and "integer" in classes.kinds)
+                              numbers=textual and (classes.names or "integer" in classes.kinds))
         kind, as_int, as_str = pl.col("kind"), pl.col("int"), pl.col("str")
+        if classes.names:  # names from the data: any non-blank string is a class
+            code = (pl.when(kind == "null").then(pl.lit("label_null"))
+                    .when(kind != "string").then(pl.lit("label_wrong_type"))
+                    .when(as_str.str.strip_chars() == "").then(pl.lit("label_null")))
+            return self._judged(batch, name, classes, values.with_columns(code=code, key=as_str))
         ints = pl.Series(classes.ints or [], dtype=pl.Int64)
         strs = pl.Series(classes.strs, dtype=pl.String)
         # A null ``int`` of an integer (beyond Int64) is never in range nor in the set.
@@ -198,10 +236,14 @@ class LabelRange(Check):
             .then(pl.lit("label_not_in_set"))
         )
         key = pl.when(kind == "integer").then(as_int.cast(pl.String)).otherwise(as_str)
-        judged = values.with_columns(code=code, key=key)
+        return self._judged(batch, name, classes, values.with_columns(code=code, key=key))
+
+    def _judged(self, batch: Batch, name: str, classes: Classes, judged: pl.DataFrame
+                ) -> list[pl.DataFrame]:
+        """Count the valid labels (``code`` null) by ``key``; the findings of the others."""
         valid = judged.filter(pl.col("code").is_null())
         self._counts.update(dict(valid.get_column("key").value_counts().iter_rows()))
-        if self._inferred:
+        if self._inferred and not classes.names:
             first = valid.group_by("key").agg(pl.col("i").min())
             for key, i in first.iter_rows():
                 self._first.setdefault(key, (batch.file_index, int(batch.rows[i])))
@@ -215,11 +257,36 @@ class LabelRange(Check):
         ]
         return [findings({"i": bad.get_column("i")}, bad.get_column("code"), details)]
 
+    def wants_revisit(self) -> bool:
+        """Read the corpus again for the rows of names flagged from the class counts."""
+        if not self._names or self._suspects is not None:
+            return False
+        self._suspects = suspect_names(dict(self._counts), self.ctx.fields.label or "")
+        return bool(self._suspects)
+
+    def revisit_plan(self) -> dict[str, Any]:
+        return {"_suspects": self._suspects}
+
+    def revisit(self, batch: Batch) -> None:
+        assert self._suspects is not None and self.ctx.fields.label is not None
+        textual = getattr(batch, "textual", False)
+        values = label_values(batch, self.ctx.fields.label, textual=textual, numbers=textual)
+        hit = values.filter((pl.col("kind") == "string")
+                            & pl.col("str").is_in(pl.Series(list(self._suspects)).implode()))
+        if hit.height:
+            index = hit.get_column("i").to_numpy()
+            self._hits.append(pl.DataFrame({
+                "file_index": pl.Series([batch.file_index] * hit.height, dtype=pl.Int32),
+                "row": pl.Series(batch.rows[index], dtype=pl.Int64),
+                "key": hit.get_column("str")}))
+
     def finish(self) -> pl.DataFrame | None:
         if self._classes is None:
             return None
         total = sum(self._counts.values())
-        if self._inferred:  # the classes are what the data holds
+        if self._names:  # the classes are the names the data holds
+            self._classes.keys = self._classes.strs = sorted(self._counts)
+        elif self._inferred:  # the classes are what the data holds
             top = max((int(k) for k in self._counts), default=-1)
             self._classes.keys = [str(k) for k in range(top + 1)]
             self._strays = strays({int(k): n for k, n in self._counts.items()}, total)
@@ -240,10 +307,23 @@ class LabelRange(Check):
              f"labels ({self._counts[k] / total:.1%}), more than max_class_share {share}")
             for k in self._dominant
         ]
-        stray = self._stray_findings(total)
+        stray = self._named_findings() if self._names else self._stray_findings(total)
         corpus = corpus_findings(details)
         parts = [f for f in (stray, corpus) if f is not None]
         return pl.concat(parts) if parts else None
+
+    def _named_findings(self) -> pl.DataFrame | None:
+        """The rows of the flagged names (``wants_revisit`` found them, a second read
+        located them)."""
+        if not self._hits:
+            return None
+        hits = pl.concat(self._hits)
+        keys = hits.get_column("key").to_list()
+        assert self._suspects is not None
+        return findings({"file_index": hits.get_column("file_index"),
+                         "row": hits.get_column("row")},
+                        [self._suspects[k][0] for k in keys],
+                        [self._suspects[k][1] for k in keys])
 
     def _stray_findings(self, total: int) -> pl.DataFrame | None:
         if not self._strays:
@@ -262,7 +342,9 @@ class LabelRange(Check):
         if self._classes is None:
             return {}
         keys = self._classes.keys
+        named = {"class_names": True} if self._names else {}  # the classes are names
         return {
+            **named,
             "classes": {k: self._counts[k] for k in keys if self._counts.get(k)},
             "num_classes": len(keys),
             "labelled": sum(self._counts.values()),
@@ -278,6 +360,13 @@ class LabelRange(Check):
         if not self._classes.keys:
             return ["no valid class label in the data; set --num-classes to check against "
                     "the model"]
+        if self._names:
+            keys = self._classes.keys
+            listed = ", ".join(map(repr, keys[:SHOWN_CLASSES])) + (
+                " …" if len(keys) > SHOWN_CLASSES else "")
+            return [f"classes inferred from the data: {len(keys):,} name"
+                    f"{'s' if len(keys) > 1 else ''} ({listed}); set model.labels to check "
+                    "against the model"]
         top = len(self._classes.keys) - 1
         absent = [k for k in self._classes.keys if not self._counts.get(k)]
         if absent:

@@ -135,6 +135,25 @@ def vocab_case(tmp: Path) -> tuple[Path, RuleSet]:
     })
 
 
+def string_labels_case(tmp: Path, fmt: str = "jsonl") -> Path:
+    """Class names taken from the data (no rules file): a blank name, an integer among them,
+    variants and typos spread across the pieces, whose rows only the merged class counts
+    reveal (a second read finds them)."""
+    labels = [("sports", "politics", "science")[i % 3] for i in range(1_500)]
+    for row, value in ((3, ""), (250, 7), (400, "Sports"), (777, "politcs"), (1_201, "science "),
+                       (1_499, "Sports")):
+        labels[row] = value
+    if fmt == "csv":
+        path = tmp / "topics.csv"
+        path.write_text("text,label\n" + "".join(f"article number {i},{v}\n"
+                                                 for i, v in enumerate(labels)))
+    else:
+        path = tmp / "topics.jsonl"
+        path.write_text("".join(json.dumps({"text": f"article number {i}", "label": v}) + "\n"
+                                for i, v in enumerate(labels)))
+    return path
+
+
 def malformed_shard_case(tmp: Path) -> tuple[Path, RuleSet]:
     """A shard of records with empty texts, then a shard of only malformed lines: its
     batches have no records, and their flags still change which flagged rows the smoke
