@@ -59,8 +59,12 @@ class Runs:
         except ConfigError:
             raise
         except Exception as e:
-            out = Outcome(run=SmokeRun(failure=f"{type(e).__name__}: {first_line(e)}",
-                                       first_bad_step=0))
+            # The steps it completed stay (loss, gradient norm); the failure is the step
+            # after them (0 when collate or the first forward raised).
+            record.failure = f"{type(e).__name__}: {first_line(e)}"
+            record.first_bad_step = record.steps = len(record.loss)
+            record.learned = None
+            out = Outcome(run=record)
             index = []
         if out.bad_rows and index:
             at = out.bad_batch if out.bad_batch is not None else out.run.first_bad_step or 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.smoke.conftest import (
     flat,
+    invoke,
     read_report,
     regression_records,
     regression_rules,
@@ -68,3 +69,20 @@ def test_a_control_run_stopped_at_step_3_keeps_steps_0_to_2(tmp_path: Path) -> N
     assert smoke["real"] is None
     found = next(f for f in smoke["findings"] if f["code"] == "time_limit")
     assert "the control run was stopped after 3 steps" in flat(found["detail"])
+
+
+def test_a_run_whose_forward_raises_at_step_3_keeps_steps_0_to_2(tmp_path: Path) -> None:
+    # An exception in the user's code threw the run's completed losses away and said the
+    # failure was at step 0.
+    model = _model(tmp_path, forward="raise RuntimeError('boom')", after=STEPS + 3)
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml",
+                regression_rules(model=f"{model}:build", time_limit=600, steps=STEPS))
+    result = invoke("check", tmp_path / "data.jsonl", "--rules", tmp_path / "rules.yaml",
+                    "--out", tmp_path / "out", "--no-progress")
+    assert result.exit_code == 1, result.output
+    real = read_report(tmp_path / "out")["smoke"]["real"]
+    assert real["failure"] == "RuntimeError: boom"
+    assert real["first_bad_step"] == 3 and real["steps"] == 3
+    assert len(real["loss"]) == 3 and all(isinstance(x, float) for x in real["loss"])
+    assert not real["cut_short"]
