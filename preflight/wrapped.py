@@ -39,7 +39,7 @@ def wrapped_records(report: Report) -> str | None:
     name = Path(src.path).name
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
-            f"none of them was checked): extract them first, e.g. {jq_extract(keys, name)}")
+            f"none of them was checked): extract them first, e.g. {jq_extract(keys, src.path)}")
 
 
 def _wrapping_keys(path: Path) -> tuple[str, ...] | None:

@@ -67,7 +67,7 @@ def test_one_line_wrapper_fails_the_gate_and_fix_refuses(tmp_path: Path,
     assert report.source.records == 1
     assert report.verdict == "fail"
     assert report.reasons[0].startswith("wrapped.json is one JSON object whose records")
-    assert f"jq -c '{jq}' wrapped.json" in report.reasons[0]
+    assert f"jq -c '{jq}' {path} > records.jsonl" in report.reasons[0]
     out, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
     result = CliRunner().invoke(main, ["fix", str(path), "--out", str(out),
                                        "--quarantine", str(quarantine)])
@@ -116,7 +116,7 @@ def test_the_wrapper_hint_is_a_command_jq_1_6_and_a_shell_run(tmp_path: Path, wr
     path.write_text(json.dumps(wrapper, ensure_ascii=False))
     report = run_preflight(path, smoke=False, out=tmp_path / "r")
     assert report.verdict == "fail"
-    assert f"jq -c {jq} wrapped.json > records.jsonl" in report.reasons[0], report.reasons
+    assert f"jq -c {jq} {path} > records.jsonl" in report.reasons[0], report.reasons
     if shutil.which("jq") and shutil.which("sh"):
         command = report.reasons[0].split("e.g. ", 1)[1]
         done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True)
