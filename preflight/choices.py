@@ -12,4 +12,6 @@ FORMATS = ("json", "html", "junit", "md")
 DEFAULT_FORMATS = ("json", "html")
 FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.junit.xml",
               "md": "report.md"}
+# The smoke test's replay file in --out (a failing run's minimal batch).
+REPLAY_NAME = "smoke-replay.pt"
 MD_MAX_CHARS = 60_000  # GitHub comments hold 65,536

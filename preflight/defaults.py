@@ -17,6 +17,7 @@ supplies it; and the preset that fits the data is suggested.
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from preflight.checks import registry
@@ -113,6 +114,9 @@ def suggest_preset(fields: Fields) -> str | None:
 
 # Roles a command-line option names (--text-field COLUMN ...); others need a rules file.
 _FIELD_OPTIONS = ("text", "label", "messages", "id")
+# The check that reads a role a preset may not name.
+_READ_BY = {"input_ids": "label_range", "token_labels": "label_range", "label": "label_range",
+            "numeric": "numeric", "target": "numeric", "features": "numeric"}
 
 
 def suggested_options(preset: str, fields: Fields) -> list[str] | None:
@@ -123,13 +127,36 @@ def suggested_options(preset: str, fields: Fields) -> list[str] | None:
     is needed then."""
     from preflight.config import load_rules
 
-    declared = load_rules(preset=preset).fields
+    rules = load_rules(preset=preset)
+    declared, checks = rules.fields, {r.check for r in rules.rules}
     options: list[str] = []
     for role, ours in fields.model_dump().items():
         theirs = getattr(declared, role)
-        if ours is None or theirs is None or ours == theirs:
+        if ours is None or ours == theirs:
             continue
-        if role not in _FIELD_OPTIONS or not isinstance(ours, str):
+        if theirs is None:
+            # A role the preset does not name (token ids beside a class label, numbers
+            # beside the text): left out, the preset would not read the column the
+            # default just checked, and pass where the default failed.
+            if _READ_BY.get(role) not in checks:
+                return None  # no rule of the preset reads it: a rules file is needed
+            options += ["--set", shlex.quote(f"fields.{role}={_yaml_value(ours)}")]
+        elif role not in _FIELD_OPTIONS or not isinstance(ours, str):
             return None
-        options += [f"--{role}-field", shlex.quote(ours)]
+        else:
+            options += [f"--{role}-field", shlex.quote(ours)]
     return options
+
+
+def _yaml_value(value: str | list[str]) -> str:
+    """``value`` as ``--set`` reads it back (YAML): bare where that is the same string,
+    else JSON (``"yes"``, ``"1"``), a list in brackets."""
+    from preflight.config.bounded_yaml import yaml_load
+
+    if isinstance(value, list):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    try:
+        same = yaml_load(value) == value and "," not in value and value.strip() == value
+    except Exception:  # anything YAML cannot read back is quoted
+        same = False
+    return value if same else json.dumps(value, ensure_ascii=False)

@@ -11,6 +11,7 @@ from preflight.batch import Batch
 from preflight.checks.class_labels import class_names
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
+from preflight.jq import jq_extract
 
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
 CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
@@ -113,7 +114,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         # json.dump writes it, on one line) reads as one record: say so, not just "no text".
         why["text"] = (f"none: {listed!r} holds a list of objects (records wrapped in an "
                        "object?), and only top-level fields are read; extract them first "
-                       f"(e.g. jq -c '.{listed}[]' FILE > records.jsonl)")
+                       f"(e.g. {jq_extract((listed,), 'FILE')})")
     if "id" not in found:
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:

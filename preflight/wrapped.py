@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+from preflight.jq import jq_extract
 from preflight.report.model import Report
 
 # The source warning's words for a .json file that is one object (pipeline's note).
@@ -32,22 +33,22 @@ def wrapped_records(report: Report) -> str | None:
     if (src.records != 1 or src.format != "json" or report.rules_file.fields.get("messages")
             or not any(ONE_OBJECT in w for w in src.warnings)):
         return None
-    key = _wrapping_key(Path(src.path))
-    if key is None:
+    keys = _wrapping_keys(Path(src.path))
+    if keys is None:
         return None
-    path = f".{key}" if key.isidentifier() else f".[{json.dumps(key)}]"
     name = Path(src.path).name
-    return (f"{name} is one JSON object whose records are in a list inside it ({key!r}; "
-            f"none of them was checked): extract them first, e.g. jq -c '{path}[]' {name} "
-            "> records.jsonl")
+    where = ".".join(keys)
+    return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
+            f"none of them was checked): extract them first, e.g. {jq_extract(keys, src.path)}")
 
 
-def _wrapping_key(path: Path) -> str | None:
-    """The first member of the file's object that is a list of two or more objects."""
+def _wrapping_keys(path: Path) -> tuple[str, ...] | None:
+    """The keys to the first list of two or more objects in the file's object: a member
+    of it, or a member of an object member (``{"splits": {"train": [...]}}``)."""
     with open(path, "rb") as f:
         head = f.read(1 << 16).decode("utf-8", "replace").lstrip("\ufeff")
     if (m := _HEAD.match(head)) and _lists_objects(head[m.end() - 1:]):
-        return json.loads(f'"{m.group(2)}"')
+        return (json.loads(f'"{m.group(2)}"'),)
     if path.stat().st_size > _PARSE_MAX:
         return None
     try:
@@ -56,7 +57,15 @@ def _wrapping_key(path: Path) -> str | None:
         return None
     if not isinstance(whole, dict):
         return None
-    return next((str(k) for k, v in whole.items() if isinstance(v, list) and len(v) >= 2
+    if (key := _records_member(whole)) is not None:
+        return (key,)
+    return next(((str(k), inner) for k, v in whole.items() if isinstance(v, dict)
+                 and (inner := _records_member(v)) is not None), None)
+
+
+def _records_member(obj: dict) -> str | None:
+    """The first member of ``obj`` that is a list of two or more objects."""
+    return next((str(k) for k, v in obj.items() if isinstance(v, list) and len(v) >= 2
                  and all(isinstance(x, dict) for x in v[:2])), None)
 
 

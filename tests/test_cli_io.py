@@ -530,3 +530,14 @@ def test_an_io_failure_nothing_else_named_is_still_exit_3(tmp_path: Path,
     assert result.exit_code == 3, result.output
     assert "internal error" not in result.output
     assert "/dev/sdz1" in result.output and "Input/output error" in result.output
+
+
+def test_a_run_without_smoke_removes_an_earlier_replay_file(tmp_path: Path) -> None:
+    # An earlier smoke test's replay (a data fault, other data) stayed beside a later
+    # --no-smoke run's passing report, as if this run had found it.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "smoke-replay.pt").write_bytes(b"earlier")
+    result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "c.jsonl", CLEAN), "--out", out)
+    assert result.exit_code == 0, result.output
+    assert not (out / "smoke-replay.pt").exists()

@@ -449,7 +449,17 @@ def test_a_text_field_every_record_leaves_null_is_still_the_text_and_fails(
     ([{"y": i / 2, "x": [float(i), 1.0]} for i in range(8)],
      "suggested: the regression preset, in a rules file naming your fields (its own field "
      "names differ): preflight init DATA writes one", None),
-], ids=["alpaca", "renamed-classification", "same-names", "regression-y"])
+    # Token ids beside a class label: the preset names no input_ids, so followed without
+    # --set it did not read them (a negative id the default failed on passed).
+    ([{"text": f"t {i}", "label": i % 2, "input_ids": [i, -5 if i == 3 else 1]}
+      for i in range(8)],
+     "suggested: --preset classification --set fields.input_ids=input_ids",
+     ["--set", "fields.input_ids=input_ids"]),
+    # Numbers beside the text: no rule of pretrain-text reads them, so no --preset fits.
+    ([{"text": f"t {i}", "score": float(i)} for i in range(8)],
+     "suggested: the pretrain-text preset, in a rules file naming your fields", None),
+], ids=["alpaca", "renamed-classification", "same-names", "regression-y", "token-ids",
+        "numbers-beside-text"])
 def test_the_suggestion_names_the_columns_the_preset_must_read(
         tmp_path: Path, records: list[dict], said: str, options: list[str] | None) -> None:
     # Followed bare, --preset pretrain-text on {"instruction", "output"} found no `text`
@@ -467,3 +477,4 @@ def test_the_suggestion_names_the_columns_the_preset_must_read(
         again = check(data, "--preset", preset, *options, *classes, "--out", tmp_path / "p")
         assert all(r["status"] != "error" for r in report_of(tmp_path / "p")["rules"]), \
             again.output
+        assert again.exit_code == result.exit_code, again.output  # it checks what it did

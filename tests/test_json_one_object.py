@@ -7,6 +7,8 @@ and ``fix`` refuses (exit 3), naming the list to extract."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,7 @@ def test_one_line_wrapper_fails_the_gate_and_fix_refuses(tmp_path: Path,
     assert report.source.records == 1
     assert report.verdict == "fail"
     assert report.reasons[0].startswith("wrapped.json is one JSON object whose records")
-    assert f"jq -c '{jq}' wrapped.json" in report.reasons[0]
+    assert f"jq -c '{jq}' {path} > records.jsonl" in report.reasons[0]
     out, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
     result = CliRunner().invoke(main, ["fix", str(path), "--out", str(out),
                                        "--quarantine", str(quarantine)])
@@ -99,3 +101,24 @@ def test_json_lines_under_a_json_name_read_with_limit_1_is_not_one_object(
     assert report.source.records == 1
     assert report.source.warnings == []
     assert report.verdict == "pass", report.reasons
+
+
+@pytest.mark.parametrize(("wrapper", "jq"), [
+    ({"meta": {"v": 1}, "splits": {"train": RECORDS}}, "'.splits.train[]'"),
+    ({"données": RECORDS}, """'.["données"][]'"""),
+    ({"it's": RECORDS}, """'.["it'"'"'s"][]'""")],
+    ids=["nested-in-an-object", "non-ascii-key", "key-with-a-quote"])
+def test_the_wrapper_hint_is_a_command_jq_1_6_and_a_shell_run(tmp_path: Path, wrapper: dict,
+                                                               jq: str) -> None:
+    # A list one object deeper passed with nothing checked; .données is a jq 1.6 syntax
+    # error, and a ' in the key ended the shell's single quotes.
+    path = tmp_path / "wrapped.json"
+    path.write_text(json.dumps(wrapper, ensure_ascii=False))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    assert report.verdict == "fail"
+    assert f"jq -c {jq} {path} > records.jsonl" in report.reasons[0], report.reasons
+    if shutil.which("jq") and shutil.which("sh"):
+        command = report.reasons[0].split("e.g. ", 1)[1]
+        done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(RECORDS)

@@ -15,16 +15,20 @@ class of its own that the model would then learn. From the class counts alone:
   is most of the name) or longer than ``LONGEST`` (free text) are not judged, nor is any
   name when more than half the classes hold ``STRAY_MAX`` labels or fewer: a long-tailed
   set of many rare classes is not a set of typos, and its rare names are only flagged when
-  they sit next to a big class.
+  they sit next to a big class. Names that differ only in their numbers (``intent_87``
+  beside ``intent_0``) are a numbered family, never a stray of one another.
 """
 
 from __future__ import annotations
+
+import re
 
 STRAY_MAX = 2
 RATIO = 20
 LONGEST = 40
 _SHORTEST = 3
 _MOSTLY_RARE = 0.5
+_NUMBER = re.compile(r"\d+")
 
 
 def fold(name: str) -> str:
@@ -88,11 +92,19 @@ def _strays(totals: dict[str, int]) -> dict[str, tuple[str, int]]:
         found = [
             (g, d)
             for g in sorted(near)
-            if totals[g] >= RATIO * totals[name] and (d := osa_distance(name, g, limit)) <= limit
+            if totals[g] >= RATIO * totals[name] and not _numbered_alike(name, g)
+            and (d := osa_distance(name, g, limit)) <= limit
         ]
         if found:  # the biggest class, then the closest
             out[name] = max(found, key=lambda p: (totals[p[0]], -p[1]))
     return out
+
+
+def _numbered_alike(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ only in their numbers (``intent_87``, ``intent_0``;
+    ``LABEL_17``, ``LABEL_1``): members of one numbered family, the rare one a rare class of
+    a long tail, never a typo of the other."""
+    return _NUMBER.sub("0", a) == _NUMBER.sub("0", b)
 
 
 def _deletions(name: str, k: int) -> set[str]:

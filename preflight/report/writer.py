@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS
+from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS, REPLAY_NAME
 from preflight.errors import ConfigError
 from preflight.report.model import Report
 from preflight.tempfiles import atomic_write, write_error
@@ -73,8 +73,11 @@ def clear_stale(out_dir: Path, formats: Iterable[str]) -> None:
     """Remove the files an earlier run left in ``out_dir`` under the names this run writes
     (``findings.parquet`` and the report in ``formats``): a run killed or stopped before it
     writes its own must not leave the last run's verdict there to be read as its own. A file
-    that cannot be removed stays (the write that follows says why)."""
-    for name in ("findings.parquet", *(FILE_NAMES[f] for f in formats if f in FILE_NAMES)):
+    that cannot be removed stays (the write that follows says why). The smoke test's
+    replay file goes too: beside a ``--no-smoke`` run's passing report it told of a data
+    fault in data this run may not even have read (a smoke stage removes it as it starts)."""
+    for name in ("findings.parquet", REPLAY_NAME,
+                 *(FILE_NAMES[f] for f in formats if f in FILE_NAMES)):
         with contextlib.suppress(OSError):
             (out_dir / name).unlink(missing_ok=True)
 

@@ -26,6 +26,8 @@ def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[s
     real targets' scale (``center`` + ``scale`` times a unit linear function)."""
     rng = random.Random(seed)
     width = _feature_width(real, fields)
+    listed = isinstance(fields.features, str) and 2 * sum(
+        isinstance(r.get(fields.features), list) for r in real) >= len(real)
     weights = [rng.gauss(0, 1) for _ in range(max(width, 1))]
     norm = math.sqrt(sum(w * w for w in weights)) or 1.0
     weights = [w / norm for w in weights]
@@ -56,7 +58,10 @@ def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[s
             xs[cls % width] += 3.0
         if fields.features:
             if isinstance(fields.features, str):
-                new[fields.features] = xs if isinstance(row.get(fields.features), list) else xs[0]
+                # The modal shape in every row: a row of another (null, or a number among
+                # vectors) got one number, padded with NaN beside the others' vectors, and
+                # the in-spec batch failed: a code fault for a data fault.
+                new[fields.features] = xs if listed else xs[0]
             else:
                 new.update(dict(zip(fields.features, xs, strict=False)))
         if task == "regression" and fields.target:

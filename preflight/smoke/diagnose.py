@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from preflight.choices import REPLAY_NAME
 from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
@@ -22,7 +23,6 @@ from preflight.smoke.spy import FP16_TINY
 from preflight.smoke.user import resolve_spec
 from preflight.smoke.verdict import Blocked
 
-REPLAY_NAME = "smoke-replay.pt"
 _SHOWN_ACTIVATIONS = 50
 _UNDERFLOW_SHARE = 0.01  # of a module's nonzero outputs, at least, to be worth a word
 

@@ -194,7 +194,7 @@ def _folder(path: Path) -> Source:
                 raise InputError(f"{p} is {_kind(st.st_mode)}, not a regular file; preflight "
                                  "reads its input more than once: replace it with a file")
             skipped.append((p.name, f"{_kind(st.st_mode)}, not a regular file"))
-        elif fmt is None and (why := recompress(p)):  # data that would go unchecked
+        elif fmt is None and (why := recompress(p, shard=True)):  # data that would go unchecked
             raise InputError(f"{p} is a data file preflight cannot read{why}")
         elif fmt is None:
             skipped.append((p.name, "not a data file (its name says no supported format)"))

@@ -12,13 +12,26 @@ from preflight.errors import InputError
 # Longest first: UTF-32 LE's mark starts with UTF-16 LE's.
 _MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
           (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
-# Read as text, uncompressed (a compressed file's first bytes are its compression's).
+# Without a mark (Python's encode("utf-16-le"), .NET): the zero bytes of two ASCII
+# characters (RFC 4627's test; "{" or a CSV header's first letter), never UTF-8 text.
+_ZEROS = ((lambda h: h[1:4] == b"\x00\x00\x00" and h[0], "UTF-32LE"),
+          (lambda h: h[:3] == b"\x00\x00\x00" and h[3], "UTF-32BE"),
+          (lambda h: h[1] == 0 and h[3] == 0 and h[0] and h[2], "UTF-16LE"),
+          (lambda h: h[0] == 0 and h[2] == 0 and h[1] and h[3], "UTF-16BE"))
+# Read as text: plain, or gzip/zstd around it (whose first bytes are the compression's).
 _TEXT = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
+_COMPRESSED = (".gz", ".zst", ".zstd")
 
 
 def wide_encoding(head: bytes) -> str | None:
-    """``UTF-16`` or ``UTF-32`` when ``head`` starts with that byte-order mark, else None."""
-    return next((name for mark, name in _MARKS if head.startswith(mark)), None)
+    """``UTF-16`` or ``UTF-32`` when ``head`` starts with that byte-order mark; with no mark,
+    ``UTF-16LE`` (and so on) when its first two characters are ASCII in that encoding; else
+    None."""
+    if (marked := next((name for mark, name in _MARKS if head.startswith(mark)), None)):
+        return marked
+    if len(head) < 4:
+        return None
+    return next((name for test, name in _ZEROS if test(head)), None)
 
 
 def wide_text(head: bytes, what: str) -> InputError | None:
@@ -27,21 +40,40 @@ def wide_text(head: bytes, what: str) -> InputError | None:
     encoding = wide_encoding(head)
     if encoding is None:
         return None
-    return InputError(f"{what} is {encoding} text (it starts with a byte-order mark); "
+    how = ("it starts with a byte-order mark" if encoding in ("UTF-16", "UTF-32")
+           else "no byte-order mark, but zero bytes between its characters")
+    return InputError(f"{what} is {encoding} text ({how}); "
                       f"preflight reads UTF-8: convert it first, e.g. iconv -f {encoding} "
                       "-t UTF-8 (in PowerShell, Out-File -Encoding utf8)")
 
 
-def refuse_wide_text(files: list[Path]) -> None:
-    """An ``InputError`` for the first plain text file among ``files`` that is UTF-16 or
-    UTF-32 text."""
+def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
+    """An ``InputError`` for the first text file among ``files`` (plain, gzip or zstd) that
+    is UTF-16 or UTF-32 text, naming it ``what`` (default: its path)."""
     for path in files:
-        if path.suffix.lower() not in _TEXT:
+        suffixes = [s.lower() for s in path.suffixes[-2:]]
+        packed = len(suffixes) == 2 and suffixes[1] in _COMPRESSED
+        if (suffixes[0] if packed else suffixes[-1:] and suffixes[-1]) not in _TEXT:
             continue
         try:
-            with open(path, "rb") as f:
-                head = f.read(4)
-        except OSError:
-            continue  # the reader says what is wrong with it
-        if (error := wide_text(head, str(path))) is not None:
+            head = _head(path, suffixes[1] if packed else None)
+        except Exception:  # the reader says what is wrong with it
+            continue
+        if (error := wide_text(head, what or str(path))) is not None:
             raise error
+
+
+def _head(path: Path, compression: str | None) -> bytes:
+    """The first 4 bytes of ``path``'s text, decompressed."""
+    if compression == ".gz":
+        import gzip
+
+        with gzip.open(path, "rb") as f:
+            return f.read(4)
+    if compression is not None:
+        import zstandard
+
+        with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as f:
+            return f.read(4)
+    with open(path, "rb") as f:
+        return f.read(4)

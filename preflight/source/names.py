@@ -5,6 +5,7 @@ folder (which would go unchecked)."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 SUFFIXES = {
@@ -37,23 +38,49 @@ def format_of(path: Path) -> str | None:
 _UNREAD = {".bz2": "bunzip2 -k", ".xz": "unxz -k", ".lzma": "unlzma -k", ".lz4": "unlz4",
            ".zip": "unzip", ".7z": "7z x", ".br": "brotli -d"}
 _UNZIP = {".gz": "gunzip -k", ".zst": "unzstd", ".zstd": "unzstd"}
+# In a shard folder the compressed file must go (a kept one is exit 3 again): commands that
+# unpack in place, replacing it; the others are followed by its removal.
+_IN_PLACE = {".bz2": "bunzip2", ".xz": "unxz", ".lzma": "unlzma", ".gz": "gunzip",
+             ".zst": "unzstd --rm", ".zstd": "unzstd --rm"}
 
 
-def recompress(path: Path) -> str:
+def recompress(path: Path, *, shard: bool = False) -> str:
     """For a data file in a compression that is not read (``x.jsonl.bz2``, a gzipped
-    Parquet file): what to run first; else ""."""
+    Parquet file): what to run first, naming ``path`` as given (the commands run from
+    where preflight did); else "". For a ``shard`` of a folder: a command that leaves no
+    compressed file there, and check the folder again."""
     suffixes = [s.lower() for s in path.suffixes]
     if len(suffixes) < 2 or suffixes[-2] not in SUFFIXES:
         return ""
-    inner, tool = path.with_suffix("").name, _UNREAD.get(suffixes[-1])
-    if SUFFIXES[suffixes[-2]] in ("parquet", "arrow") and (tool or suffixes[-1] in _UNZIP):
+    ext = suffixes[-1]
+    columnar = SUFFIXES[suffixes[-2]] in ("parquet", "arrow")
+    if ext not in _UNREAD and not (columnar and ext in _UNZIP):
+        return ""
+    name, inner = shlex.quote(str(path)), shlex.quote(str(path.with_suffix("")))
+    if shard:
+        run = (f"{_IN_PLACE[ext]} {name}" if ext in _IN_PLACE
+               else f"{_unpack_beside(ext, path)} && rm {name}")
+        then = f"check {shlex.quote(str(path.parent))} again"
+    else:
+        run = _unpack_beside(ext, path) if ext in _UNREAD else f"{_UNZIP[ext]} {name}"
+        then = f"check {inner}"
+    if columnar:
         # Parquet and Arrow compress inside: such a file is read as it is, never unpacked
         return (f" (a {suffixes[-2]} file is read uncompressed, its columns compress inside "
-                f"it: {tool or _UNZIP[suffixes[-1]]} {path.name} and check {inner})")
-    if tool:
-        return (f" ({suffixes[-1]} is not read: decompress it first, e.g. {tool} "
-                f"{path.name}, and check {inner}, or recompress it with gzip or zstd)")
-    return ""
+                f"it: {run}, then {then})")
+    return (f" ({ext} is not read: decompress it first, e.g. {run}, then {then}, or "
+            "recompress it with gzip or zstd)")
+
+
+def _unpack_beside(ext: str, path: Path) -> str:
+    """The command that writes the file ``path`` holds beside it (unzip and 7z write into
+    the working directory unless told)."""
+    name, folder = shlex.quote(str(path)), shlex.quote(str(path.parent))
+    if ext == ".zip":
+        return f"unzip -d {folder} {name}"
+    if ext == ".7z":
+        return f"7z x -o{folder} {name}"
+    return f"{_UNREAD[ext]} {name}"
 
 
 # Entries looked at for data inside a sub-folder of a shard folder (bounds a huge tree).

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from preflight.errors import InputError, OutputError
-from preflight.source.bom import wide_text
+from preflight.source.bom import refuse_wide_text, wide_text
 from preflight.tempfiles import temp_dir
 
 STDIN = "-"
@@ -72,6 +72,8 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
             with open(path, "wb") as f:
                 f.write(first)
                 shutil.copyfileobj(stream, f, _CHUNK)
+            if suffix != ".jsonl":  # the mark is inside the compression
+                refuse_wide_text([path], "standard input")
         except OSError as e:
             raise OutputError(
                 f"cannot copy standard input to {path}: {e.strerror or e} (it is read more "

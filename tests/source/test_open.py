@@ -103,15 +103,17 @@ def test_unknown_extension_is_an_input_error(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "says"), [
-    ("data.jsonl.bz2", "bunzip2 -k data.jsonl.bz2, and check data.jsonl"),
-    ("data.csv.xz", "unxz -k data.csv.xz, and check data.csv"),
-    ("data.parquet.gz", "gunzip -k data.parquet.gz and check data.parquet"),
-    ("data.arrow.zip", "unzip data.arrow.zip and check data.arrow")])
+    ("data.jsonl.bz2", "bunzip2 -k {d}/data.jsonl.bz2, then check {d}/data.jsonl"),
+    ("data.csv.xz", "unxz -k {d}/data.csv.xz, then check {d}/data.csv"),
+    ("data.parquet.gz", "gunzip -k {d}/data.parquet.gz, then check {d}/data.parquet"),
+    ("data.arrow.zip", "unzip -d {d} {d}/data.arrow.zip, then check {d}/data.arrow")])
 def test_a_compression_not_read_says_what_to_run(tmp_path: Path, name: str, says: str) -> None:
+    # The path as given: the command runs from where preflight did (a bare name did not,
+    # and unzip wrote into the working directory).
     (tmp_path / name).write_bytes(b"\x00compressed")
     with pytest.raises(InputError) as e:
         open_source(tmp_path / name)
-    assert says in str(e.value)
+    assert says.format(d=tmp_path) in str(e.value)
 
 
 def test_a_shard_in_a_compression_not_read_is_not_skipped(tmp_path: Path) -> None:
@@ -124,7 +126,20 @@ def test_a_shard_in_a_compression_not_read_is_not_skipped(tmp_path: Path) -> Non
     with pytest.raises(InputError) as e:
         open_source(tmp_path)
     assert "part-1.jsonl.bz2 is a data file preflight cannot read" in str(e.value)
-    assert "bunzip2 -k part-1.jsonl.bz2" in str(e.value)
+    # In place: bunzip2 -k kept the .bz2 in the folder, and the check was exit 3 again.
+    assert f"bunzip2 {tmp_path}/part-1.jsonl.bz2, then check {tmp_path} again" in str(e.value)
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("b.jsonl.zip", "unzip -d {d} {d}/b.jsonl.zip && rm {d}/b.jsonl.zip, then check {d} again"),
+    ("b.parquet.gz", "gunzip {d}/b.parquet.gz, then check {d} again")])
+def test_a_shard_hint_leaves_no_compressed_file_in_the_folder(tmp_path: Path, name: str,
+                                                              says: str) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "a"}\n')
+    (tmp_path / name).write_bytes(b"x")
+    with pytest.raises(InputError) as e:
+        open_source(tmp_path)
+    assert says.format(d=tmp_path) in str(e.value)
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:

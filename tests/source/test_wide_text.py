@@ -65,3 +65,38 @@ def test_utf8_with_or_without_its_mark_is_read(tmp_path: Path, head: bytes) -> N
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["source"]["records"] == 4 and report["source"]["malformed"] == 0
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_wide_text_with_no_mark_is_exit_3_too(tmp_path: Path, name: str, codec: str) -> None:
+    # Python's encode("utf-16-le") and .NET write no mark: every line was malformed (exit 1).
+    path = tmp_path / name
+    path.write_bytes(TEXTS[name].encode(codec))
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 3, result.output
+    assert f"iconv -f {codec.upper().replace('-LE', 'LE').replace('-BE', 'BE')} -t UTF-8" \
+        in _said(result)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+def test_compressed_wide_text_is_exit_3_on_a_file_and_standard_input(tmp_path: Path,
+                                                                       suffix: str) -> None:
+    # The mark is inside the compression: the first bytes read were gzip's or zstd's.
+    import gzip
+
+    import zstandard
+
+    raw = TEXTS["d.jsonl"].encode("utf-16")
+    packed = gzip.compress(raw) if suffix == ".gz" else zstandard.compress(raw)
+    path = tmp_path / f"d.jsonl{suffix}"
+    path.write_bytes(packed)
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                       str(tmp_path / "r")])
+    assert result.exit_code == 3, result.output
+    assert "is UTF-16 text (it starts with a byte-order mark)" in _said(result)
+    piped = CliRunner().invoke(main, ["check", "-", "--no-smoke", "--out",
+                                      str(tmp_path / "s")], input=packed)
+    assert piped.exit_code == 3, piped.output
+    assert "standard input is UTF-16 text" in _said(piped)
