@@ -20,6 +20,8 @@ ONE_OBJECT = "holds one JSON object"
 # Parsed whole to find the list only up to this size; past it, only a list that follows
 # scalar members at the head of the file is found.
 _PARSE_MAX = 256 << 20
+# The rules that read no field: a record they pass was not checked.
+_FORMAT_ONLY = {"malformed", "schema"}
 _SCALAR = r'(?:"(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)'
 _KEY = r'"((?:[^"\\]|\\.)*)"'
 _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[\s*\{{')
@@ -27,16 +29,23 @@ _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[
 
 def wrapped_records(report: Report) -> str | None:
     """Why the gate fails on ``report``'s source when it is one JSON object holding a list
-    of two or more objects (the records, wrapped); else None. A chat record (a messages
-    field found) is one record, whatever other lists it holds."""
+    of two or more objects (the records, wrapped), or one in which no rule read anything;
+    else None. A chat record (a messages field found) is one record, whatever other lists
+    it holds."""
     src = report.source
     if (src.records != 1 or src.format != "json" or report.rules_file.fields.get("messages")
             or not any(ONE_OBJECT in w for w in src.warnings)):
         return None
     keys = _wrapping_keys(Path(src.path))
-    if keys is None:
-        return None
     name = Path(src.path).name
+    if keys is None:
+        # No list of objects found, yet no rule read a thing in it ({"data": ["a", "b"]},
+        # a list of one object): one record with nothing checked is no pass either.
+        if {r.check for r in report.rules} - _FORMAT_ONLY:
+            return None
+        return (f"{name} is one JSON object and nothing in it was checked (no text, label or "
+                "number among its top-level members); if it holds the records, extract them "
+                f"first, e.g. {jq_extract(('data',), src.path)} (with the key that holds them)")
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
             f"none of them was checked): extract them first, e.g. {jq_extract(keys, src.path)}")

@@ -122,3 +122,19 @@ def test_the_wrapper_hint_is_a_command_jq_1_6_and_a_shell_run(tmp_path: Path, wr
         done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True)
         assert done.returncode == 0, done.stderr
         assert len((tmp_path / "records.jsonl").read_text().splitlines()) == len(RECORDS)
+
+
+@pytest.mark.parametrize("wrapper", [{"data": ["text a", "text b"]},
+                                     {"data": [{"text": "only one record"}]}],
+                         ids=["list-of-strings", "list-of-one-object"])
+def test_one_object_in_which_nothing_was_checked_fails(tmp_path: Path, wrapper: dict) -> None:
+    # Neither a list of two objects nor a record any rule reads: it passed, nothing checked.
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(wrapper))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    assert report.verdict == "fail"
+    assert report.reasons[0].startswith("w.json is one JSON object and nothing in it was "
+                                        "checked")
+    result = CliRunner().invoke(main, ["fix", str(path), "--out", str(tmp_path / "c.jsonl"),
+                                       "--quarantine", str(tmp_path / "q.jsonl")])
+    assert result.exit_code == 3, result.output
