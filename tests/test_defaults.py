@@ -467,6 +467,9 @@ def test_the_suggestion_names_the_columns_the_preset_must_read(
     data = write_jsonl(tmp_path / "d.jsonl", records)
     result = check(data, "--out", tmp_path / "o")
     assert said in " ".join(result.output.split())
+    # followed bare, the classification preset's label rule is an error: the line says so
+    assert ("add --num-classes N" in " ".join(result.output.split())) == (
+        "classification" in said)
     report = report_of(tmp_path / "o")
     suggested = report["rules_file"]["suggested_options"]
     assert (sorted(suggested) if suggested is not None else None) == (

@@ -33,6 +33,10 @@ _MAX_EXAMPLES = 3
 _MAX_SKIPPED = 10
 
 
+# What a suggested preset needs besides the fields: without it its rule is an error.
+_PRESET_NEEDS = {"classification": "add --num-classes N (or --set model.labels=[...] for class "
+                                   "names): the preset checks labels against the model's classes"}
+
 def render_console(report: Report, console: Console, *, examples: int = _MAX_EXAMPLES) -> None:
     """Print the summary of ``report`` to ``console``."""
     src = report.source
@@ -63,6 +67,8 @@ def render_console(report: Report, console: Console, *, examples: int = _MAX_EXA
                 "preset's own field names differ)" if options else
                 f"the {preset} preset, in a rules file naming your fields (its own field "
                 f"names differ): preflight init DATA writes one")
+        if preset in _PRESET_NEEDS:
+            said += f"; {_PRESET_NEEDS[preset]}"
         console.print(f"  suggested: {said}", style="dim", markup=False, highlight=False)
     table = Table(show_edge=False, header_style="bold", padding=(0, 1))
     for col, justify in (("status", "left"), ("rule", "left"), ("check", "left"),
