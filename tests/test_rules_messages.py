@@ -113,13 +113,15 @@ def test_a_switch_is_true_or_false_like_enabled(tmp_path: Path) -> None:
         rules.write_text("version: 1\nrules:\n"
                          f"  - {{id: h, check: invisible_unicode, allow_emoji_zwj: {value}}}\n"
                          f"  - {{id: n, check: near_duplicate, confirm: {value}}}\n"
-                         f"  - {{id: e, check: encoding, nfc: {value}}}\n",
+                         f"  - {{id: e, check: encoding, nfc: {value}}}\n"
+                         f"  - {{id: v, check: numeric, allow_null: {value}}}\n",
                          encoding="utf-8")
         result = invoke("rules", "validate", rules)
         if ok:
             assert result.exit_code == 0, (value, result.output)
             continue
         assert result.exit_code == 2, value
-        for at in ("rules[0].allow_emoji_zwj", "rules[1].confirm", "rules[2].nfc"):
+        for at in ("rules[0].allow_emoji_zwj", "rules[1].confirm", "rules[2].nfc",
+                   "rules[3].allow_null"):
             assert f"{at}: Input should be a valid boolean" in flat(result.output)
-        assert flat(result.output).count("write true or false, unquoted") == 3
+        assert flat(result.output).count("write true or false, unquoted") == 4

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field, StrictFloat, model_validator
+from pydantic import Field, StrictBool, StrictFloat, model_validator
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params, findings
@@ -97,8 +97,8 @@ class NumericParams(Params):
     scale: StrictFloat = Field(
         1.0, allow_inf_nan=False, description="Factor applied to values before the dtype check."
     )
-    allow_null: bool = Field(False, description="Accept null or missing values.")
-    allow_numeric_strings: bool = Field(
+    allow_null: StrictBool = Field(False, description="Accept null or missing values.")
+    allow_numeric_strings: StrictBool = Field(
         False, description='Accept finite numbers written as strings ("3.5").'
     )
 
