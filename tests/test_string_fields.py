@@ -35,7 +35,13 @@ def _records() -> list[dict[str, str]]:
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
-    if path.suffix == ".jsonl":
+    if path.name.endswith("shards"):  # a folder of two JSON Lines shards, the faults in the first
+        path.mkdir()
+        _write(path / "part-0.jsonl", rows[:20])
+        _write(path / "part-1.jsonl", rows[20:])
+    elif path.suffix == ".json":  # a pretty-printed JSON array
+        path.write_text(json.dumps(rows, indent=2))
+    elif path.suffix == ".jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     elif path.suffix == ".csv":
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -59,7 +65,7 @@ def _found(report: object, rule: str) -> list[tuple[int, str, str]]:
     return list(zip(picked["row"], picked["code"], picked["detail"], strict=True))
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet", ".arrow"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow", "shards"])
 def test_every_string_field_is_read_by_the_character_checks(tmp_path: Path,
                                                             suffix: str) -> None:
     data = _write(tmp_path / f"d{suffix}", _records())
@@ -103,8 +109,8 @@ def test_a_chat_is_read_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("suffix", "out"), [
-    (".jsonl", "clean.jsonl"), (".csv", "clean.csv"), (".parquet", "clean.parquet"),
-    (".arrow", "clean.arrow")])
+    (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".csv", "clean.csv"),
+    (".parquet", "clean.parquet"), (".arrow", "clean.arrow"), ("shards", "clean.jsonl")])
 def test_fix_mends_the_other_string_fields(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
