@@ -23,6 +23,7 @@ import pytest
 from preflight.config import load_rules
 from preflight.errors import ConfigError
 from preflight.smoke import deadline
+from tests.children import CHILD_TIMEOUT, run_python, run_script
 from tests.smoke.conftest import (
     SQRT_OF_FEATURE,
     flat,
@@ -37,7 +38,6 @@ from tests.smoke.conftest import (
     write_rules,
 )
 
-CHILD_TIMEOUT = 120  # seconds: far past any limit below; a hang fails the test instead
 LIMIT = 2  # seconds: the limit of the runs that hang
 WARM = "import torch; torch.optim.AdamW(torch.nn.Linear(1, 1).parameters())\n"
 
@@ -91,40 +91,14 @@ def _files(
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``preflight ARGS`` in a child process (torch's optimizer import paid first)."""
     code = WARM + "from preflight.entry import run\nrun()\n"
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", code, *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"preflight {' '.join(args)} did not end in {CHILD_TIMEOUT} s")
+    return run_python(tmp_path, "-c", code, *args, what=f"preflight {' '.join(args)}")
 
 
 def _child(tmp_path: Path, body: str) -> dict[str, Any]:
     """Run ``body`` (Python, after the warm-up) in a child process; the JSON object it
     prints last."""
-    script = tmp_path / "child.py"
-    script.write_text(
-        WARM + "import json, signal, sys, threading\nfrom preflight import run_preflight\n" + body,
-        encoding="utf-8",
-    )
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the child process did not end in {CHILD_TIMEOUT} s")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    head = WARM + "import json, signal, sys, threading\nfrom preflight import run_preflight\n"
+    return run_script(tmp_path, head + body)
 
 
 # One gate run in the child: the smoke section's verdict, reason and findings.

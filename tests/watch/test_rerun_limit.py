@@ -8,10 +8,7 @@ process with a timeout: a regression fails instead of hanging the suite."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +17,9 @@ import pytest
 from preflight.errors import ConfigError
 from preflight.watch import WatchConfig
 from preflight.watch.options import RERUN_FLOOR, RERUN_STEPS
+from tests.children import run_script
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILD_TIMEOUT = 120  # seconds: far past the limit below; a hang fails the test instead
 LIMIT = 2  # seconds: rerun_time_limit of the runs that hang
 
 CHILD = """
@@ -103,31 +100,15 @@ def _child(
     thread: bool = False,
 ) -> dict[str, Any]:
     """Train ``tiny`` under the watch in a child process; what the child saw."""
-    script = tmp_path / "child.py"
-    script.write_text(
-        CHILD.format(
-            root=str(ROOT),
-            hang=hang,
-            nan_row=nan_row,
-            on_fault=on_fault,
-            limit=LIMIT,
-            thread=thread,
-        ),
-        encoding="utf-8",
+    source = CHILD.format(
+        root=str(ROOT),
+        hang=hang,
+        nan_row=nan_row,
+        on_fault=on_fault,
+        limit=LIMIT,
+        thread=thread,
     )
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the watched run did not end in {CHILD_TIMEOUT} s")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    box = json.loads(proc.stdout.strip().splitlines()[-1])
+    box = run_script(tmp_path, source)
     assert "error" not in box, box["error"]
     assert box["handler_kept"] and box["timer"] == 0.0  # the caller's SIGALRM, untouched
     assert "preflight-smoke-deadline" not in box["left"]  # no watchdog left behind
