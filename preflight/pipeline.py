@@ -102,7 +102,7 @@ def run(
     if out_dir is not None:
         check_out_dir(out_dir, src)
         sweep(out_dir)  # what killed runs left there
-        clear_stale(out_dir, formats)  # and the last run's report, not this one's
+        clear_stale(out_dir)  # and the last run's report files, in every format
     sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
     sampler = Sampler(smoke_cfg.samples, smoke_cfg.seed) if smoke else None

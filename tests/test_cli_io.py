@@ -541,3 +541,18 @@ def test_a_run_without_smoke_removes_an_earlier_replay_file(tmp_path: Path) -> N
     result = invoke("check", "--no-smoke", write_jsonl(tmp_path / "c.jsonl", CLEAN), "--out", out)
     assert result.exit_code == 0, result.output
     assert not (out / "smoke-replay.pt").exists()
+
+
+def test_a_report_in_a_format_this_run_does_not_write_is_removed(tmp_path: Path) -> None:
+    # A failing run's report.junit.xml stayed beside a later --format json run's report:
+    # a CI step reading the JUnit file read the earlier run's verdict as today's.
+    out = tmp_path / "out"
+    first = invoke("check", "--no-smoke", faulty(tmp_path), "--out", out, "--format", "junit,md")
+    assert first.exit_code == 1, first.output
+    assert (out / "report.junit.xml").exists() and (out / "report.md").exists()
+    (out / "notes.txt").write_text("mine")
+    clean = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
+    result = invoke("check", "--no-smoke", clean, "--out", out, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["findings.parquet", "notes.txt",
+                                                    "report.json"]

@@ -69,15 +69,17 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
     return paths
 
 
-def clear_stale(out_dir: Path, formats: Iterable[str]) -> None:
-    """Remove the files an earlier run left in ``out_dir`` under the names this run writes
-    (``findings.parquet`` and the report in ``formats``): a run killed or stopped before it
-    writes its own must not leave the last run's verdict there to be read as its own. A file
-    that cannot be removed stays (the write that follows says why). The smoke test's
-    replay file goes too: beside a ``--no-smoke`` run's passing report it told of a data
-    fault in data this run may not even have read (a smoke stage removes it as it starts)."""
-    for name in ("findings.parquet", REPLAY_NAME,
-                 *(FILE_NAMES[f] for f in formats if f in FILE_NAMES)):
+def clear_stale(out_dir: Path) -> None:
+    """Remove the files an earlier run left in ``out_dir`` under the names a run writes
+    (``findings.parquet`` and the report in every format): a run killed or stopped before
+    it writes its own must not leave the last run's verdict there to be read as its own,
+    and a report in a format this run does not write (``report.junit.xml`` of a run with
+    ``--format junit``) must not stay beside this run's to be read by a CI step as today's.
+    A file that cannot be removed stays (the write that follows says why). The smoke
+    test's replay file goes too: beside a ``--no-smoke`` run's passing report it told of a
+    data fault in data this run may not even have read (a smoke stage removes it as it
+    starts)."""
+    for name in ("findings.parquet", REPLAY_NAME, *FILE_NAMES.values()):
         with contextlib.suppress(OSError):
             (out_dir / name).unlink(missing_ok=True)
 
