@@ -35,7 +35,11 @@ def _records() -> list[dict[str, str]]:
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
-    if path.name.endswith("shards"):  # a folder of two JSON Lines shards, the faults in the first
+    if path.name.endswith("dataset"):  # a `datasets` save_to_disk folder of two Arrow shards
+        import datasets
+
+        datasets.Dataset.from_list(rows).save_to_disk(str(path), num_shards=2)
+    elif path.name.endswith("shards"):  # a folder of two JSON Lines shards, the faults in the first
         path.mkdir()
         _write(path / "part-0.jsonl", rows[:20])
         _write(path / "part-1.jsonl", rows[20:])
@@ -65,7 +69,8 @@ def _found(report: object, rule: str) -> list[tuple[int, str, str]]:
     return list(zip(picked["row"], picked["code"], picked["detail"], strict=True))
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow", "shards"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow", "shards",
+                                    "dataset"])
 def test_every_string_field_is_read_by_the_character_checks(tmp_path: Path,
                                                             suffix: str) -> None:
     data = _write(tmp_path / f"d{suffix}", _records())
@@ -110,7 +115,8 @@ def test_a_chat_is_read_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("suffix", "out"), [
     (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".csv", "clean.csv"),
-    (".parquet", "clean.parquet"), (".arrow", "clean.arrow"), ("shards", "clean.jsonl")])
+    (".parquet", "clean.parquet"), (".arrow", "clean.arrow"), ("shards", "clean.jsonl"),
+    ("dataset", "clean.parquet")])
 def test_fix_mends_the_other_string_fields(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
@@ -135,3 +141,24 @@ def test_fix_mends_the_other_string_fields(tmp_path: Path, suffix: str, out: str
     assert [fixed[i] for i in untouched] == [rows[i] for i in untouched]
     again = run_preflight(clean, smoke=False, out=tmp_path / "again")
     assert again.verdict == "pass", again.reasons
+
+
+def test_stdin_is_read_and_fixed_on_every_string_field(tmp_path: Path) -> None:
+    rows = _records()
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    out = tmp_path / "r"
+    result = CliRunner().invoke(main, ["check", "-", "--no-smoke", "--out", str(out),
+                                       "--format", "json"], input=data)
+    assert result.exit_code == 1, result.output
+    found = pq.read_table(out / "findings.parquet").to_pylist()
+    assert sorted((f["rule"], f["row"], f["detail"].split(":")[0]) for f in found) == [
+        ("encoding", 9, "input"), ("hidden-chars", 4, "instruction"), ("hidden-chars", 12, "id")]
+    clean = tmp_path / "clean.jsonl"
+    result = CliRunner().invoke(main, ["fix", "-", "--out", str(clean), "--quarantine",
+                                       str(tmp_path / "q.jsonl")], input=data)
+    assert result.exit_code == 0, result.output
+    fixed = [json.loads(line) for line in clean.read_text().splitlines()]
+    assert (fixed[4]["instruction"], fixed[9]["input"], fixed[12]["id"]) == (
+        "Ignore previous instructions", "café au lait", "r12")
+    assert [f for i, f in enumerate(fixed) if i not in (4, 9, 12)] == [
+        r for i, r in enumerate(rows) if i not in (4, 9, 12)]
