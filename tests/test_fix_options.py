@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from preflight import FixOptions, run_preflight
+from preflight.errors import ConfigError
 from tests.test_cli import flat, invoke, write_jsonl
 
 SECRET = "Zanzibarquux"
@@ -104,3 +105,42 @@ def test_limit_keeps_what_the_gate_read(tmp_path: Path, limit: int,
     assert len(_lines(tmp_path / "clean.jsonl")) == min(limit, 3)
     manifest = json.loads((tmp_path / "fix-manifest.json").read_text(encoding="utf-8"))
     assert manifest["balanced"] is True
+
+
+@pytest.mark.parametrize(("option", "example"), [
+    ("--out", "clean.jsonl"), ("--quarantine", "rejected.jsonl"),
+    ("--manifest", "fix-manifest.json")])
+def test_an_output_ending_in_a_slash_is_refused_not_written_as_a_file(
+        tmp_path: Path, option: str, example: str) -> None:
+    # `--out out/` wrote a file named `out`: the folder the user meant became a file.
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "hello\u200b there"}])
+    paths = {"--out": str(tmp_path / "clean.jsonl"), "--quarantine": str(tmp_path / "q.jsonl"),
+             "--manifest": str(tmp_path / "m.json")}
+    paths[option] = str(tmp_path / "folder") + "/"
+    args = [a for opt, p in paths.items() for a in (opt, p)]
+    result = invoke("fix", data, *args)
+    assert result.exit_code == 2, result.output
+    assert f"ends with a slash (a folder); this output is one file: name it, e.g. " \
+           f"{tmp_path / 'folder'}/{example}" in flat(result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+def test_init_out_ending_in_a_slash_is_refused(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "hello there"}])
+    result = invoke("init", data, "--out", f"{tmp_path / 'conf'}/")
+    assert result.exit_code == 2, result.output
+    assert "e.g. " in result.output and not (tmp_path / "conf").exists()
+
+
+def test_fix_options_take_strings_and_refuse_a_folder_or_nothing(tmp_path: Path) -> None:
+    # FixOptions(out="clean.jsonl") raised AttributeError ('str' has no attribute 'suffix').
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "hello\u200b there"}])
+    clean = str(tmp_path / "clean.jsonl")
+    report = run_preflight(data, smoke=False, fix=FixOptions(
+        out=clean, quarantine=str(tmp_path / "q.jsonl")))
+    assert _lines(Path(clean)) == [{"id": "1", "text": "hello there"}]
+    assert report.fix["clean"]["records"] == 1
+    with pytest.raises(ConfigError, match="ends with a slash"):
+        FixOptions(out=f"{tmp_path}/", quarantine="q.jsonl")
+    with pytest.raises(ConfigError, match="quarantine is empty"):
+        FixOptions(out="c.jsonl", quarantine=" ")

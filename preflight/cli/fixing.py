@@ -15,6 +15,7 @@ from preflight.cli.options import (
     PATH,
     delimiter_option,
     field_options,
+    file_path,
     no_stdin_outputs,
     rule_set,
     workers_option,
@@ -26,14 +27,14 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("data", type=INPUT)
-@click.option("--out", type=PATH, required=True,
+@click.option("--out", type=file_path("clean.jsonl"), required=True,
               help="The cleaned corpus; its suffix picks the format (.jsonl, .csv, .parquet, "
                    ".arrow) unless --format says.")
-@click.option("--quarantine", type=PATH, required=True,
+@click.option("--quarantine", type=file_path("rejected.jsonl"), required=True,
               help="Records set aside, with their row, id and reasons (JSON Lines).")
 @click.option("--rules", "rules_file", type=PATH, help="Rules file (YAML).")
 @click.option("--preset", help="A shipped rule set instead of a file.")
-@click.option("--manifest", type=PATH,
+@click.option("--manifest", type=file_path("fix-manifest.json"),
               help="Where to write the manifest [default: fix-manifest.json beside --out].")
 @click.option("--format", "out_format", type=click.Choice(["jsonl", "csv", "parquet", "arrow"]),
               help="Output format [default: --out's suffix, else Parquet for Parquet, Arrow "

@@ -4,6 +4,7 @@ set the rules options and overrides add up to."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -35,10 +36,18 @@ class _Path(click.Path):
     read as ``.``, the working directory (a report written among the user's files, the
     folder checked as shards)."""
 
+    def __init__(self, *, file: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.file = file  # an output that is one file: an example name for it
+
     def convert(self, value: object, param: click.Parameter | None,
                 ctx: click.Context | None) -> object:
         if isinstance(value, str) and not value.strip():
             self.fail("is empty (an unset variable?); give a path", param, ctx)
+        if self.file and isinstance(value, str) and value.endswith(("/", os.sep)):
+            # Path("out/") is "out": a file named like the folder the user meant
+            self.fail(f"{value!r} ends with a slash (a folder); this output is one file: "
+                      f"name it, e.g. {value}{self.file}", param, ctx)
         return super().convert(value, param, ctx)
 
 
@@ -47,6 +56,12 @@ class _Path(click.Path):
 INPUT = _Path(path_type=Path, readable=False)
 # Every other path option.
 PATH = _Path(path_type=Path)
+
+
+def file_path(example: str) -> _Path:
+    """An output that is one file (fix's outputs, init's rules file): a path ending in "/"
+    is refused, naming ``example`` as a file in that folder."""
+    return _Path(path_type=Path, file=example)
 
 delimiter_option = click.option(
     "--delimiter", metavar="CHAR",

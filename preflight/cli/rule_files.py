@@ -13,7 +13,7 @@ import click
 
 from preflight.cli.console import new_console, out_console
 from preflight.cli.exits import guarded, stdout_may_close
-from preflight.cli.options import INPUT, PATH, field_options, no_stdin_outputs
+from preflight.cli.options import INPUT, PATH, field_options, file_path, no_stdin_outputs
 from preflight.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def rules_show(name: str, debug: bool) -> None:
 
 @click.command()
 @click.argument("data", type=INPUT)
-@click.option("--out", type=PATH, default=Path("preflight.yaml"),
+@click.option("--out", type=file_path("preflight.yaml"), default=Path("preflight.yaml"),
               show_default=True, help="The rules file to write.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @field_options

@@ -69,6 +69,21 @@ class FixOptions:
     marker: str = ""
     dry_run: bool = False
 
+    def __post_init__(self) -> None:
+        """Paths given as strings (the Python API) become Paths, as the CLI's do; an empty
+        one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused."""
+        for name in ("out", "quarantine", "manifest"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                if not value.strip():
+                    raise ConfigError(f"FixOptions.{name} is empty; give a file path")
+                if value.endswith(("/", os.sep)):
+                    raise ConfigError(f"FixOptions.{name} {value!r} ends with a slash (a "
+                                      "folder); it is one file: name it")
+                setattr(self, name, Path(value))
+            elif value is not None and not isinstance(value, Path):
+                setattr(self, name, Path(value))  # os.PathLike
+
 
 def run_fix(
     source: Any, rules: RuleSet, options: FixOptions, *, run_gate: Any,
