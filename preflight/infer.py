@@ -176,10 +176,21 @@ def _token_lists(batch: Batch, found: dict[str, Any], why: dict[str, str]) -> No
 
 
 def _number_lists(batch: Batch, name: str) -> bool:
-    """Whether ``name`` holds lists of numbers (one level) in at least half the records."""
+    """Whether ``name`` holds lists of numbers (one level) in at least half the records.
+    With mixed JSON types in the batch (one ``"7"`` among the ids, one record holding a
+    number or nested lists), the records holding a flat list of numbers count: one odd
+    record made token ids features, judged per position, and hid its own fault."""
+    if name in batch.raw:
+        values = batch.raw[name]
+        flat = sum(isinstance(v, list) and all(_is_number(e) for e in v) for v in values)
+        return bool(values) and flat >= _MAJORITY * len(values)
     dtype = batch.schema[name]
     return (isinstance(dtype, pl.List | pl.Array) and dtype.inner.is_numeric()
             and _present(batch, name) >= _MAJORITY)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _nested_text(schema: Any) -> str | None:

@@ -113,3 +113,30 @@ def test_the_smoke_test_sizes_token_ids_it_has_no_vocabulary_for(tmp_path: Path)
                            out=tmp_path / "r")
     assert report.smoke is not None
     assert report.smoke.verdict == "pass", report.smoke.reason
+
+
+@pytest.mark.parametrize("field", ["input_ids", "labels"])
+@pytest.mark.parametrize("odd", ["7", 7, [[1, 2], [3]], True])
+def test_one_odd_record_does_not_make_token_lists_features(tmp_path: Path, field: str,
+                                                          odd: object) -> None:
+    # A string inside one record's ids (or a number or nested lists instead of its list)
+    # mixes the column's JSON types: the lists were then read as numeric features, judged
+    # per position (outliers in most records), and the negative id went unreported.
+    rows = _tokenized()
+    rows[7]["input_ids"][3] = -5
+    if isinstance(odd, str | bool):
+        rows[11][field][0] = odd
+    else:
+        rows[11][field] = odd
+    report = run_preflight(_write(tmp_path / "tok.jsonl", rows), smoke=False,
+                           out=tmp_path / "r")
+    fields = report.rules_file.fields
+    assert (fields["input_ids"], fields["token_labels"]) == ("input_ids", "labels")
+    assert "numeric" not in fields
+    frame = report.findings()
+    code = "token_ids_wrong_type" if field == "input_ids" else "token_labels_wrong_type"
+    found = sorted(zip(frame["row"], frame["code"], strict=True))
+    assert (7, "token_id_out_of_range") in found
+    assert (11, code) in found
+    assert {c for _, c in found} <= {"token_id_out_of_range", code,
+                                     "token_labels_length_mismatch"}
