@@ -11,8 +11,10 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNPACK = {".gz": "gzip -dc", ".zst": "zstd -dc", ".zstd": "zstd -dc"}
 
 
 def jq_path(keys: Sequence[str]) -> str:
@@ -21,6 +23,19 @@ def jq_path(keys: Sequence[str]) -> str:
                    for k in keys)
 
 
-def jq_extract(keys: Sequence[str], file: str) -> str:
-    """The command that writes the records listed under ``keys`` as JSON Lines."""
-    return f"jq -c {shlex.quote(jq_path(keys) + '[]')} {shlex.quote(file)} > records.jsonl"
+def jq_extract(keys: Sequence[str], file: str | None) -> str:
+    """The command that writes the records listed under ``keys`` in ``file`` as JSON Lines
+    (``None``: standard input). A ``.gz``/``.zst`` file is decompressed into jq (which reads
+    only text); the output is never the input (``> records.jsonl`` would empty a file of
+    that name before jq reads it)."""
+    jq = f"jq -c {shlex.quote(jq_path(keys) + '[]')}"
+    if file is None:
+        return f"{jq} > records.jsonl"
+    out = "records.jsonl"
+    if Path(file).resolve() == Path(out).resolve():
+        out = "records-extracted.jsonl"
+    quoted = shlex.quote(file)
+    suffix = Path(file).suffix.lower()
+    if suffix in _UNPACK:
+        return f"{_UNPACK[suffix]} {quoted} | {jq} > {out}"
+    return f"{jq} {quoted} > {out}"

@@ -10,8 +10,6 @@ findings' counts and the rules), and the report built and written.
 from __future__ import annotations
 
 import contextlib
-import mmap
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +47,7 @@ from preflight.source.stdin import is_stdin, stdin_note
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
-from preflight.wrapped import ONE_OBJECT, wrapped_records
+from preflight.wrapped import one_object_note, wrapped_records
 
 __all__ = ["Progress", "check_out_dir", "run"]
 
@@ -137,7 +135,8 @@ def run(
         report = _report(src, rules, read, verdict=verdict, reasons=reasons, results=results,
                          notes=notes, added=added, timings=timings, smoke=smoke_result,
                          strict=strict, limit=limit, executor=executor)
-        if wrapped := wrapped_records(report):  # nothing inside was checked: fail closed
+        if wrapped := wrapped_records(report, src.files[0] if len(src.files) == 1 else None):
+            # nothing inside was checked: fail closed
             report.verdict, report.reasons = "fail", [wrapped, *report.reasons]
         _write(report, sink, out_dir=out_dir, findings_dir=findings_dir, formats=formats,
                md_max_chars=md_max_chars, started=started)
@@ -279,7 +278,8 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
             delimiter=delimiter,
             delimiter_from=delimiter_from,
             warnings=(list(src.warnings) + _stdin_notes(src, records, malformed)
-                      + _one_object_note(src, records)),
+                      + one_object_note(src.format, src.files, records,
+                                        stdin=is_stdin(src.path))),
         ),
         rules_file=RulesInfo(
             path=rules.path,
@@ -322,32 +322,6 @@ def _stdin_notes(src: Source, records: int, malformed: int) -> list[str]:
         return []
     note = stdin_note(src.files[0], records=records, malformed=malformed)
     return [note] if note else []
-
-
-def _one_object_note(src: Source, records: int) -> list[str]:
-    """A note for a .json file that is one object, not an array (``{"data": [...]}``): read
-    as JSON Lines, it is one record (on one line, as ``json.dump`` writes it, the gate may
-    pass having checked none of the records inside) or every line malformed."""
-    if src.format != "json" or is_stdin(src.path) or len(src.files) != 1 or records > 1:
-        return []
-    with open(src.files[0], "rb") as f:
-        head = f.read(1 << 12).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
-    if not head.startswith("{") or (records == 1 and not _one_line(src.files[0])):
-        return []  # JSON Lines under a .json name, read with --limit 1
-    return [f"{src.files[0].name} {ONE_OBJECT}, not an array of records: a .json "
-            "file is read as a top-level array or as JSON Lines (one object per line); if "
-            "its records are in a list inside it, extract them first (e.g. jq -c '.data[]' "
-            f"{src.files[0].name} > records.jsonl)"]
-
-
-def _one_line(path: Path) -> bool:
-    """Whether ``path`` holds text on one line only (blank lines aside)."""
-    with open(path, "rb") as f, contextlib.suppress(ValueError), \
-            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        start = re.compile(rb"\S").search(m)
-        end = m.find(b"\n", start.start()) if start else -1
-        return end < 0 or re.compile(rb"\S").search(m, end) is None
-    return True  # an empty file (mmap refuses it)
 
 
 def _write(report: Report, sink: FindingsSink, *, out_dir: Path | None,

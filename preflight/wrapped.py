@@ -1,21 +1,27 @@
-"""A ``.json`` file that is one object holding the records in a list (``{"data": [...]}``).
+"""A JSON file that is one object holding the records in a list (``{"data": [...]}``).
 
 Read as JSON Lines it is one record, and on one line (as ``json.dump`` writes it) the gate
 would pass having checked none of the records inside (with no text field, or with a
 ``"version"`` string beside the list as the text). The gate fails on it instead and ``fix``
-refuses it, both saying how to extract the records.
+refuses it, both saying how to extract the records. That holds for a ``.json`` file, also
+gzip- or zstd-compressed (``train.json.gz``), and for a one-line JSON Lines file or standard
+input (``cat train.json | preflight check -``), which read it the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
+from typing import BinaryIO
 
 from preflight.jq import jq_extract
 from preflight.report.model import Report
+from preflight.source.stdin import STDIN, is_spooled
+from preflight.source.tracked import open_stream
 
-# The source warning's words for a .json file that is one object (pipeline's note).
+# The source warning's words for a .json file that is one object (``one_object_note``).
 ONE_OBJECT = "holds one JSON object"
 # Parsed whole to find the list only up to this size; past it, only a list that follows
 # scalar members at the head of the file is found.
@@ -25,19 +31,45 @@ _FORMAT_ONLY = {"malformed", "schema"}
 _SCALAR = r'(?:"(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)'
 _KEY = r'"((?:[^"\\]|\\.)*)"'
 _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[\s*\{{')
+_TEXT = re.compile(rb"\S")
 
 
-def wrapped_records(report: Report) -> str | None:
+def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -> list[str]:
+    """A warning for a .json file that is one object, not an array (``{"data": [...]}``):
+    read as JSON Lines, it is one record (on one line, as ``json.dump`` writes it, the gate
+    would pass having checked none of the records inside) or every line malformed."""
+    if fmt != "json" or stdin or len(files) != 1 or records > 1:
+        return []
+    path = files[0]
+    head = _head(path, 1 << 12).lstrip("\ufeff \t\r\n")
+    if not head.startswith("{") or (records == 1 and not one_line(path)):
+        return []  # JSON Lines under a .json name, read with --limit 1
+    return [f"{path.name} {ONE_OBJECT}, not an array of records: a .json "
+            "file is read as a top-level array or as JSON Lines (one object per line); if "
+            "its records are in a list inside it, extract them first (e.g. "
+            f"{jq_extract(('data',), path.name)})"]
+
+
+def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     """Why the gate fails on ``report``'s source when it is one JSON object holding a list
     of two or more objects (the records, wrapped), or one in which no rule read anything;
-    else None. A chat record (a messages field found) is one record, whatever other lists
-    it holds."""
+    else None. ``data`` is the file read (standard input's copy; default the report's
+    path). A chat record (a messages field found) is one record, whatever other lists it
+    holds; so is one record read with ``--limit 1`` from a longer JSON Lines file."""
     src = report.source
-    if (src.records != 1 or src.format != "json" or report.rules_file.fields.get("messages")
-            or not any(ONE_OBJECT in w for w in src.warnings)):
+    if (src.records != 1 or src.files != 1 or src.format not in ("json", "jsonl")
+            or report.rules_file.fields.get("messages")):
         return None
-    keys = _wrapping_keys(Path(src.path))
-    name = Path(src.path).name
+    path = data or Path(src.path)
+    if src.format == "json" and not any(ONE_OBJECT in w for w in src.warnings):
+        return None
+    if src.format == "jsonl" and not one_line(path):
+        return None
+    keys = _wrapping_keys(path)
+    stdin = src.path == STDIN or is_spooled(path)
+    name = "standard input" if stdin else path.name
+    hint = (f"e.g. by piping it through {jq_extract(keys or ('data',), None)}" if stdin
+            else f"e.g. {jq_extract(keys or ('data',), str(path))}")
     if keys is None:
         # No list of objects found, yet no rule read a thing in it ({"data": ["a", "b"]},
         # a list of one object): one record with nothing checked is no pass either.
@@ -45,23 +77,58 @@ def wrapped_records(report: Report) -> str | None:
             return None
         return (f"{name} is one JSON object and nothing in it was checked (no text, label or "
                 "number among its top-level members); if it holds the records, extract them "
-                f"first, e.g. {jq_extract(('data',), src.path)} (with the key that holds them)")
+                f"first, {hint} (with the key that holds them)")
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
-            f"none of them was checked): extract them first, e.g. {jq_extract(keys, src.path)}")
+            f"none of them was checked): extract them first, {hint}")
+
+
+def one_line(path: Path) -> bool:
+    """Whether ``path`` (decompressed) holds text on one line only (blank lines aside)."""
+    with _opened(path) as f:
+        seen = ended = False
+        while chunk := f.read(1 << 20):
+            at = 0
+            if not seen:
+                if (m := _TEXT.search(chunk)) is None:
+                    continue
+                seen, at = True, m.start()
+            if not ended:
+                if (end := chunk.find(b"\n", at)) < 0:
+                    continue
+                ended, at = True, end
+            if _TEXT.search(chunk, at):
+                return False
+    return True
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> BinaryIO:
+    stream, raw = open_stream(path)
+    try:
+        yield stream
+    finally:
+        stream.close()
+        raw.close()
+
+
+def _head(path: Path, size: int) -> str:
+    with _opened(path) as f:
+        return f.read(size).decode("utf-8", "replace").lstrip("\ufeff")
 
 
 def _wrapping_keys(path: Path) -> tuple[str, ...] | None:
     """The keys to the first list of two or more objects in the file's object: a member
     of it, or a member of an object member (``{"splits": {"train": [...]}}``)."""
-    with open(path, "rb") as f:
-        head = f.read(1 << 16).decode("utf-8", "replace").lstrip("\ufeff")
+    head = _head(path, 1 << 16)
     if (m := _HEAD.match(head)) and _lists_objects(head[m.end() - 1:]):
         return (json.loads(f'"{m.group(2)}"'),)
-    if path.stat().st_size > _PARSE_MAX:
+    with _opened(path) as f:
+        text = f.read(_PARSE_MAX + 1)
+    if len(text) > _PARSE_MAX:
         return None
     try:
-        whole = json.loads(path.read_bytes())
+        whole = json.loads(text)
     except (ValueError, RecursionError):
         return None
     if not isinstance(whole, dict):

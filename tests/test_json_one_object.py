@@ -138,3 +138,95 @@ def test_one_object_in_which_nothing_was_checked_fails(tmp_path: Path, wrapper: 
     result = CliRunner().invoke(main, ["fix", str(path), "--out", str(tmp_path / "c.jsonl"),
                                        "--quarantine", str(tmp_path / "q.jsonl")])
     assert result.exit_code == 3, result.output
+
+
+def _packed(path: Path, text: str) -> Path:
+    data = text.encode()
+    if path.suffix == ".gz":
+        import gzip
+
+        data = gzip.compress(data)
+    elif path.suffix == ".zst":
+        import zstandard
+
+        data = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(data)
+    return path
+
+
+def _refused(tmp_path: Path, args: list[str], **kw: object) -> str:
+    out, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", *args, "--out", str(out),
+                                       "--quarantine", str(quarantine)], **kw)
+    assert result.exit_code == 3, result.output
+    assert not out.exists() and not quarantine.exists()
+    return " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("name", ["train.json.gz", "train.json.zst", "train.jsonl",
+                                  "train.jsonl.gz", "records.jsonl"])
+def test_a_compressed_json_or_a_one_line_json_lines_wrapper_fails_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # Read as one record, it passed with none of the records inside checked: a .json.gz
+    # (the warning read the compressed bytes), or json.dump's output under a .jsonl name.
+    monkeypatch.chdir(tmp_path)
+    path = _packed(tmp_path / name, json.dumps({"version": "1.0", "data": RECORDS}))
+    report = run_preflight(name, smoke=False, out=tmp_path / "r")
+    assert report.source.records == 1
+    assert report.verdict == "fail"
+    reason = report.reasons[0]
+    assert reason.startswith(f"{name} is one JSON object whose records are in a list")
+    if shutil.which("jq") and shutil.which("sh") and shutil.which("zstd"):
+        command = reason.split("e.g. ", 1)[1]
+        done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        written = command.rsplit("> ", 1)[1]
+        assert written != name  # "> records.jsonl" emptied the input before jq read it
+        assert len((tmp_path / written).read_text().splitlines()) == len(RECORDS)
+    assert "records are in a list inside it" in _refused(tmp_path, [str(path)])
+
+
+def test_a_folder_of_one_wrapped_shard_fails_and_fix_refuses(tmp_path: Path) -> None:
+    # Was an internal error: the wrapper's list was looked for in the folder, not the file.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps({"data": RECORDS}))
+    report = run_preflight(folder, smoke=False, out=tmp_path / "r")
+    assert report.verdict == "fail"
+    assert report.reasons[0].startswith("a.json is one JSON object whose records")
+    assert f"jq -c '.data[]' {folder / 'a.json'} > records.jsonl" in report.reasons[0]
+    assert "a.json is one JSON object" in _refused(tmp_path, [str(folder)])
+
+
+def test_a_wrapper_piped_into_standard_input_fails_and_fix_refuses(tmp_path: Path) -> None:
+    data = json.dumps({"version": "1.0", "data": RECORDS}).encode()
+    out = tmp_path / "r"
+    result = CliRunner().invoke(main, ["check", "-", "--no-smoke", "--out", str(out)],
+                                input=data)
+    assert result.exit_code == 1, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["reasons"][0].startswith("standard input is one JSON object whose records")
+    assert "piping it through jq -c '.data[]' > records.jsonl" in report["reasons"][0]
+    said = _refused(tmp_path, ["-"], input=data)
+    assert "standard input is one JSON object" in said and "preflight-stdin" not in said
+
+
+@pytest.mark.parametrize("record", [
+    {"text": "one record", "spans": [{"start": 0, "end": 3}]},
+    {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+    {"text": "one record", "label": 1}], ids=["one-object-list", "chat", "plain"])
+def test_one_record_in_a_json_lines_file_passes(tmp_path: Path, record: dict) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    assert report.source.warnings == []
+    assert report.verdict == "pass", report.reasons
+
+
+def test_one_json_lines_record_read_with_limit_1_is_not_a_wrapper(tmp_path: Path) -> None:
+    path = tmp_path / "lines.jsonl"
+    spans = [{"start": 0, "end": 1}, {"start": 2, "end": 3}]
+    path.write_text("".join(json.dumps({"text": f"t {i}", "spans": spans}) + "\n"
+                            for i in range(3)))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r", limit=1)
+    assert report.verdict == "pass", report.reasons

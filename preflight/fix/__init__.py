@@ -115,7 +115,8 @@ def run_fix(
     try:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
-        if wrapped := wrapped_records(report):  # a clean copy of the wrapper cleans nothing
+        if wrapped := wrapped_records(report, found.files[0][1] if len(found.files) == 1 else None):
+            # a clean copy of the wrapper cleans nothing
             raise InputError(wrapped)
         ctx = Context(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)

@@ -46,6 +46,12 @@ def is_stdin(source: object) -> bool:
     return isinstance(source, str | Path) and str(source) == STDIN
 
 
+def is_spooled(path: Path) -> bool:
+    """Whether ``path`` is standard input's copy (``spooled_stdin``), as ``fix`` reads it."""
+    return path.name.startswith("stdin.jsonl") and path.parent.name.startswith(
+        "preflight-stdin-")
+
+
 @contextlib.contextmanager
 def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
     """Copy ``stream`` (default: standard input, as bytes) to a temporary JSON Lines file;
