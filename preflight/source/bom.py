@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from preflight.errors import InputError
+from preflight.source.magic import HEAD, misnamed
 
 # Longest first: UTF-32 LE's mark starts with UTF-16 LE's.
 _MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
@@ -49,7 +50,8 @@ def wide_text(head: bytes, what: str) -> InputError | None:
 
 def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
     """An ``InputError`` for the first text file among ``files`` (plain, gzip or zstd) that
-    is UTF-16 or UTF-32 text, naming it ``what`` (default: its path)."""
+    is UTF-16 or UTF-32 text, or, named as plain text, compressed or columnar data
+    (``magic``), naming it ``what`` (default: its path)."""
     for path in files:
         suffixes = [s.lower() for s in path.suffixes[-2:]]
         packed = len(suffixes) == 2 and suffixes[1] in _COMPRESSED
@@ -61,19 +63,21 @@ def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
             continue
         if (error := wide_text(head, what or str(path))) is not None:
             raise error
+        if not packed and (error := misnamed(path, head, what or str(path))) is not None:
+            raise error  # gzip under a .jsonl name, Parquet under .json: not text
 
 
 def _head(path: Path, compression: str | None) -> bytes:
-    """The first 4 bytes of ``path``'s text, decompressed."""
+    """The first ``HEAD`` bytes of ``path``'s text, decompressed."""
     if compression == ".gz":
         import gzip
 
         with gzip.open(path, "rb") as f:
-            return f.read(4)
+            return f.read(HEAD)
     if compression is not None:
         import zstandard
 
         with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as f:
-            return f.read(4)
+            return f.read(HEAD)
     with open(path, "rb") as f:
-        return f.read(4)
+        return f.read(HEAD)

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from preflight.errors import InputError, OutputError
 from preflight.source.bom import refuse_wide_text, wide_text
+from preflight.source.magic import piped
 from preflight.tempfiles import temp_dir
 
 STDIN = "-"
@@ -70,6 +71,8 @@ def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
     for magic, what in _REFUSED.items():
         if first.startswith(magic):
             raise InputError(f"standard input holds {what}; '-' reads JSON Lines (UTF-8)")
+    if (error := piped(first)) is not None:  # bzip2, xz, zip: every line invalid UTF-8
+        raise error
     suffix = next((s for m, s in _MAGIC.items() if first.startswith(m)), ".jsonl")
     folder = temp_dir("stdin")
     try:

@@ -1,0 +1,88 @@
+"""Data whose first bytes say it is not the text its name (or ``-``) promises: compressed
+(bzip2 or xz piped into ``-``; gzip under a ``.jsonl`` name, as a download that lost its
+``.gz`` leaves it) or columnar (a Parquet file named ``.json``). Read as text, every line
+was a ``malformed`` finding (``invalid_utf8``), or a CSV header "not valid UTF-8", with no
+word of why; the input is refused (exit 3) with what it is and the command that makes it
+readable, as a file in UTF-16 is (``bom``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from preflight.errors import InputError
+
+# (first bytes, what it is, the suffix preflight would read it under or that unpacks it)
+_KINDS = (
+    (re.compile(rb"\x1f\x8b"), "gzip", ".gz"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", ".zst"),
+    (re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)", re.DOTALL), "bzip2", ".bz2"),
+    (re.compile(rb"\xfd7zXZ\x00"), "xz", ".xz"),
+    (re.compile(rb"PK\x03\x04"), "zip", ".zip"),
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), "7z", ".7z"),
+    (re.compile(rb"PAR1"), "Parquet", ".parquet"),
+    (re.compile(rb"ARROW1\x00\x00"), "Arrow", ".arrow"),
+)
+HEAD = 10  # bytes that tell every kind above
+_UNPACK = {".bz2": "bunzip2", ".xz": "unxz"}
+# Piped into ``-``: what writes the decompressed text into the pipe instead.
+_PIPE = {"bzip2": "bzcat data.jsonl.bz2", "xz": "xzcat data.jsonl.xz",
+         "zip": "unzip -p data.zip", "7z": "7z x -so data.7z"}
+
+
+def kind_of(head: bytes) -> tuple[str, str] | None:
+    """(what, suffix) when ``head`` starts as one of the compressions or columnar formats
+    above, else None."""
+    return next(((what, suffix) for pattern, what, suffix in _KINDS if pattern.match(head)),
+                None)
+
+
+def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
+    """The error for a file named as plain text (``what``: how to name it) whose ``head``
+    is compressed or columnar data, else None. A ``PAR1`` head counts only when the file
+    also ends with it (a CSV header may start ``PAR1,``)."""
+    found = kind_of(head)
+    if found is None:
+        return None
+    kind, suffix = found
+    if kind == "Parquet" and not _ends_with(path, b"PAR1"):
+        return None
+    given = shlex.quote(str(path))
+    if kind in ("gzip", "zstd"):
+        return InputError(f"{what} is {kind}-compressed, but its name does not say so "
+                          f"(preflight reads {suffix} files): rename it, e.g. mv {given} "
+                          f"{shlex.quote(str(path) + suffix)}")
+    if suffix in _UNPACK:
+        packed = shlex.quote(str(path) + suffix)
+        return InputError(f"{what} is {kind}-compressed, but its name does not say so; "
+                          "preflight reads gzip and zstd: decompress it first, e.g. mv "
+                          f"{given} {packed} && {_UNPACK[suffix]} {packed}")
+    if kind in ("zip", "7z"):
+        return InputError(f"{what} is a {kind} archive, not text: extract the data files "
+                          "from it first")
+    return InputError(f"{what} holds {kind} data, not text: rename it, e.g. mv {given} "
+                      f"{shlex.quote(str(path.with_suffix(suffix)))}")
+
+
+def piped(head: bytes) -> InputError | None:
+    """The error for standard input whose ``head`` is compressed in a way ``-`` does not
+    read (bzip2, xz, zip, 7z), else None (gzip and zstd are read; Parquet and Arrow are
+    refused by the caller)."""
+    found = kind_of(head)
+    if found is None or found[0] not in _PIPE:
+        return None
+    kind = found[0]
+    return InputError(f"standard input is {kind}-compressed; '-' reads JSON Lines, plain or "
+                      f"gzip/zstd: decompress it into the pipe, e.g. {_PIPE[kind]} | "
+                      "preflight check -")
+
+
+def _ends_with(path: Path, tail: bytes) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() < 2 * len(tail):
+            return False
+        f.seek(-len(tail), 2)
+        return f.read() == tail

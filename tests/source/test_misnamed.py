@@ -1,0 +1,116 @@
+"""Compressed or columnar bytes under a plain text name (a download that lost its ``.gz``,
+a Parquet file saved as ``.json``) or bzip2/xz/zip piped into ``-``: read as text, every
+line was a ``malformed`` finding (``invalid_utf8``) or a CSV header "not valid UTF-8",
+exit 1 with no word of why. Now exit 3 saying what the bytes are and the command that
+makes them readable, which runs as written."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from preflight.cli import main
+
+RECORDS = [{"text": f"record {i}", "label": i % 2} for i in range(4)]
+TEXTS = {
+    "d.jsonl": "".join(json.dumps(r) + "\n" for r in RECORDS),
+    "d.json": json.dumps(RECORDS),
+    "d.csv": "text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in RECORDS),
+}
+PACKERS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": gzip.compress,
+    "zstd": zstandard.ZstdCompressor().compress,
+    "bzip2": bz2.compress,
+    "xz": lzma.compress,
+}
+
+
+def _said(result: object) -> str:
+    return " ".join(result.output.split())  # type: ignore[attr-defined]
+
+
+def _check(path: Path | str, tmp_path: Path, **kw: object) -> object:
+    return CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                     str(tmp_path / "r")], **kw)
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+@pytest.mark.parametrize("kind", list(PACKERS))
+def test_compressed_bytes_under_a_text_name_are_exit_3(tmp_path: Path, name: str,
+                                                       kind: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_bytes(PACKERS[kind](TEXTS[name].encode()))
+    result = _check(name, tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    said = _said(result)
+    assert f"{name} is {kind}-compressed, but its name does not say so" in said
+    fixed = CliRunner().invoke(main, ["fix", name, "--out", "c.jsonl", "--quarantine",
+                                      "q.jsonl"])
+    assert fixed.exit_code == 3, fixed.output
+    assert not (tmp_path / "c.jsonl").exists()
+    command = said.split("e.g. ", 1)[1]
+    tools = {"gzip": "mv", "zstd": "mv", "bzip2": "bunzip2", "xz": "unxz"}
+    if shutil.which("sh") and shutil.which(tools[kind]):
+        done = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True)
+        assert done.returncode == 0, done.stderr
+        readable = command.split()[2] if kind in ("gzip", "zstd") else name
+        assert _check(readable, tmp_path).exit_code == 0  # type: ignore[attr-defined]
+
+
+def test_parquet_bytes_under_a_json_name_are_exit_3(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(RECORDS), buffer)
+    (tmp_path / "d.json").write_bytes(buffer.getvalue())
+    result = _check(tmp_path / "d.json", tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert f"holds Parquet data, not text: rename it, e.g. mv {tmp_path / 'd.json'} " \
+           f"{tmp_path / 'd.parquet'}" in _said(result)
+
+
+def test_a_csv_header_starting_par1_is_read(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("PAR1,text\n1,hello\n2,world\n")
+    assert _check(tmp_path / "d.csv", tmp_path).exit_code == 0  # type: ignore[attr-defined]
+
+
+def test_one_misnamed_shard_in_a_folder_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(TEXTS["d.jsonl"])
+    (folder / "b.jsonl").write_bytes(gzip.compress(TEXTS["d.jsonl"].encode()))
+    result = _check(folder, tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert "b.jsonl is gzip-compressed" in _said(result)
+
+
+def _zipped(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("d.jsonl", data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("kind", "pack", "command"), [
+    ("bzip2", bz2.compress, "bzcat data.jsonl.bz2 | preflight check -"),
+    ("xz", lzma.compress, "xzcat data.jsonl.xz | preflight check -"),
+    ("zip", _zipped, "unzip -p data.zip | preflight check -")])
+def test_bzip2_xz_or_zip_piped_into_standard_input_is_exit_3(
+        tmp_path: Path, kind: str, pack: Callable[[bytes], bytes], command: str) -> None:
+    result = _check("-", tmp_path, input=pack(TEXTS["d.jsonl"].encode()))
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert f"standard input is {kind}-compressed" in _said(result)
+    assert command in _said(result)
