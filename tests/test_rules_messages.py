@@ -4,7 +4,10 @@ reports used different rules files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import polars as pl
 
 from tests.test_cli import CLEAN, flat, invoke, write_jsonl
 
@@ -125,3 +128,25 @@ def test_a_switch_is_true_or_false_like_enabled(tmp_path: Path) -> None:
                    "rules[3].allow_null"):
             assert f"{at}: Input should be a valid boolean" in flat(result.output)
         assert flat(result.output).count("write true or false, unquoted") == 4
+
+
+def test_yes_and_no_are_names_where_a_name_is_meant(tmp_path: Path) -> None:
+    # YAML 1.1 reads yes/no/on/off as booleans: a yes/no classifier's `labels: [yes, no]`
+    # was refused ("not a valid string (got True)"), in a file and with --set alike, and a
+    # column named "on" could not be named. Switches still take them as booleans.
+    data = write_jsonl(tmp_path / "d.jsonl", [
+        {"on": f"question {i}", "answer": ["yes", "no", "maybe"][i % 3]} for i in range(9)])
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfields: {text: on, label: answer}\n"
+                     "model: {labels: [yes, no]}\nsmoke: {enabled: no}\nrules:\n"
+                     "  - {id: labels, check: label_range, absent_classes: yes}\n",
+                     encoding="utf-8")
+    for extra in ([], ["--set", "model.labels=[yes, no]"]):
+        result = invoke("check", data, "--rules", rules, "--out", tmp_path / "r", *extra)
+        assert result.exit_code == 1, result.output
+        report = json.loads((tmp_path / "r" / "report.json").read_text())
+        assert report["rules_file"]["fields"] == {"text": "on", "label": "answer"}
+        assert report["smoke"] is None
+        frame = pl.read_parquet(tmp_path / "r" / "findings.parquet")
+        assert frame["code"].to_list() == ["label_not_in_set"] * 3  # the three "maybe"
+        assert frame["row"].to_list() == [2, 5, 8]

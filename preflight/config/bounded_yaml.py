@@ -111,10 +111,56 @@ _BoundedLoader.add_implicit_resolver(
     list("-+0123456789"))
 
 
-def yaml_load(text: str | bytes) -> Any:
+class YamlWord(str):
+    """``yes``, ``no``, ``on`` or ``off`` as written in a rules file: YAML 1.1's booleans,
+    but also names. ``settle_words`` makes it a boolean where a switch is meant and keeps
+    the word where a name is (``labels: [yes, no]``, a yes/no classifier's classes, were
+    ``[True, False]``: "not a valid string (got True)")."""
+
+    @property
+    def truth(self) -> bool:
+        return self.lower() in ("yes", "on")
+
+
+class _RulesLoader(_BoundedLoader):
+    """``_BoundedLoader`` that keeps YAML 1.1's other boolean words as ``YamlWord``."""
+
+
+def _boolean(loader: _RulesLoader, node: yaml.ScalarNode) -> bool | YamlWord:
+    value = loader.construct_scalar(node)
+    return value.lower() == "true" if value.lower() in ("true", "false") else YamlWord(value)
+
+
+_RulesLoader.add_constructor("tag:yaml.org,2002:bool", _boolean)
+
+
+def yaml_load(text: str | bytes, *, words: bool = False) -> Any:
     """Parse YAML safely (plain data only), with alias expansion bounded: a
-    ``yaml.YAMLError`` when the text is not valid or expands too far."""
-    return yaml.load(text, Loader=_BoundedLoader)
+    ``yaml.YAMLError`` when the text is not valid or expands too far. With ``words``
+    (a rules file), ``yes``/``no``/``on``/``off`` come back as ``YamlWord`` for
+    ``settle_words``."""
+    return yaml.load(text, Loader=_RulesLoader if words else _BoundedLoader)
+
+
+def settle_words(data: Any, *, name: bool = False) -> Any:
+    """``data`` (a rules file's mapping) with each ``YamlWord`` a boolean, as YAML 1.1
+    reads it, except where a name is expected (``name``): the items of ``model.labels``
+    and the values of ``fields``, which keep the word as written."""
+    if isinstance(data, YamlWord):
+        return str(data) if name else data.truth
+    if isinstance(data, list):
+        return [settle_words(v, name=name) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key == "fields" and isinstance(value, dict):
+            out[key] = {k: settle_words(v, name=True) for k, v in value.items()}
+        elif key == "model" and isinstance(value, dict):
+            out[key] = {k: settle_words(v, name=k == "labels") for k, v in value.items()}
+        else:
+            out[key] = settle_words(value, name=name)
+    return out
 
 
 def yaml_problem(e: yaml.YAMLError, raw: bytes) -> str:

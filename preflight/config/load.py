@@ -75,7 +75,7 @@ def _load_file(path: Path, *, preset: str | None) -> RuleSet:
         raise ConfigError(f"{path}: a rules file is at most {MAX_RULES_BYTES // 2**20} MiB; "
                           "this one is larger (is it the right file?)")
     try:
-        data = yaml_load(raw)
+        data = yaml_load(raw, words=True)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML{yaml_problem(e, raw)}") from e
     if data is None:

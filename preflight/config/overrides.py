@@ -74,7 +74,7 @@ def with_overrides(
             raise ConfigError(f"--set {_shown(item)}: no rule {_shown(rule_id)}; rules: "
                               f"{', '.join(by_id)} (or smoke.PARAM, fields.ROLE, model.FACT)")
         try:
-            section[key] = yaml_load(raw) if raw else None
+            section[key] = yaml_load(raw, words=True) if raw else None
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {_shown(item)}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from preflight.checks import registry
+from preflight.config.bounded_yaml import settle_words
 from preflight.config.messages import _INTERNAL, _did_you_mean, _file_keys, _kind, _messages
 from preflight.config.models import RULE_KEYS, Rule, RuleSet
 from preflight.errors import ConfigError
@@ -55,7 +56,7 @@ def _validate(
     path: str | None = None,
     given_fields: dict[str, str] | None = None,
 ) -> RuleSet:
-    data = dict(data)
+    data = settle_words(data)  # yes/no: a switch's boolean, or a class or column name
     # Keys the loader sets, never a file: one written in a file is an unknown key.
     written = [key for key in _INTERNAL if key in data]
     errors = [f"{key}: unknown key for this section; allowed: {', '.join(_file_keys(RuleSet))}"
