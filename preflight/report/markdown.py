@@ -24,6 +24,11 @@ def render_markdown(report: Report, *, max_chars: int = MD_MAX_CHARS) -> str:
     head += [f"- {_cell(reason)}" for reason in report.reasons]
     notes = [f"- {_code(r.id)}: {_cell(note)}" for r in report.rules for note in r.notes]
     notes += [f"- not checked: {_cell(what)}" for what in report.rules_file.not_checked]
+    # How the input was read and which fields were inferred: a column left unchecked
+    # (numbers in only some records, tokenizer outputs) is said only there.
+    notes += [f"- warning: {_cell(w)}" for w in src.warnings]
+    notes += [f"- inferred {role}: {_cell(why)}"
+              for role, why in report.rules_file.inferred.items()]
     sections = ["\n".join(head).rstrip() + "\n", _table(report.rules)]
     if notes:
         sections.append("\n".join(notes) + "\n")
