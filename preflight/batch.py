@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from preflight.format_expr import format_str
 from preflight.json_types import dtype_kind, json_type
 from preflight.text import as_text, fold
 
@@ -203,7 +204,7 @@ class Batch:
                 .filter(pl.col(name).is_not_null())
                 .select(
                     pl.col("i").cast(pl.UInt32),
-                    pl.format(f"{name}[{{}}].content", pl.col("turn")).alias("field"),
+                    format_str(f"{name}[{{}}].content", pl.col("turn")).alias("field"),
                     pl.col(name).struct.field("content").alias("text"),
                 )
             )

@@ -39,6 +39,7 @@ from pydantic import Field, StrictBool
 from preflight.batch import Batch, positions, repeated
 from preflight.checks.base import Check, Context, Params, findings
 from preflight.checks.registry import register
+from preflight.format_expr import format_str
 from preflight.json_types import JSON_TYPE_NOUNS, dtype_kind, json_type
 
 # Which kind of turn may follow which (None: the first turn of the sequence); "tool" stands
@@ -148,7 +149,7 @@ class ChatFormat(Check):
         rules: list[tuple[str, pl.Expr, pl.Expr]] = [
             ("not_a_list", kind != "array",
              pl.when(kind == "null").then(pl.lit(f"{name}: missing or null"))
-             .otherwise(pl.format(f"{name}: expected a list of turns, got {{}}",
+             .otherwise(format_str(f"{name}: expected a list of turns, got {{}}",
                                   kind.replace_strict(_NOUN, default=kind)))),
             ("empty_conversation", (kind == "array") & (n == 0),
              pl.lit(f"{name}: empty list, no turns")),
@@ -161,8 +162,9 @@ class ChatFormat(Check):
             rules.append((
                 "last_turn_not_assistant",
                 conversation & (pl.col("last_role").fill_null("") != "assistant"),
-                pl.format(f"{name}[{{}}]: last turn is {{}}, not 'assistant'", n - 1,
-                          pl.format("'{}'", pl.col("last_role")).fill_null(pl.lit("without role"))),
+                format_str(f"{name}[{{}}]: last turn is {{}}, not 'assistant'", n - 1,
+                           format_str("'{}'", pl.col("last_role"))
+                           .fill_null(pl.lit("without role"))),
             ))
         out = []
         for code, flag, detail in rules:
@@ -175,32 +177,32 @@ class ChatFormat(Check):
         allowed = p.roles
         obj, role, other = pl.col("is_object"), pl.col("role"), pl.col("role_other")
         content, ckind = pl.col("content"), pl.col("content_kind")
-        at = pl.format(f"{name}[{{}}]: ", pl.col("turn"))
+        at = format_str(f"{name}[{{}}]: ", pl.col("turn"))
         listed = ", ".join(allowed)
         rules: list[tuple[str, pl.Expr, pl.Expr]] = [
             ("turn_not_object", ~obj,
-             pl.format("{}{} is not an object with role and content", at,
+             format_str("{}{} is not an object with role and content", at,
                        pl.col("turn_type").replace_strict(_NOUN, default=pl.col("turn_type")))),
             ("missing_role", obj & role.is_null() & other.is_null(),
-             pl.format("{}no role", at)),
+             format_str("{}no role", at)),
             ("unknown_role",
              obj & (other.is_not_null() | (role.is_not_null() & ~role.is_in(allowed))),
-             pl.format(f"{{}}role {{}} not in {listed}", at,
-                       pl.coalesce(other, pl.format("'{}'", role)))),
+             format_str(f"{{}}role {{}} not in {listed}", at,
+                       pl.coalesce(other, format_str("'{}'", role)))),
             ("content_not_string", obj & ~ckind.is_in(["string", "null"]),
-             pl.format("{}content is {}, not a string", at,
+             format_str("{}content is {}, not a string", at,
                        ckind.replace_strict(_NOUN, default=ckind))),
         ]
         if "system" in allowed:
             rules.append(("system_not_first", obj & (role == "system") & (pl.col("turn") > 0),
-                          pl.format("{}system turn not first", at)))
+                          format_str("{}system turn not first", at)))
         if not p.allow_empty_content:
             blank = content.str.strip_chars() == ""
             excused = (role == "assistant") & pl.col("tool_calls")
             rules.append((
                 "empty_content",
                 obj & ~excused & ((ckind == "null") | ((ckind == "string") & blank)),
-                pl.format("{}content {}", at,
+                format_str("{}content {}", at,
                           pl.when(ckind == "null").then(pl.lit("missing or null"))
                           .when(content == "").then(pl.lit("empty"))
                           .otherwise(pl.lit("whitespace only"))),
@@ -236,10 +238,10 @@ class ChatFormat(Check):
             .filter(~ok)
         )
         detail = pl.when(prev.is_null()).then(
-            pl.format(f"{name}[{{}}]: starts with '{{}}' (expected {expected[None]})",
+            format_str(f"{name}[{{}}]: starts with '{{}}' (expected {expected[None]})",
                       "turn", "role")
         ).otherwise(
-            pl.format(f"{name}[{{}}]: '{{}}' after '{{}}' (expected {{}})", "turn", "role", prev,
+            format_str(f"{name}[{{}}]: '{{}}' after '{{}}' (expected {{}})", "turn", "role", prev,
                       prev_kind.replace_strict(
                           {k: v for k, v in expected.items() if k}, default=""))
         )

@@ -16,6 +16,7 @@ import polars as pl
 from preflight.batch import Batch, positions
 from preflight.checks.base import Context
 from preflight.checks.token_lists import CLIP, NOUN, clip_int, show_value
+from preflight.format_expr import format_str
 
 SHOWN_CLASSES = 10
 _NON_FINITE = {"nan", "inf", "infinity"}
@@ -158,9 +159,9 @@ def label_values(batch: Batch, name: str, *, textual: bool = False,
             .otherwise(pl.lit("string"))
         )
         as_int = pl.when(whole).then(number.clip(-CLIP, CLIP).cast(pl.Int64, strict=False))
-        shown = pl.when(pl.col("kind") == "string").then(pl.format("'{}'", v)).otherwise(text)
+        shown = pl.when(pl.col("kind") == "string").then(format_str("'{}'", v)).otherwise(text)
     elif dtype == pl.String:
-        as_int, shown = pl.lit(None, pl.Int64), pl.format("'{}'", v)
+        as_int, shown = pl.lit(None, pl.Int64), format_str("'{}'", v)
     elif dtype == pl.Boolean:
         as_int = pl.lit(None, pl.Int64)
         shown = pl.when(v).then(pl.lit("true")).otherwise(pl.lit("false"))

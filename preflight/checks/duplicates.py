@@ -18,6 +18,7 @@ from pydantic import Field, StrictInt
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.format_expr import format_str
 from preflight.limits import MAX_CHARS
 
 _SEEDS = (0x5EED, 0xC0FFEE)
@@ -124,7 +125,7 @@ class ExactDuplicate(Check):
                           dtype=pl.String)
         dupes = pl.DataFrame({"kept_row": rows[kept], "size": size, "file": files[kept]})
         of = pl.col("file").replace_strict(np.unique(files[kept]), label, default=None)
-        detail = pl.format("duplicate of row {}{} ({} copies in all)", "kept_row",
+        detail = format_str("duplicate of row {}{} ({} copies in all)", "kept_row",
                            pl.concat_str(pl.lit(" of "), of).fill_null(""), "size")
         return findings(
             {"file_index": pl.Series(files[member]), "row": pl.Series(rows[member])},

@@ -42,6 +42,7 @@ from preflight.checks.near_pairs import (
 )
 from preflight.checks.registry import register
 from preflight.errors import OutputError
+from preflight.format_expr import format_str
 from preflight.limits import MAX_SHINGLE, SEED32_MAX
 from preflight.minhash import LSH, jaccard_pairs, sorted_sets
 from preflight.spill import Spilled
@@ -287,12 +288,12 @@ class NearDuplicate(Check):
         })
         return frame.select(
             pl.when("unconfirmed", "direct")
-            .then(pl.format("near-duplicate of {} (LSH candidate, not confirmed)", "at"))
+            .then(format_str("near-duplicate of {} (LSH candidate, not confirmed)", "at"))
             .when("unconfirmed")
-            .then(pl.format("near-duplicate of {} (LSH candidate, not confirmed), in the "
+            .then(format_str("near-duplicate of {} (LSH candidate, not confirmed), in the "
                             "cluster of {}", "via", "at"))
-            .when("direct").then(pl.format("near-duplicate of {} (Jaccard {})", "at", "j"))
-            .otherwise(pl.format("near-duplicate of {} (Jaccard {}), in the cluster of {}",
+            .when("direct").then(format_str("near-duplicate of {} (Jaccard {})", "at", "j"))
+            .otherwise(format_str("near-duplicate of {} (Jaccard {}), in the cluster of {}",
                                  "via", "j", "at"))
         ).to_series()
 
@@ -311,7 +312,7 @@ class NearDuplicate(Check):
             {k: v for k, v in self._labels.items() if v}, default=None, return_dtype=pl.String)
         return pl.DataFrame({"t": text, "l": label}).select(
             pl.when(pl.col("l").is_null()).then("t")
-            .otherwise(pl.format("{} of {}", "t", "l"))).to_series()
+            .otherwise(format_str("{} of {}", "t", "l"))).to_series()
 
     def _cluster_stats(self, labels: np.ndarray, files: np.ndarray, rows: np.ndarray) -> None:
         kept, sizes = unique_counts(labels)

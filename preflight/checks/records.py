@@ -10,6 +10,7 @@ from pydantic import Field
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.format_expr import format_str
 
 JsonType = Literal["string", "integer", "number", "boolean", "array", "object"]
 
@@ -88,7 +89,7 @@ class Schema(Check):
             bad = ~got.is_in(accepted)
             if bad.any():
                 idx = bad.arg_true()
-                detail = pl.format(
+                detail = format_str(
                     "{}: expected {}, got {}", pl.lit(name), pl.lit(" or ".join(want)), got
                 )
                 details = pl.select(detail).to_series().gather(idx)

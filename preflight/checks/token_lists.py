@@ -11,6 +11,7 @@ import polars as pl
 
 from preflight.batch import Batch
 from preflight.checks.base import findings
+from preflight.format_expr import format_str
 from preflight.json_types import JSON_TYPE_NOUNS, json_type
 
 # Float token values are clipped into Int64 before the range test (1e30 stays out of range).
@@ -127,7 +128,7 @@ def out_of_range(ints: pl.Series, name: str, bound: int | None, ignore: int | No
     )
     where = f"[0, {bound})" if bound is not None else "[0, ∞)"
     also = f" and not the ignore index {ignore}" if ignore is not None else ""
-    detail = pl.format(
+    detail = format_str(
         f"{name}[{{}}]: {{}} outside {where}{also} (out-of-range values: {{}})",
         "first", pl.col("v").list.get(pl.col("first")), "count",
     )
@@ -141,7 +142,7 @@ def length_mismatch(labels: pl.Series, ids: pl.Series, labels_name: str,
         .with_row_index("i")
         .filter(pl.col("a") != pl.col("b"))
     )
-    detail = pl.format(f"{labels_name} has {{}} values, {ids_name} has {{}}", "a", "b")
+    detail = format_str(f"{labels_name} has {{}} values, {ids_name} has {{}}", "a", "b")
     return findings({"i": frame.get_column("i")}, "token_labels_length_mismatch",
                     frame.select(detail).to_series())
 
@@ -157,7 +158,7 @@ def all_ignored(labels: pl.Series, name: str, ignore: int) -> pl.DataFrame:
     detail = pl.select(
         pl.when(n == 0)
         .then(pl.lit(f"{name}: empty, no token to learn from (its mean loss is NaN)"))
-        .otherwise(pl.format(f"{name}: all {{}} labels are the ignore index {ignore} "
+        .otherwise(format_str(f"{name}: all {{}} labels are the ignore index {ignore} "
                              "(its mean loss is NaN)", n))
     ).to_series()
     return findings({"i": frame.get_column("i")}, "all_labels_ignored", detail)

@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -103,14 +103,26 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
                 err_console().print(f"[bold red]error:[/] {escape(where)}"
                                     f"{escape(e.strerror or str(e))}", highlight=False)
                 sys.exit(3)
-            # a bug in preflight, not a user mistake
-            err_console().print(f"[bold red]internal error:[/] {type(e).__name__}: "
-                                f"{escape(_capped(str(e), debug))}\n"
-                                "This is a bug in preflight; rerun with --debug for the "
-                                "traceback.", highlight=False)
-            sys.exit(2)
+            _internal_error(e, debug)
+        except BaseException as e:
+            # A Rust library's panic (polars, tokenizers) derives from BaseException: it
+            # printed a traceback and exited 1, which reads as "the gate failed".
+            if debug or type(e).__name__ != "PanicException":
+                raise
+            _internal_error(e, debug)
 
     return wrapper
+
+
+def _internal_error(e: BaseException, debug: bool) -> NoReturn:
+    """A bug in preflight, not a user mistake: say so, exit 2."""
+    from rich.markup import escape
+
+    err_console().print(f"[bold red]internal error:[/] {type(e).__name__}: "
+                        f"{escape(_capped(str(e), debug))}\n"
+                        "This is a bug in preflight; rerun with --debug for the "
+                        "traceback.", highlight=False)
+    sys.exit(2)
 
 
 def _capped(message: str, debug: bool) -> str:
