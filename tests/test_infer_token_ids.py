@@ -140,3 +140,26 @@ def test_one_odd_record_does_not_make_token_lists_features(tmp_path: Path, field
     assert (11, code) in found
     assert {c for _, c in found} <= {"token_id_out_of_range", code,
                                      "token_labels_length_mismatch"}
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_fixed_length_token_lists_are_read_as_lists(tmp_path: Path, suffix: str) -> None:
+    # datasets' Sequence(Value("int32"), length=N) is an Arrow fixed_size_list: every
+    # record was "expected a list of integers, got a list", and fix quarantined them all.
+    rows = [{"input_ids": ids, "labels": [t if t % 3 else -100 for t in ids]}
+            for ids in (_zipf_ids(random.Random(i), 16) for i in range(60))]
+    rows[7]["input_ids"][3] = -5
+    table = pa.table({k: pa.array([r[k] for r in rows], pa.list_(pa.int32(), 16))
+                      for k in rows[0]})
+    path = tmp_path / f"packed{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(table, path)
+    else:
+        import pyarrow.feather as pf
+
+        pf.write_feather(table, path)
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    frame = report.findings()
+    assert list(zip(frame["row"], frame["code"], strict=True)) == [
+        (7, "token_id_out_of_range")]
+

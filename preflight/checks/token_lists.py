@@ -42,6 +42,8 @@ def int_lists(batch: Batch, name: str, code: str) -> tuple[pl.Series, pl.DataFra
         return _int_lists_raw(batch.raw[name], name, code)
     col = (batch.frame.get_column(name) if batch.has(name)
            else pl.Series(name, [None] * n, dtype=pl.Null))
+    if isinstance(col.dtype, pl.Array):  # fixed length (datasets' Sequence(length=N))
+        col = col.cast(pl.List(col.dtype.inner))
     dtype = col.dtype
     frame = pl.DataFrame({"v": col}).with_row_index("i")
     v, el = pl.col("v"), pl.element()
