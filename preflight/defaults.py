@@ -91,7 +91,8 @@ def not_checked(rules: RuleSet, fields: Fields, added: list[Rule]) -> list[str]:
     if fields.label and any(r.params.get("infer_classes") for r in added):
         out.append("labels the model has no class for: needs --num-classes (for class names: "
                    "--set model.labels=[...])")
-    if fields.input_ids and any(r.check == "label_range" for r in added):
+    if (fields.input_ids and not rules.model.vocab_size
+            and any(r.check == "label_range" for r in added)):
         out.append("token ids past the model's vocabulary: needs --set model.vocab_size=N")
     if any(r.check == "numeric" and not r.params.get("dtype") for r in added):
         out.append("values that overflow the training dtype: needs --set values.dtype=fp16 "

@@ -163,3 +163,21 @@ def test_fixed_length_token_lists_are_read_as_lists(tmp_path: Path, suffix: str)
     assert list(zip(frame["row"], frame["code"], strict=True)) == [
         (7, "token_id_out_of_range")]
 
+
+def test_a_declared_vocabulary_is_not_listed_as_not_checked(tmp_path: Path) -> None:
+    # --set model.vocab_size=N bounded the ids, yet the report still said they were not
+    # checked against the vocabulary and to pass that very option.
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    rows = _tokenized()
+    rows[3]["input_ids"][0] = 60_000
+    path = _write(tmp_path / "tok.jsonl", rows)
+    result = CliRunner().invoke(main, ["check", str(path), "--no-smoke", "--out",
+                                       str(tmp_path / "r"), "--set", "model.vocab_size=50000"])
+    assert result.exit_code == 1, result.output
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    [labels] = [r for r in report["rules"] if r["id"] == "labels"]
+    assert labels["codes"] == {"token_id_out_of_range": 1}
+    assert not any("vocab_size" in what for what in report["rules_file"]["not_checked"])
