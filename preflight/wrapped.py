@@ -72,8 +72,10 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
             else f"e.g. {jq_extract(keys or ('data',), str(path))}")
     if keys is None:
         # No list of objects found, yet no rule read a thing in it ({"data": ["a", "b"]},
-        # a list of one object): one record with nothing checked is no pass either.
-        if {r.check for r in report.rules} - _FORMAT_ONLY:
+        # a list of one object): one record with nothing checked is no pass either. (In
+        # JSON Lines one record is a corpus of one, which a rules file may check only for
+        # its shape.)
+        if src.format != "json" or {r.check for r in report.rules} - _FORMAT_ONLY:
             return None
         return (f"{name} is one JSON object and nothing in it was checked (no text, label or "
                 "number among its top-level members); if it holds the records, extract them "

@@ -230,3 +230,14 @@ def test_one_json_lines_record_read_with_limit_1_is_not_a_wrapper(tmp_path: Path
                             for i in range(3)))
     report = run_preflight(path, smoke=False, out=tmp_path / "r", limit=1)
     assert report.verdict == "pass", report.reasons
+
+
+def test_one_json_lines_record_checked_for_its_shape_only_passes(tmp_path: Path) -> None:
+    # JSON Lines of one record is a corpus of one: with a rules file running `schema`
+    # alone it is not "one JSON object in which nothing was checked".
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": "r0", "features": [0.5, 1.5], "target": 2.0}) + "\n")
+    rules = {"fields": {"features": "features", "target": "target", "id": "id"},
+             "rules": [{"id": "schema", "check": "schema"}]}
+    report = run_preflight(path, rules=rules, smoke=False, out=tmp_path / "r")
+    assert report.verdict == "pass", report.reasons
