@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
@@ -18,6 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from preflight import FixOptions, run_preflight
+from preflight.batch import Batch
+from preflight.checks.string_fields import list_items
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
@@ -68,6 +72,16 @@ def test_strings_in_lists_are_read(tmp_path: Path, suffix: str) -> None:
                               (8, "mojibake", "choices[1]"),
                               (11, "bidi_control", "tokens[0]")]
     assert report.verdict == "fail"
+
+
+def test_empty_and_null_lists_keep_the_indexes_right() -> None:
+    # What polars' explode gives for [] and null differs between versions (a null row, or
+    # none): a list_view column read from Arrow crashed the check with a height mismatch.
+    frame = pl.DataFrame({"tokens": [["a"], None, [], [None, f"b{ZW}", "c"], []]})
+    batch = Batch(frame=frame, rows=np.arange(5))
+    items = list_items(batch, ("tokens",))
+    assert items.rows() == [(0, "tokens", 0, "a"), (3, "tokens", 1, f"b{ZW}"),
+                            (3, "tokens", 2, "c")]
 
 
 def test_a_list_of_mixed_values_is_read_too(tmp_path: Path) -> None:

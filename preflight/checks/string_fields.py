@@ -86,14 +86,17 @@ def list_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
             col = batch.frame.get_column(name)
             if isinstance(col.dtype, pl.Array):
                 col = col.cast(pl.List(pl.String))
-            # ``explode`` gives each list its items in order, and an empty or null list one
-            # null: the index within a list is the position less where the list starts.
-            counts = np.maximum(col.list.len().fill_null(0).to_numpy().astype(np.int64), 1)
+            # Only non-empty lists are exploded (what an empty or null list gives differs
+            # between polars versions): each gives its items in order, so an item's index
+            # in its list is its position less where its list starts.
+            lengths = col.list.len().fill_null(0).to_numpy().astype(np.int64)
+            full = lengths > 0
+            counts = lengths[full]
             starts = np.cumsum(counts) - counts
             part = pl.DataFrame({
-                "i": np.repeat(np.arange(len(col), dtype=np.uint32), counts),
+                "i": np.repeat(np.flatnonzero(full).astype(np.uint32), counts),
                 "k": np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts),
-                "text": col.explode(),
+                "text": col.filter(pl.Series(full)).explode(),
             }).filter(pl.col("text").is_not_null())
         parts.append(part.select("i", pl.lit(name).alias("name"), "k", "text"))
     return pl.concat(parts)
