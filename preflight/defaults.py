@@ -65,17 +65,21 @@ def inferred_rules(rules: RuleSet, fields: Fields) -> list[Rule]:
     return out
 
 
-def applicable(rules: RuleSet, rule_list: list[Rule], fields: Fields
-               ) -> tuple[list[Rule], list[Rule]]:
+def applicable(rules: RuleSet, rule_list: list[Rule], fields: Fields, *,
+               strings: bool = False) -> tuple[list[Rule], list[Rule]]:
     """``rule_list`` split into the rules that apply to the fields in use and, for the
     default rule set only, those that do not: its text checks when the data has no text
-    (a regression table), instead of rules that cannot run."""
+    (a regression table), instead of rules that cannot run. With ``strings`` (the data
+    holds string fields or lists of strings all the same: an NER corpus's ``tokens``) the
+    character checks that read them stay."""
     if not infers_rules(rules) or fields.text is not None or fields.messages:
         return rule_list, []
     keep, drop = [], []
     for rule in rule_list:
         cls = registry.get(rule.check)
-        (drop if cls is not None and cls.needs_text else keep).append(rule)
+        needs = cls is not None and cls.needs_text and not (
+            strings and cls.reads_without_text(rule.params))
+        (drop if needs else keep).append(rule)
     return keep, drop
 
 

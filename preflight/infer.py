@@ -8,15 +8,14 @@ from typing import Any
 import polars as pl
 
 from preflight.batch import Batch
-from preflight.checks.class_labels import class_names
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
+from preflight.infer_labels import LABEL_NAMES, infer_label
 from preflight.jq import jq_extract
 
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
 CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
-LABEL_NAMES = ("label", "labels")
 _TARGET_NAMES = ("target", "targets", "y")
 _FEATURE_NAMES = ("features", "feature", "x")
 # Pre-tokenized data (a `datasets.map(tokenizer)` output, a packed corpus): token ids are
@@ -58,7 +57,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     column) does not name; return them all and why each guess was made.
 
     A label is inferred only when its values are integer-like (class ids) or class names
-    (``class_labels.class_names``); numeric fields are the other columns that hold numbers
+    (``preflight.infer_labels``); numeric fields are the other columns that hold numbers
     (or lists of numbers) in nearly every record."""
     frame = batch.frame
     schema = frame.schema
@@ -71,6 +70,11 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                     and _share(batch, name, ("array",)) >= _MAJORITY):
                 found["messages"], why["messages"] = name, f"{name!r} (a list, by name)"
                 break
+    if "label" not in found and (label := infer_label(batch, taken)) is not None:
+        # Class ids or class names ("pos", "neg") by a label's name (``infer_labels``: a
+        # free-text field by such a name, mostly unique values, is not a class set).
+        found["label"], why["label"] = label
+        taken.add(label[0])
     # An id or a label is never the text, however long its values are. Records that lack
     # the field do not make it less of a text field (their absence is the schema rule's
     # finding): what counts is that the values present are mostly strings.
@@ -119,14 +123,6 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:
             found["id"], why["id"] = name, f"{name!r} (by name)"
-    if "label" not in found:
-        name = next((n for n in LABEL_NAMES if n in schema and n not in taken), None)
-        if name and _share(batch, name, ("integer",)) >= _MAJORITY:
-            found["label"], why["label"] = name, f"{name!r} (by name, integer class ids)"
-        elif name and (names := class_names(batch, name)) is not None:
-            # Class names ("pos", "neg"): mostly strings, each used twice on average (a
-            # free-text field by a label's name, mostly unique values, is not a class set).
-            found["label"], why["label"] = name, f"{name!r} (by name, class names: {names})"
     _token_lists(batch, found, why)
     taken = {c for v in found.values() for c in _as_list(v)} | set(_TOKENIZER_OUTPUTS)
     numeric = [n for n in frame.columns if n not in taken and n not in _ID_NAMES

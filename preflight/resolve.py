@@ -43,17 +43,21 @@ def gate_rules(rules: RuleSet) -> list[Rule]:
     return out
 
 
-def rules_for(rules: RuleSet, fields: Fields) -> list[Rule]:
+def rules_for(rules: RuleSet, fields: Fields, *, strings: bool = False) -> list[Rule]:
     """Every rule the gate runs once the fields are known: ``gate_rules`` and, for the
-    default rule set, the rules the fields call for (``preflight.defaults``)."""
-    return resolved(rules, gate_rules(rules), fields)
+    default rule set, the rules the fields call for (``preflight.defaults``); ``strings``:
+    see ``resolved``."""
+    return resolved(rules, gate_rules(rules), fields, strings=strings)
 
 
-def resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields) -> list[Rule]:
+def resolved(rules: RuleSet, rule_list: list[Rule], fields: Fields, *,
+             strings: bool = False) -> list[Rule]:
     """``rule_list`` (``gate_rules``) as it applies to ``fields`` (for the default rule set,
-    without its text checks when the data has no text), then the rules the default rule set
-    infers from the fields."""
-    return [*applicable(rules, rule_list, fields)[0], *inferred_rules(rules, fields)]
+    without its text checks when the data has no text, but with the character checks when
+    it holds other ``strings``), then the rules the default rule set infers from the
+    fields."""
+    return [*applicable(rules, rule_list, fields, strings=strings)[0],
+            *inferred_rules(rules, fields)]
 
 
 def role_of(rule: Rule, fields: Fields) -> str:

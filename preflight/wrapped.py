@@ -28,6 +28,9 @@ ONE_OBJECT = "holds one JSON object"
 _PARSE_MAX = 256 << 20
 # The rules that read no field: a record they pass was not checked.
 _FORMAT_ONLY = {"malformed", "schema"}
+# The character checks read every string, those in lists too: with no text field they read
+# the wrapped texts ({"data": ["a", "b"]}) as one record's list, which checks no record.
+_CHARACTERS = {"invisible_unicode", "encoding"}
 _SCALAR = r'(?:"(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)'
 _KEY = r'"((?:[^"\\]|\\.)*)"'
 _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[\s*\{{')
@@ -75,7 +78,10 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
         # a list of one object): one record with nothing checked is no pass either. (In
         # JSON Lines one record is a corpus of one, which a rules file may check only for
         # its shape.)
-        if src.format != "json" or {r.check for r in report.rules} - _FORMAT_ONLY:
+        read = {r.check for r in report.rules} - _FORMAT_ONLY
+        if "text" not in report.rules_file.fields:
+            read -= _CHARACTERS
+        if src.format != "json" or read:
             return None
         return (f"{name} is one JSON object and nothing in it was checked (no text, label or "
                 "number among its top-level members); if it holds the records, extract them "

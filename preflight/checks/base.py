@@ -59,6 +59,9 @@ class Context:
     # check reads token ids (``vocab``), so token counts come from the ids it will need
     # anyway; without it a count never builds the ids.
     needs: set[str] = field(default_factory=set, compare=False)
+    # The corpus's first batch holds string fields or lists of strings besides the text
+    # and messages: the character checks then have something to read with no text field.
+    strings: bool = False
 
     @property
     def text_fields(self) -> tuple[str, ...]:
@@ -92,6 +95,12 @@ class Check:
     def __init__(self, params: BaseModel, ctx: Context) -> None:
         self.params = params
         self.ctx = ctx
+
+    @classmethod
+    def reads_without_text(cls, params: dict[str, Any]) -> bool:
+        """True when, with these rule parameters, a check that ``needs_text`` reads other
+        fields too and so runs on data with no text field (the character checks)."""
+        return False
 
     def config_problem(self) -> str | None:
         """Why this check cannot run with the rules as given (None when it can): the rule

@@ -97,14 +97,13 @@ class Encoding(CharacterCheck):
     description = "U+FFFD, lone surrogates, mojibake (UTF-8 read as cp1252), text not in NFC."
     Params = EncodingParams
     fixes = ("repair", "normalize", "quarantine", "drop", "none")
-    needs_text = True
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
         p = self.params
         # Every problem here needs a non-ASCII character, and NFC can only differ where a
         # character outside the NFC-stable ranges appears (typographic punctuation, Cyrillic,
         # CJK and the like are inside): narrow the rows before the costly steps.
-        wide = self.texts(batch).filter(non_ascii(pl.col("text")))
+        wide = self.texts(batch, non_ascii(pl.col("text")))
         text = pl.col("text")
         flagged = wide.with_columns(
             fffd=text.str.contains("\ufffd", literal=True) & p.replacement_character,

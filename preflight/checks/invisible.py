@@ -89,7 +89,6 @@ class InvisibleUnicode(CharacterCheck):
     Params = InvisibleParams
     fixes = ("strip", "quarantine", "drop", "none")
     merged = ("code_points",)
-    needs_text = True
 
     def __init__(self, params: InvisibleParams, ctx: Any) -> None:
         super().__init__(params, ctx)
@@ -97,8 +96,7 @@ class InvisibleUnicode(CharacterCheck):
         self.code_points: Counter[str] = Counter()
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
-        texts = self.texts(batch)
-        hits = texts.filter(pl.col("text").str.contains(INVISIBLE_CLASS).fill_null(False))
+        hits = self.texts(batch, pl.col("text").str.contains(INVISIBLE_CLASS).fill_null(False))
         if not hits.height:
             return None
         out: dict[str, list[Any]] = {"i": [], "code": [], "detail": [], "snippet": []}

@@ -59,7 +59,7 @@ def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     if src.format == "csv" and src.files:
         _note_dialects(src)
     shapes = ShardShapes(fields) if inferred and len(src.files) > 1 else None
-    setup = {"rules": portable(rules), "fields": fields,
+    setup = {"rules": portable(rules), "fields": fields, "strings": ctx.strings,
              "keep_ids": any(r.reports_at_finish for r in running), "plans": scan_plans,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None,
              "shapes": shapes is not None}

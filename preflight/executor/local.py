@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from preflight.batch import Batch
 from preflight.checks import registry
 from preflight.checks.base import Check, Context
+from preflight.checks.string_fields import holds_strings
 from preflight.config import Fields, Rule, RuleSet
 from preflight.cores import available_cores
 from preflight.findings import FindingsSink
@@ -223,8 +224,12 @@ def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
     fields, inferred = rules.fields, {}
     if first is not None:
         fields, inferred = resolve_fields(rules, first)
-    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path)
-    return fields, inferred, ctx, [start_rule(r, ctx) for r in resolved(rules, rule_list, fields)]
+    text = tuple(fields.text_fields())
+    strings = first is not None and holds_strings(first, text, fields.messages)
+    ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path,
+                  strings=strings)
+    return fields, inferred, ctx, [start_rule(r, ctx) for r in resolved(rules, rule_list, fields,
+                                                                         strings=strings)]
 
 
 def start_rule(rule: Rule, ctx: Context) -> Running:

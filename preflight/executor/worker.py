@@ -49,15 +49,18 @@ class Worker:
 
     def __init__(self, rules: RuleSet, fields: Fields, *, keep_ids: bool,
                  sample: tuple[int, int] | None = None,
-                 plans: dict[int, dict[str, Any]] | None = None, shapes: bool = False
-                 ) -> None:
+                 plans: dict[int, dict[str, Any]] | None = None, shapes: bool = False,
+                 strings: bool = False) -> None:
+        """``strings``: the driver's first batch held strings besides the text (the rules
+        it started, ``resolve.resolved``, keep the character checks then)."""
         from preflight.executor.local import start_rule
         from preflight.resolve import rules_eval_path, rules_for, rules_tokenizer
 
         self.fields = fields
         self.ctx = Context(fields=fields, model=rules.model, tokenizer=rules_tokenizer(rules),
-                           eval_path=rules_eval_path(rules))
-        self.running = [start_rule(rule, self.ctx) for rule in rules_for(rules, fields)]
+                           eval_path=rules_eval_path(rules), strings=strings)
+        self.running = [start_rule(rule, self.ctx) for rule in rules_for(rules, fields,
+                                                                           strings=strings)]
         for index, plan in (plans or {}).items():  # the driver's ``scan_plan``s
             self.running[index].check.apply_plan(plan)
         self.keep_ids = keep_ids

@@ -122,9 +122,11 @@ def run_fix(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
         )
         findings = pl.read_parquet(work / "report" / "findings.parquet")
+        # The plan maps each finding's rule to its action: a rule that did not run (the
+        # character checks on data with no string besides the text) has no findings.
         the_plan = plan(
             findings,
-            rules_for(rules, ctx.fields),
+            rules_for(rules, ctx.fields, strings=True),
             can_truncate=ctx.tokenizer is not None,
             chat=bool(ctx.messages),
         )

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.checks.string_fields import other_strings
+from preflight.checks.string_fields import listed_strings, other_strings
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
 from preflight.fix.units import Input, units
@@ -76,8 +76,11 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
         record = unit.record() if key in the_plan.transforms else None
         if record is not None:
             after = mender.apply(record, the_plan.transforms[key])
-            for name in [*mender.ctx.text_fields, *other_strings(record, mender.ctx)]:
-                before, changed = record.get(name), after.get(name)
+            pairs = [(name, record.get(name), after.get(name))
+                     for name in [*mender.ctx.text_fields, *other_strings(record, mender.ctx)]]
+            pairs += [(f"{name}[{k}]", item, after[name][k])
+                      for name, k, item in listed_strings(record, mender.ctx)]
+            for name, before, changed in pairs:
                 if before != changed:
                     at = next(
                         (

@@ -8,7 +8,7 @@ from typing import Any
 from preflight.checks.base import Context
 from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
-from preflight.checks.string_fields import other_strings
+from preflight.checks.string_fields import listed_strings, other_strings
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.fix.plan import ORDER
@@ -51,6 +51,16 @@ class Mender:
         if others := actions & self._others:
             for name in other_strings(record, self.ctx):
                 record[name] = self._text(record[name], others)
+            # Strings inside top-level lists (tokens, choices): mended in place, the list's
+            # length and its other items kept (a copy: the unit's record stays as read).
+            copied: set[str] = set()
+            for name, k, item in list(listed_strings(record, self.ctx)):
+                mended = self._text(item, others)
+                if mended != item:
+                    if name not in copied:
+                        record[name] = list(record[name])
+                        copied.add(name)
+                    record[name][k] = mended
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
             record[messages] = [

@@ -40,7 +40,8 @@ def json_line(value: Any) -> bytes:
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | int, ...], Any]:
-    """The paths whose values a fix changed: a top-level field, or a message's content."""
+    """The paths whose values a fix changed: a top-level field, a message's content, or a
+    string inside a top-level list."""
     out: dict[tuple[str | int, ...], Any] = {}
     for name, new in after.items():
         old = before.get(name)
@@ -48,10 +49,14 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | i
             continue
         if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
             for i, (a, b) in enumerate(zip(old, new, strict=True)):
-                if a != b and isinstance(a, dict) and isinstance(b, dict):
+                if a is b or a == b:  # the same object (a NaN is unequal to itself)
+                    continue
+                if isinstance(a, dict) and isinstance(b, dict):
                     for key in b:
                         if a.get(key) != b[key]:
                             out[(name, i, key)] = b[key]
+                else:
+                    out[(name, i)] = b
             continue
         out[(name,)] = new
     return out
