@@ -140,7 +140,7 @@ def run_preflight(
         if delimiter is not None:  # refused before anything is read from the pipe
             raise ConfigError("standard input (-) is read as JSON Lines; --delimiter applies "
                               "to CSV files")
-        with spooled_stdin() as spooled:
+        with spooled_stdin(command="fix" if fix is not None else "check") as spooled:
             report = _run_source(spooled, ruleset, out, stdin=True, limit=limit, strict=strict,
                                  show_text=show_text, progress=progress, fix=fix, smoke=smoke,
                                  formats=formats, md_max_chars=md_max_chars, executor=executor,

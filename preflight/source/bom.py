@@ -5,6 +5,7 @@ a file, a shard or standard input alike."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from preflight.errors import InputError
@@ -35,17 +36,34 @@ def wide_encoding(head: bytes) -> str | None:
     return next((name for test, name in _ZEROS if test(head)), None)
 
 
-def wide_text(head: bytes, what: str) -> InputError | None:
+def wide_text(head: bytes, what: str, *, convert: str | None = None) -> InputError | None:
     """The error for ``what`` (a file name, "standard input") when ``head`` is UTF-16 or
-    UTF-32 text, else None."""
+    UTF-32 text, else None. ``convert`` is the command that converts it (``how_to_convert``);
+    default: iconv's options alone."""
     encoding = wide_encoding(head)
     if encoding is None:
         return None
     how = ("it starts with a byte-order mark" if encoding in ("UTF-16", "UTF-32")
            else "no byte-order mark, but zero bytes between its characters")
+    iconv = f"iconv -f {encoding} -t UTF-8"
     return InputError(f"{what} is {encoding} text ({how}); "
-                      f"preflight reads UTF-8: convert it first, e.g. iconv -f {encoding} "
-                      "-t UTF-8 (in PowerShell, Out-File -Encoding utf8)")
+                      f"preflight reads UTF-8: convert it first, e.g. "
+                      f"{convert.format(iconv=iconv) if convert else iconv} "
+                      "(in PowerShell, Out-File -Encoding utf8)")
+
+
+def how_to_convert(path: Path) -> str:
+    """A shell command (``{iconv}`` left to fill) that writes ``path``'s text as UTF-8
+    beside it: decompressed first where it is gzip or zstd, the result plain."""
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    packed = len(suffixes) == 2 and suffixes[1] in _COMPRESSED
+    plain = path.with_suffix("") if packed else path
+    target = shlex.quote(str(plain.with_name(f"{plain.stem}.utf8{plain.suffix}")))
+    source = shlex.quote(str(path))
+    if packed:
+        unpack = "gzip" if suffixes[1] == ".gz" else "zstd"
+        return f"{unpack} -dc {source} | {{iconv}} > {target}"
+    return f"{{iconv}} {source} > {target}"
 
 
 def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
@@ -61,7 +79,8 @@ def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
             head = _head(path, suffixes[1] if packed else None)
         except Exception:  # the reader says what is wrong with it
             continue
-        if (error := wide_text(head, what or str(path))) is not None:
+        convert = None if what else how_to_convert(path)
+        if (error := wide_text(head, what or str(path), convert=convert)) is not None:
             raise error
         if not packed and (error := misnamed(path, head, what or str(path))) is not None:
             raise error  # gzip under a .jsonl name, Parquet under .json: not text

@@ -66,7 +66,7 @@ def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
                       f"{shlex.quote(str(path.with_suffix(suffix)))}")
 
 
-def piped(head: bytes) -> InputError | None:
+def piped(head: bytes, command: str = "check") -> InputError | None:
     """The error for standard input whose ``head`` is compressed in a way ``-`` does not
     read (bzip2, xz, zip, 7z), else None (gzip and zstd are read; Parquet and Arrow are
     refused by the caller)."""
@@ -76,7 +76,7 @@ def piped(head: bytes) -> InputError | None:
     kind = found[0]
     return InputError(f"standard input is {kind}-compressed; '-' reads JSON Lines, plain or "
                       f"gzip/zstd: decompress it into the pipe, e.g. {_PIPE[kind]} | "
-                      "preflight check -")
+                      f"preflight {command} -")
 
 
 def _ends_with(path: Path, tail: bytes) -> bool:

@@ -54,24 +54,26 @@ def is_spooled(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def spooled_stdin(stream: BinaryIO | None = None) -> Iterator[Path]:
+def spooled_stdin(stream: BinaryIO | None = None, *, command: str = "check"
+                  ) -> Iterator[Path]:
     """Copy ``stream`` (default: standard input, as bytes) to a temporary JSON Lines file;
-    yield its path; remove it on exit."""
+    yield its path; remove it on exit. ``command`` (check, fix) is the one the messages'
+    examples pipe into."""
+    pipe = f"cat data.jsonl | preflight {command} -"
     if stream is None:
         if sys.stdin is None or sys.stdin.isatty():
             raise InputError("'-' reads JSON Lines from standard input, but nothing is piped "
-                             "in: cat data.jsonl | preflight check -")
+                             f"in: {pipe}")
         stream = sys.stdin.buffer
     first = stream.read(_CHUNK)
     if not first:
-        raise InputError("standard input is empty: pipe JSON Lines into it, e.g. "
-                         "cat data.jsonl | preflight check -")
+        raise InputError(f"standard input is empty: pipe JSON Lines into it, e.g. {pipe}")
     if (error := wide_text(first, "standard input")) is not None:
         raise error
     for magic, what in _REFUSED.items():
         if first.startswith(magic):
             raise InputError(f"standard input holds {what}; '-' reads JSON Lines (UTF-8)")
-    if (error := piped(first)) is not None:  # bzip2, xz, zip: every line invalid UTF-8
+    if (error := piped(first, command)) is not None:  # bzip2, xz, zip: every line invalid UTF-8
         raise error
     suffix = next((s for m, s in _MAGIC.items() if first.startswith(m)), ".jsonl")
     folder = temp_dir("stdin")

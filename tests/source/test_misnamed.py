@@ -114,3 +114,16 @@ def test_bzip2_xz_or_zip_piped_into_standard_input_is_exit_3(
     assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
     assert f"standard input is {kind}-compressed" in _said(result)
     assert command in _said(result)
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (bz2.compress(TEXTS["d.jsonl"].encode()), "bzcat data.jsonl.bz2 | preflight fix -"),
+    (b"", "e.g. cat data.jsonl | preflight fix -")])
+def test_fix_from_standard_input_names_fix_in_its_hint(tmp_path: Path, data: bytes,
+                                                       says: str) -> None:
+    # The hint said `| preflight check -` to a user running fix: followed, it checked and
+    # wrote no clean copy.
+    result = CliRunner().invoke(main, ["fix", "-", "--out", str(tmp_path / "c.jsonl"),
+                                       "--quarantine", str(tmp_path / "q.jsonl")], input=data)
+    assert result.exit_code == 3, result.output
+    assert says in _said(result) and "preflight check -" not in _said(result)

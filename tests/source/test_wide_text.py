@@ -6,6 +6,8 @@ file of every text format, a shard in a folder, ``fix`` and standard input alike
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,28 @@ def test_compressed_wide_text_is_exit_3_on_a_file_and_standard_input(tmp_path: P
                                       str(tmp_path / "s")], input=packed)
     assert piped.exit_code == 3, piped.output
     assert "standard input is UTF-16 text" in _said(piped)
+
+
+@pytest.mark.skipif(not shutil.which("iconv"), reason="no iconv on this machine")
+@pytest.mark.parametrize("name", ["my data.jsonl", "d.csv.gz", "d.jsonl.zst"])
+def test_the_suggested_conversion_runs_as_written(tmp_path: Path, name: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hint said only "iconv -f UTF-16 -t UTF-8": no file, and on a .gz not a command
+    # that works. Now it is one to paste: run in the folder, it writes a file that passes.
+    import gzip
+
+    import zstandard
+
+    text = (TEXTS["d.csv"] if ".csv" in name else TEXTS["d.jsonl"]).encode("utf-16")
+    packed = {".gz": gzip.compress, ".zst": zstandard.compress}.get(Path(name).suffix)
+    (tmp_path / name).write_bytes(packed(text) if packed else text)
+    monkeypatch.chdir(tmp_path)  # the hint names the file as given
+    result = CliRunner().invoke(main, ["check", name, "--no-smoke", "--out", "r"])
+    assert result.exit_code == 3, result.output
+    command = result.output.split("e.g. ", 1)[1].split(" (in PowerShell")[0]
+    command = " ".join(command.split())  # the console's line breaks
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
+    converted = next(p for p in tmp_path.iterdir() if ".utf8." in p.name)
+    again = CliRunner().invoke(main, ["check", str(converted), "--no-smoke", "--out",
+                                      str(tmp_path / "r2"), "--format", "json"])
+    assert again.exit_code == 0, again.output
