@@ -35,7 +35,8 @@ def test_the_token_list_details_survive_an_empty_chunk() -> None:
     ids = _chunked_ids()
     frame = out_of_range(ids, "input_ids", None, None, "token_id_out_of_range")
     assert frame["i"].to_list() == [5, 1234, 2999]
-    assert frame["detail"][0] == "input_ids[0]: -3 outside [0, ∞) (out-of-range values: 1)"
+    assert frame["detail"][0] == ("input_ids[0]: -3 outside [0, 2^31), past any vocabulary "
+                                  "(no vocab_size declared) (out-of-range values: 1)")
     labels = pl.concat([ids.slice(0, 10), pl.Series("v", [[-100]], dtype=pl.List(pl.Int64))],
                        rechunk=False)
     assert all_ignored(labels, "labels", -100)["i"].to_list() == [10]

@@ -181,3 +181,28 @@ def test_a_declared_vocabulary_is_not_listed_as_not_checked(tmp_path: Path) -> N
     [labels] = [r for r in report["rules"] if r["id"] == "labels"]
     assert labels["codes"] == {"token_id_out_of_range": 1}
     assert not any("vocab_size" in what for what in report["rules_file"]["not_checked"])
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_an_id_no_vocabulary_reaches_is_found_with_no_vocab_size(tmp_path: Path,
+                                                                  suffix: str) -> None:
+    # A corrupted id of 10**12 passed the gate (only negatives were out of range with no
+    # vocabulary size) and the smoke test (its model sizes ids by the largest seen).
+    rows = _tokenized()
+    rows[5]["input_ids"][1] = 10**12
+    rows[8]["labels"][0] = 2**31
+    rows[11]["input_ids"][0] = 2**31 - 1  # int32's largest: kept
+    if suffix == ".parquet":  # int32 cannot hold the planted ids
+        table = pa.table({k: pa.array([r[k] for r in rows], pa.list_(pa.int64()))
+                          for k in rows[0]})
+        pq.write_table(table, tmp_path / "tok.parquet")
+        path = tmp_path / "tok.parquet"
+    else:
+        path = _write(tmp_path / "tok.jsonl", rows)
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    frame = report.findings()
+    found = sorted(zip(frame["row"], frame["code"], frame["detail"], strict=True))
+    assert [(row, code) for row, code, _ in found] == [
+        (5, "token_id_out_of_range"), (8, "token_label_out_of_range")]
+    assert "1000000000000 outside [0, 2^31), past any vocabulary" in found[0][2]
+    assert report.verdict == "fail"

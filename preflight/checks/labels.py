@@ -22,8 +22,9 @@ Three fields, each optional, checked when declared:
   index is not a token id. Non-integers inside are ``token_ids_wrong_type``.
 
 Whole floats count as integers in token lists too, as they do for class labels. With no
-bound declared for a token list only negative values (other than the ignore index) are out
-of range. When both token lists are declared they must have the same length per record
+bound declared for a token list, negative values (other than the ignore index) and values
+from 2**31 on (past any vocabulary: a corrupted id) are out of range. When both token lists
+are declared they must have the same length per record
 (``same_length``), as causal LM and token classification need.
 """
 
