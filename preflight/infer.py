@@ -13,6 +13,9 @@ from preflight.errors import ConfigError
 from preflight.infer_labels import LABEL_NAMES, infer_label
 from preflight.jq import jq_extract
 
+# The text inference's words for records whose text is in a list of objects inside them
+# (``wrapped.wrapped_records`` reads them back).
+LISTED_OBJECTS = "holds a list of objects"
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
 CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
@@ -116,7 +119,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     elif "text" not in found and "messages" not in found and (listed := _listed_objects(schema)):
         # A .json file written as one object holding the records ({"data": [...]}, as
         # json.dump writes it, on one line) reads as one record: say so, not just "no text".
-        why["text"] = (f"none: {listed!r} holds a list of objects (records wrapped in an "
+        why["text"] = (f"none: {listed!r} {LISTED_OBJECTS} (records wrapped in an "
                        "object?), and only top-level fields are read; extract them first "
                        f"(e.g. {jq_extract((listed,), 'FILE')})")
     if "id" not in found:

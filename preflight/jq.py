@@ -23,12 +23,13 @@ def jq_path(keys: Sequence[str]) -> str:
                    for k in keys)
 
 
-def jq_extract(keys: Sequence[str], file: str | None) -> str:
+def jq_extract(keys: Sequence[str], file: str | None, *, each: bool = False) -> str:
     """The command that writes the records listed under ``keys`` in ``file`` as JSON Lines
-    (``None``: standard input). A ``.gz``/``.zst`` file is decompressed into jq (which reads
-    only text); the output is never the input (``> records.jsonl`` would empty a file of
-    that name before jq reads it)."""
-    jq = f"jq -c {shlex.quote(jq_path(keys) + '[]')}"
+    (``None``: standard input); ``each``: under ``keys`` in each element of a top-level
+    array. A ``.gz``/``.zst`` file is decompressed into jq (which reads only text); the
+    output is never the input (``> records.jsonl`` would empty a file of that name before
+    jq reads it)."""
+    jq = f"jq -c {shlex.quote(('.[]' if each else '') + jq_path(keys) + '[]')}"
     if file is None:
         return f"{jq} > records.jsonl"
     out = "records.jsonl"

@@ -10,12 +10,14 @@ input (``cat train.json | preflight check -``), which read it the same way.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import re
 from pathlib import Path
 from typing import BinaryIO
 
+from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_extract
 from preflight.report.model import Report
 from preflight.source.stdin import STDIN, is_spooled
@@ -62,7 +64,7 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     src = report.source
     if (src.records != 1 or src.files != 1 or src.format not in ("json", "jsonl")
             or report.rules_file.fields.get("messages")):
-        return None
+        return _wrapped_each(report)
     path = data or Path(src.path)
     if src.format == "json" and not any(ONE_OBJECT in w for w in src.warnings):
         return None
@@ -89,6 +91,31 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
             f"none of them was checked): extract them first, {hint}")
+
+
+def _wrapped_each(report: Report) -> str | None:
+    """Why the gate fails when the records' only content is a list of objects — a wrapper
+    per line (a paged API dump), per array element or per shard — and no field was found
+    to check in them: none of the records inside was read. Else None."""
+    fields = report.rules_file.fields
+    found = re.match(rf"none: (.+?) {LISTED_OBJECTS}", report.rules_file.inferred.get("text", ""))
+    # Numbers beside the list (a page number, a count) are read, but not the records.
+    if found is None or set(fields) - {"id", "numeric"} or not report.source.records:
+        return None
+    key = ast.literal_eval(found.group(1))
+    src = report.source
+    # an array of wrappers: the list in each element
+    each = src.format == "json" and src.files == 1 and src.path != STDIN
+    if src.path == STDIN:
+        hint = f"by piping them through {jq_extract((key,), None)}"
+    elif src.files == 1:
+        hint = jq_extract((key,), src.path, each=each)
+    else:
+        hint = "for each file, " + jq_extract((key,), "FILE").replace("> records", ">> records")
+    return (f"the records hold their own records in {key!r}, a list of objects (a wrapper "
+            f"per {'element' if each else 'line or file'}), and none of those was checked: "
+            f"extract them first, e.g. {hint}; if they are not the records, name the fields "
+            "to check (--text-field, --label-field or a rules file's fields:)")
 
 
 def one_line(path: Path) -> bool:
