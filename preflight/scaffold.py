@@ -4,6 +4,7 @@ model facts to fill in. The file validates and runs as written; a person then ed
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from preflight.batch import Batch
+from preflight.checks.class_names import suspect_names
 from preflight.config import Fields, preset_path, yaml_load
 from preflight.defaults import suggest_preset
 from preflight.errors import InputError
@@ -119,8 +121,15 @@ def _label_facts(out: Scaffold, batch: Batch) -> None:
         out.facts["num_classes"] = classes
         out.notes["num_classes"] = f"CHECK: largest label {seen} + 1; set your model's"
     elif names and len(set(names)) <= _MAX_NAMES:
-        out.facts["labels"] = sorted(set(names))
-        out.notes["labels"] = f"CHECK: the label names {seen}; set your model's"
+        # A blank name, and a variant spelling or typo of a class (what the gate would flag),
+        # are not written as classes: declared, they would pass as the model's own.
+        counts = Counter(n for n in names if n.strip())
+        suspects = suspect_names(dict(counts), out.fields.label or "")
+        out.facts["labels"] = sorted(n for n in counts if n not in suspects)
+        left = [repr(n) for n in sorted(set(names) - set(counts))] + [
+            f"{n!r} ({code})" for n, (code, _) in sorted(suspects.items())]
+        also = f"; left out: {', '.join(left)}" if left else ""
+        out.notes["labels"] = f"CHECK: the label names {seen}; set your model's{also}"
 
 
 def _first_batch(data: Path) -> Batch:

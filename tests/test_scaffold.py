@@ -203,3 +203,24 @@ def test_init_prints_its_next_command_on_one_line_however_long_the_paths(
     assert result.exit_code == 0, result.output
     [line] = [x for x in result.output.splitlines() if x.startswith("next:")]
     assert line.endswith(f"preflight check {folder / 'data.jsonl'} --rules {out}")
+
+
+def test_init_leaves_blank_variant_and_typo_names_out_of_the_label_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # init declared labels: ['', book_flight, cancel, weather, wether]: the typo and the
+    # blank label became the model's classes, and check with the file passed them.
+    monkeypatch.chdir(tmp_path)
+    rows = [{"text": f"please do thing {i}", "intent": ["book_flight", "cancel", "weather"][i % 3]}
+            for i in range(90)]
+    rows[4]["intent"], rows[7]["intent"], rows[9]["intent"] = "wether", "", "Cancel"
+    write_jsonl(tmp_path / "d.jsonl", rows)
+    assert invoke("init", "d.jsonl", "--out", "r.yaml").exit_code == 0
+    rules = load_rules(tmp_path / "r.yaml")
+    assert rules.model.labels == ["book_flight", "cancel", "weather"]
+    text = (tmp_path / "r.yaml").read_text()
+    assert "left out: '', 'Cancel' (label_variant), 'wether' (label_stray)" in text
+    result = invoke("check", "d.jsonl", "--rules", "r.yaml", "--no-smoke", "--out", "o")
+    assert result.exit_code == 1, result.output
+    found = json.loads((tmp_path / "o" / "report.json").read_text())
+    labels = next(r for r in found["rules"] if r["id"] == "labels")
+    assert labels["violations"] == 3
