@@ -188,3 +188,22 @@ def test_a_gate_report_missing_or_corrupt_is_refused_when_the_watch_starts(
     model, opt = tiny.fresh()
     with pytest.raises(ConfigError, match=f"watch gate_report: .*{match}"):
         preflight.watch(model, opt, out=tmp_path / "w", gate_report=report)
+
+
+@pytest.mark.parametrize("exit_with", [SystemExit(0), GeneratorExit()],
+                         ids=["sys.exit", "GeneratorExit"])
+def test_a_step_fn_that_exits_on_the_rerun_is_not_the_runs_exit(tmp_path: Path,
+                                                                 exit_with) -> None:
+    # sys.exit(0) in a re-run left w.step as SystemExit: the training script ended with
+    # status 0 after a NaN, with no fault.json.
+    def step_fn(model, batch):
+        raise exit_with
+
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader())
+    fault = caught.value.fault
+    assert f"the step_fn re-run raised {type(exit_with).__name__}" in fault.reason
+    assert (tmp_path / "fault.json").is_file()
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
