@@ -62,7 +62,8 @@ def check_setup(rules: RuleSet) -> SmokeConfig:
     usable (each a ``ConfigError`` with what to do). Returns the smoke config with the
     training settings applied (its seed draws the sample)."""
     try:
-        return deadline.call_within(rules.smoke.time_limit, lambda: _check_setup(rules))
+        return deadline.call_within(rules.smoke.time_limit, lambda: _check_setup(rules),
+                                    before_data=True)
     except deadline.Expired as e:
         model = f" ({rules.smoke.model})" if rules.smoke.model else ""
         raise ConfigError(
