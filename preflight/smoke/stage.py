@@ -25,7 +25,7 @@ from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.sampling import SampleRow
 from preflight.smoke import deadline, diagnose, hf, hf_load
 from preflight.smoke.checkpoint import load_checkpoint, scan
-from preflight.smoke.control import control_rows
+from preflight.smoke.control import control_rows, fix_feature_width
 from preflight.smoke.device import device_facts, resolve_device, torch_threads
 from preflight.smoke.diagnose import REPLAY_NAME
 from preflight.smoke.encode import Collate, Encoder, compact_vocab, infer_task
@@ -225,7 +225,8 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
     deadline.phase("encode")
     builtin_collate = collate is None
     if builtin_collate:
-        skip = _untrainable(task, encoder, rows, fields, declared=rules.model.labels)
+        skip = (_untrainable(task, encoder, rows, fields, declared=rules.model.labels)
+                or fix_feature_width(task, encoder, rows, fields))
         if skip:
             result.reason = skip
             return None
@@ -329,7 +330,9 @@ def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
         vocab = compact_vocab(encoded, encoder.vocab_size)
         spec["vocab"] = len(vocab) + 1
     widths = [len(e.features) for e in encoded if e.features is not None]
-    if widths:
+    if encoder.feature_width is not None:
+        spec["features"] = encoder.feature_width
+    elif widths:
         spec["features"] = max(widths)
     model, loss_fn = build_builtin(task, spec)
     return model, loss_fn, Collate(encoder, vocab), spec
