@@ -24,7 +24,7 @@ from preflight.paths import find_beside
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.sampling import SampleRow
 from preflight.smoke import deadline, diagnose, hf, hf_load
-from preflight.smoke.checkpoint import load_checkpoint, scan
+from preflight.smoke.checkpoint import load_checkpoint, mismatch, scan
 from preflight.smoke.control import control_rows, fix_feature_width
 from preflight.smoke.device import device_facts, resolve_device, torch_threads
 from preflight.smoke.diagnose import REPLAY_NAME
@@ -191,7 +191,7 @@ def _train_sample(result: SmokeResult, sample: list[SampleRow], rules: RuleSet,
             (made.model.model if folder is not None else made.model).load_state_dict(state)
         except RuntimeError as e:
             raise ConfigError(f"checkpoint {cfg.checkpoint} does not fit the model: "
-                              f"{str(e).splitlines()[0]}") from e
+                              f"{mismatch(e)}") from e
     rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=made.model, initial=copy.deepcopy(made.model.state_dict()),
                   loss_fn=made.loss_fn, cfg=cfg, device=device, precision=result.precision,
