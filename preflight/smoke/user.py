@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import os
 import reprlib
 import sys
@@ -160,6 +161,10 @@ def call_build(build: Callable[[], Any], spec: str, *,
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: build() raised "
                           f"{type(e).__name__}: {first_line(e)}") from e
+    if inspect.iscoroutine(made):  # closed, or Python warns it "was never awaited"
+        made.close()
+        raise ConfigError(f"--model {spec!r}: build() is async (it returned a coroutine); "
+                          f"make it a plain function: {contract}")
     if not isinstance(made, tuple) or len(made) != 3:
         raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {contract}")
     model, loss_fn, collate = made
