@@ -14,6 +14,7 @@ from preflight.cli.exits import guarded, stdout_may_close
 from preflight.cli.options import (
     INPUT,
     PATH,
+    SPEC,
     delimiter_option,
     executor_options,
     field_options,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 @report_file_options
 @executor_options
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke test (no torch import).")
-@click.option("--model", "model_spec", metavar="SPEC",
+@click.option("--model", "model_spec", type=SPEC, metavar="SPEC",
               help="Smoke-test your model: hf:DIR / hf-config:DIR (a transformers folder), "
                    "package.module:build or file.py:build.")
 @click.option("--checkpoint", type=PATH,
@@ -114,7 +115,7 @@ def check(data: Path, rules_file: Path | None, preset: str | None, out: Path,
 @click.option("--preset", help="A shipped rule set instead of a file.")
 @click.option("--out", type=PATH, default=Path("preflight-report"),
               show_default=True, help="Folder for report.json and the replay file.")
-@click.option("--model", "model_spec", metavar="SPEC",
+@click.option("--model", "model_spec", type=SPEC, metavar="SPEC",
               help="Your model: hf:DIR / hf-config:DIR (a transformers folder), "
                    "package.module:build or file.py:build (default: built-in). "
                    "With --replay: the model to rerun it with (a replay of your model runs "

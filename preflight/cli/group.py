@@ -48,6 +48,21 @@ for _command in (check, smoke, fix, report, diff, rules, init):
     main.add_command(_command)
 
 
+# The real os._exit, kept at import: while the user's model code runs, the smoke stage
+# makes os._exit raise instead (preflight.smoke.user), and _stuck must really end.
+_exit = os._exit
+
+
+def _stuck(message: str, before_data: bool) -> None:
+    """A smoke stage that ignored its time limit's stop (``preflight.stuck``): one line and
+    out, from the watchdog's thread, with the code the stop would have given: 2 when the
+    setup check hung before any data was read, else 1 (the code fault)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.flush()
+    _exit(2 if before_data else 1)
+
+
 def run() -> None:
     """The ``preflight`` command (and ``python -m preflight``): ``main``, then out of the
     process without tearing the interpreter down, once the exit handlers have run (temporary
@@ -57,8 +72,10 @@ def run() -> None:
     import atexit
     import threading
 
+    from preflight import stuck
     from preflight.threads import close_pools, left_by_user
 
+    stuck.on_stuck = _stuck  # a command never waits forever; a library caller decides itself
     try:
         main()
     except SystemExit as e:

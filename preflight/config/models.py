@@ -13,6 +13,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     field_validator,
 )
 
@@ -204,6 +205,20 @@ class SmokeConfig(_Strict):
                     "phase it was in.",
     )
 
+
+    @field_validator("model", "checkpoint", "training_args")
+    @classmethod
+    def _names_something(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # An empty value (`model: ${MODEL}` unset) read as "none": the built-in model was
+        # tested in place of the user's, and its PASS taken for theirs.
+        if value is not None and not value.strip():
+            what = {"model": "a model (hf:DIR, hf-config:DIR, package.module:build or "
+                             "file.py:build)",
+                    "checkpoint": "a checkpoint file",
+                    "training_args": "a TrainingArguments file"}[str(info.field_name)]
+            raise ValueError(f"is empty (an unset variable?); name {what}, or leave the key "
+                             "out")
+        return value
 
 class Rule(_Strict):
     """One rule: a check, how bad a violation is, and how many violations are allowed."""

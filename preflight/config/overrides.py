@@ -16,6 +16,9 @@ from preflight.errors import ConfigError
 # The sections `--set SECTION.KEY=VALUE` reaches besides rules (they win over a rule that
 # has one of these names as its id).
 _SET_SECTIONS = ("smoke", "fields", "model")
+# Smoke settings that name a file or model: an empty --set value is refused, never "none".
+_SMOKE_PATHS = {"model": "a model (hf:DIR, hf-config:DIR, package.module:build or file.py:build)",
+                "checkpoint": "a checkpoint file", "training_args": "a TrainingArguments file"}
 
 
 def with_overrides(
@@ -73,6 +76,11 @@ def with_overrides(
         if section is None:
             raise ConfigError(f"--set {_shown(item)}: no rule {_shown(rule_id)}; rules: "
                               f"{', '.join(by_id)} (or smoke.PARAM, fields.ROLE, model.FACT)")
+        if rule_id == "smoke" and key in _SMOKE_PATHS and not raw.strip():
+            # `--set smoke.model=$MODEL` with the variable unset: the built-in model would be
+            # tested in place of the user's; null says "none" on purpose.
+            raise ConfigError(f"--set {_shown(item)}: is empty (an unset variable?); name "
+                              f"{_SMOKE_PATHS[key]}, or write smoke.{key}=null for none")
         try:
             section[key] = yaml_load(raw, words=True) if raw else None
         except yaml.YAMLError as e:

@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 from preflight.config import Fields, ModelFacts
+from preflight.smoke.encode import Encoder
 
 WORDS = tuple(str.split(
     "the of and to in is was for on that with as by at from his her they this which were "
@@ -25,7 +26,7 @@ def control_rows(task: str, fields: Fields, model: ModelFacts, real: list[dict[s
     """One in-spec row per real row, in the real rows' layout; regression targets on the
     real targets' scale (``center`` + ``scale`` times a unit linear function)."""
     rng = random.Random(seed)
-    width = _feature_width(real, fields)
+    width = feature_width(real, fields)
     listed = isinstance(fields.features, str) and 2 * sum(
         isinstance(r.get(fields.features), list) for r in real) >= len(real)
     weights = [rng.gauss(0, 1) for _ in range(max(width, 1))]
@@ -91,11 +92,40 @@ def _length(row: dict[str, Any], fields: Fields, max_length: int, *,
     return max(8, min(chars // 5, max_length))
 
 
-def _feature_width(real: list[dict[str, Any]], fields: Fields) -> int:
+def feature_width(real: list[dict[str, Any]], fields: Fields) -> int:
+    """The features' length in the control rows, and in the built-in model and collate:
+    the modal length of the real rows (a null or a number counts as one value); on a tie,
+    the shortest."""
     if not fields.features:
         return 0
     if not isinstance(fields.features, str):
         return len(fields.features)
     widths = [len(r[fields.features]) if isinstance(r.get(fields.features), list) else 1
               for r in real]
-    return max(set(widths), key=widths.count) if widths else 1
+    return max(sorted(set(widths)), key=widths.count) if widths else 1
+
+
+def fix_feature_width(task: str, encoder: Encoder, rows: list[dict[str, Any]],
+                      fields: Fields) -> str | None:
+    """Give the built-in collate one length for a list feature field (the control's, so
+    both batches fit one model): the modal length, held by at least 90% of the sampled rows
+    (the gate's own ``wrong_length`` share); a row of another length is then that row's
+    problem, a data fault. None, or why nothing can train: ragged vectors, or empty ones
+    only. A modal length below the longest made the in-spec control batch too narrow for
+    the model (sized by the longest), a code fault for a data fault."""
+    name = fields.features
+    if task not in ("classification", "regression") or not isinstance(name, str):
+        return None
+    lists = [len(v) for r in rows if isinstance(v := r.get(name), list)]
+    if 2 * len(lists) < len(rows):  # a number per row: one value, as it always was
+        return None
+    width = feature_width(rows, fields)
+    held = sum(n == width for n in lists)
+    if 10 * held < 9 * len(lists):
+        return (f"{name} holds vectors of {len(set(lists))} lengths (the commonest, {width}, "
+                f"in {held} of {len(lists)} sampled rows): the built-in model takes one "
+                "length; smoke-test a model that takes these with --model and its own collate")
+    if width == 0 and not encoder.uses_text:
+        return f"nothing to learn {task} from: {name} is empty ([]) in the sampled rows"
+    encoder.feature_width = width
+    return None

@@ -12,19 +12,26 @@ the gate (a data-prep DAG would wait on it forever).
 - **Elsewhere** (a worker thread of an orchestrator, a platform without ``setitimer``): a
   watchdog thread raises ``TimeUp`` in the stage's thread (``PyThreadState_SetAsyncExc``).
   That stops Python code that loops; a blocking call is stopped only once it returns.
-- **Always**: every phase change (``phase``, ``step``, ``run``) checks the clock.
+- **Always**: every phase change (``phase``, ``step``, ``run``) checks the clock, and a
+  watchdog thread sends the stop again every ``REFIRE`` seconds past the limit until the
+  stage ends: the user's code may have cancelled the timer (``signal.alarm(0)`` in a
+  ``with timeout(...)`` helper), put its own ``SIGALRM`` handler in place, or swallowed the
+  first stop (``except:``). It sends ``SIGALRM`` while the handler is this clock's (that
+  wakes a blocking call), else raises in the stage's thread. Past ``hard_grace`` it calls
+  ``preflight.stuck.on_stuck`` when the command line registered one (the process ends).
 
 No in-process mechanism stops one native call that never returns (a deadlocked native op or
 collective, a C extension that spins without returning to Python): that hangs still.
 
 ``TimeUp`` derives from ``BaseException``, so neither the user's ``except Exception`` nor
-the loop's own handlers (which turn an exception into a failed run) swallow it; the timer
-and the watchdog fire at most once (code that swallows even that is stopped again at the
-next phase change), and ``call_within`` turns it into ``Expired`` (an ordinary exception that says
-where the stage was) after the timer, the handler and the watchdog are gone. A run that
-started with ``run(name, record)`` hands its ``record`` (what it has recorded so far: the
-losses of the steps it completed) to ``Expired.record``, so that a stopped run is reported
-with what it did, not as empty.
+the loop's own handlers (which turn an exception into a failed run) swallow it; past the
+limit it is sent once, then again only every ``REFIRE`` seconds while the stage has still
+not ended (code that swallows it is also stopped again at the next phase change), and
+``call_within`` turns it into ``Expired`` (an ordinary exception that says where the stage
+was) after the timer, the handler and the watchdog are gone. A run that started with
+``run(name, record)`` hands its ``record`` (what it has recorded so far: the losses of the
+steps it completed) to ``Expired.record``, so that a stopped run is reported with what it
+did, not as empty.
 """
 
 from __future__ import annotations
@@ -37,7 +44,19 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from preflight import stuck
+
 T = TypeVar("T")
+
+# Seconds past the limit before the watchdog sends the stop again (the first stop, obeyed,
+# ends the stage in milliseconds), and how often after that.
+SLACK, REFIRE = 0.5, 2.0
+
+
+def hard_grace(seconds: float) -> float:
+    """Seconds past a limit of ``seconds`` before a stage that ignores every stop is given
+    up on (``preflight.stuck``): long enough for one slow native op to return."""
+    return max(10.0, seconds / 10)
 
 # How to raise the limit, for the messages.
 RAISE_LIMIT = "`smoke: time_limit: SECONDS` in the rules file, or --set smoke.time_limit=SECONDS"
@@ -135,11 +154,12 @@ def run(name: str, record: object = None) -> None:
         clock.run, clock.step, clock.record = name, None, record
 
 
-def call_within(seconds: float, fn: Callable[[], T]) -> T:
+def call_within(seconds: float, fn: Callable[[], T], *, before_data: bool = False) -> T:
     """``fn()``, stopped when ``seconds`` pass: then ``Expired``, raised after the timer,
     the signal handler and the watchdog are all gone (also when ``fn`` returns or raises
-    anything else, Ctrl-C included)."""
-    clock = _Clock(seconds)
+    anything else, Ctrl-C included). ``before_data``: the setup check, before the gate read
+    anything (what ``preflight.stuck.on_stuck`` is told)."""
+    clock = _Clock(seconds, before_data=before_data)
     token = _ACTIVE.set(clock)
     try:
         try:
@@ -162,14 +182,15 @@ def call_within(seconds: float, fn: Callable[[], T]) -> T:
 class _Clock:
     """One limit: where the stage is, and the timer or watchdog that stops it."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float, *, before_data: bool = False) -> None:
+        self.seconds, self.before_data = seconds, before_data
         self.phase, self.step, self.run = "start", None, None
         self.record: object = None
         self._started = time.monotonic()
         self._ends = self._started + seconds
         self._lock = threading.RLock()  # re-entrant: the signal handler runs in this thread
-        self._fired = self._stopped = self._injected = False
+        self._fired = self._stopped = self._injected = self._again = False
+        self._signals = False  # the SIGALRM timer is this clock's first stop
         self._thread = threading.get_ident()
         self._previous: object = _UNSET  # the SIGALRM handler replaced
         self._wake = threading.Event()
@@ -177,13 +198,14 @@ class _Clock:
 
     def arm(self) -> None:
         if _can_signal():
+            self._signals = True
             self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        else:
-            self._watchdog = threading.Thread(
-                target=self._watch, daemon=True, name="preflight-smoke-deadline"
-            )
-            self._watchdog.start()
+        # the only stop without the timer; with it, the stop sent again (see the docstring)
+        self._watchdog = threading.Thread(
+            target=self._watch, daemon=True, name="preflight-smoke-deadline"
+        )
+        self._watchdog.start()
 
     def disarm(self) -> None:
         """Stop the timer, put the handler back, stop the watchdog; safe to call twice."""
@@ -224,23 +246,56 @@ class _Clock:
         )
 
     def _fire(self) -> bool:
-        """True once: the first of the timer and the watchdog (or ``check``) to see the
-        limit pass, while the clock is still armed."""
+        """True for the first of the timer and the watchdog (or ``check``) to see the limit
+        pass, and again for each stop the watchdog sends later, while the clock is armed."""
         with self._lock:
-            if self._fired or self._stopped:
+            if self._stopped or (self._fired and not self._again):
                 return False
-            self._fired = True
+            self._fired, self._again = True, False
             return True
 
     def _on_alarm(self, signum: int, frame: object) -> None:
+        left = self._ends - time.monotonic()
+        if left > 0:  # another's alarm (signal.alarm in the user's code) replaced the timer
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
+            return
         if self._fire():
             raise TimeUp
 
     def _watch(self) -> None:
-        if self._wake.wait(max(0.0, self._ends - time.monotonic())):
+        first = self._ends + (SLACK if self._signals else 0.0)
+        if self._wake.wait(max(0.0, first - time.monotonic())):
             return  # disarmed in time
+        hard = self._ends + hard_grace(self.seconds)
+        while True:
+            self._send()
+            if self._wake.wait(max(0.0, min(REFIRE, hard - time.monotonic()))):
+                return
+            if time.monotonic() >= hard and stuck.on_stuck is not None:
+                with self._lock:
+                    if self._stopped:
+                        return
+                expired = self.expired()
+                stuck.on_stuck(
+                    f"the smoke stage ran past smoke.time_limit ({self.seconds:g} s) in "
+                    f"{expired.where()} and did not stop when asked, "
+                    f"{hard_grace(self.seconds):g} s on: {expired.look_in} catches every "
+                    "exception (a bare `except:`) or is stuck in one native call. preflight "
+                    f"ends without a report: fix the hang, or raise the limit if it is only "
+                    f"slow ({RAISE_LIMIT})",
+                    self.before_data,
+                )
+                return
+
+    def _send(self) -> None:
+        """The stop, sent from the watchdog: ``SIGALRM`` while this clock's handler is in
+        place (it wakes a blocking call), else ``TimeUp`` raised in the stage's thread."""
         with self._lock:
-            if self._fired or self._stopped:
+            if self._stopped:
+                return
+            self._again = True
+            if self._signals and signal.getsignal(signal.SIGALRM) == self._on_alarm:
+                signal.pthread_kill(self._thread, signal.SIGALRM)
                 return
             self._fired = self._injected = True
             _set_async(self._thread, TimeUp)

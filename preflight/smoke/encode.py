@@ -31,6 +31,7 @@ class Encoded:
     label: int | None = None  # None: not a class id at all (see ``problems``)
     target: float | None = None
     features: list[float] | None = None
+    feature_count: int | None = None  # the length of a list feature field as read
     problems: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -65,6 +66,9 @@ class Encoder:
         self.tokenizer_size = vocab or BYTE_VOCAB
         self.vocab_size = model.vocab_size or vocab
         self.classes = _classes(model)
+        # The one length of a list feature field the built-in collate makes (and its model
+        # takes); a row of another length is a ``wrong_length`` problem. None: not fixed.
+        self.feature_width: int | None = None
         # Keyed by the record object's id; the record is kept so its id cannot be reused.
         self._memo: dict[int, tuple[dict[str, Any], Encoded]] = {}
         self._failed: dict[int, str] = {}  # rows the chat template rejected, while encoding
@@ -102,6 +106,9 @@ class Encoder:
         if self.fields.features and self.task in ("classification", "regression"):
             for enc, row in zip(out, rows, strict=True):
                 enc.features = _features(row, self.fields.features)
+                value = row.get(self.fields.features) if isinstance(self.fields.features,
+                                                                    str) else None
+                enc.feature_count = len(value) if isinstance(value, list) else None
         return out
 
     def size_for_builtin(self, encoded: list[Encoded]) -> None:
@@ -209,6 +216,11 @@ class Encoder:
             problems.append(("all_labels_ignored",
                              "every token label is the ignore index: the row trains nothing "
                              "(a per-sequence mean loss is 0/0 = NaN)"))
+        width = self.feature_width
+        if width is not None and enc.feature_count is not None and enc.feature_count != width:
+            problems.append(("wrong_length",
+                             f"{self.fields.features}: {enc.feature_count} values, not {width} "
+                             "(the length the sampled rows hold)"))
         if enc.label is not None and (
             enc.label < 0 or (self.classes is not None and enc.label >= self.classes)
         ):
@@ -262,10 +274,12 @@ class Collate:
             if task in ("lm", "chat"):
                 return inputs, labels
         if any(e.features is not None for e in enc):
-            width = max(len(e.features or []) for e in enc)
+            width = self.encoder.feature_width
+            if width is None:
+                width = max(len(e.features or []) for e in enc)
             feats = torch.full((len(enc), width), math.nan, dtype=torch.float32)
             for i, e in enumerate(enc):
-                values = e.features or []
+                values = (e.features or [])[:width]
                 feats[i, : len(values)] = torch.tensor(values, dtype=torch.float64).float()
             inputs["features"] = feats
         if task == "classification":

@@ -24,8 +24,8 @@ from preflight.paths import find_beside
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.sampling import SampleRow
 from preflight.smoke import deadline, diagnose, hf, hf_load
-from preflight.smoke.checkpoint import load_checkpoint, scan
-from preflight.smoke.control import control_rows
+from preflight.smoke.checkpoint import load_checkpoint, mismatch, scan
+from preflight.smoke.control import control_rows, fix_feature_width
 from preflight.smoke.device import device_facts, resolve_device, torch_threads
 from preflight.smoke.diagnose import REPLAY_NAME
 from preflight.smoke.encode import Collate, Encoder, compact_vocab, infer_task
@@ -62,7 +62,8 @@ def check_setup(rules: RuleSet) -> SmokeConfig:
     usable (each a ``ConfigError`` with what to do). Returns the smoke config with the
     training settings applied (its seed draws the sample)."""
     try:
-        return deadline.call_within(rules.smoke.time_limit, lambda: _check_setup(rules))
+        return deadline.call_within(rules.smoke.time_limit, lambda: _check_setup(rules),
+                                    before_data=True)
     except deadline.Expired as e:
         model = f" ({rules.smoke.model})" if rules.smoke.model else ""
         raise ConfigError(
@@ -190,7 +191,7 @@ def _train_sample(result: SmokeResult, sample: list[SampleRow], rules: RuleSet,
             (made.model.model if folder is not None else made.model).load_state_dict(state)
         except RuntimeError as e:
             raise ConfigError(f"checkpoint {cfg.checkpoint} does not fit the model: "
-                              f"{str(e).splitlines()[0]}") from e
+                              f"{mismatch(e)}") from e
     rebuild = (lambda: call_build(build, str(cfg.model))[0]) if build is not None else None
     setup = Setup(template=made.model, initial=copy.deepcopy(made.model.state_dict()),
                   loss_fn=made.loss_fn, cfg=cfg, device=device, precision=result.precision,
@@ -224,7 +225,8 @@ def _prepare(result: SmokeResult, rules: RuleSet, cfg: SmokeConfig, *, task: str
     deadline.phase("encode")
     builtin_collate = collate is None
     if builtin_collate:
-        skip = _untrainable(task, encoder, rows, fields, declared=rules.model.labels)
+        skip = (_untrainable(task, encoder, rows, fields, declared=rules.model.labels)
+                or fix_feature_width(task, encoder, rows, fields))
         if skip:
             result.reason = skip
             return None
@@ -328,7 +330,9 @@ def _builtin(task: str, encoder: Encoder, rows: list[dict[str, Any]],
         vocab = compact_vocab(encoded, encoder.vocab_size)
         spec["vocab"] = len(vocab) + 1
     widths = [len(e.features) for e in encoded if e.features is not None]
-    if widths:
+    if encoder.feature_width is not None:
+        spec["features"] = encoder.feature_width
+    elif widths:
         spec["features"] = max(widths)
     model, loss_fn = build_builtin(task, spec)
     return model, loss_fn, Collate(encoder, vocab), spec

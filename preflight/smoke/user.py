@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import os
 import reprlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from torch import nn
 
@@ -34,6 +35,37 @@ from preflight.threads import leave_behind
 CONTRACT = ("build() must take no arguments and return (model, loss_fn, collate): "
             "model a torch.nn.Module, loss_fn(outputs, targets) -> scalar tensor, "
             "collate(rows) -> (inputs, targets) or None for the built-in collate")
+
+
+class _ExitCalled(SystemExit):
+    """``os._exit(status)`` called by the user's code while preflight runs it."""
+
+
+_real_exit = os._exit
+_guarding: list[int] = []  # the pids that run user code now (one entry per open user_code)
+
+
+def _guarded_exit(status: int) -> NoReturn:
+    """``os._exit`` while user code runs: an exception here, the real exit elsewhere (a
+    forked child of the user's, a reference kept after the stage ended)."""
+    if os.getpid() in _guarding:
+        raise _ExitCalled(status)
+    _real_exit(status)
+
+
+@contextlib.contextmanager
+def _no_hard_exit() -> Iterator[None]:
+    """``os._exit`` is an exception while the user's code runs: it ended preflight with the
+    status it was given (0 for ``os._exit(0)``), no report and no word, read by CI as a
+    pass. A signal or ``os.abort()`` still ends the process (with a non-zero status)."""
+    _guarding.append(os.getpid())
+    os._exit = _guarded_exit
+    try:
+        yield
+    finally:
+        _guarding.pop()
+        if not _guarding:
+            os._exit = _real_exit
 
 
 @contextlib.contextmanager
@@ -52,13 +84,15 @@ def user_code(spec: str) -> Iterator[None]:
     cwd = os.getcwd()
     before = set(threading.enumerate())
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _no_hard_exit():
             yield
     except (Exception, KeyboardInterrupt, deadline.TimeUp):
         raise
     except BaseException as e:
+        did = (f"called os._exit({e.code})" if isinstance(e, _ExitCalled)
+               else f"raised {reprlib.repr(e)}")
         raise ConfigError(
-            f"--model {spec!r}: your code raised {reprlib.repr(e)}; preflight stops here "
+            f"--model {spec!r}: your code {did}; preflight stops here "
             "(exit 2): a model's code must return or raise an exception, never exit"
         ) from e
     finally:
@@ -127,6 +161,10 @@ def call_build(build: Callable[[], Any], spec: str, *,
     except Exception as e:
         raise ConfigError(f"--model {spec!r}: build() raised "
                           f"{type(e).__name__}: {first_line(e)}") from e
+    if inspect.iscoroutine(made):  # closed, or Python warns it "was never awaited"
+        made.close()
+        raise ConfigError(f"--model {spec!r}: build() is async (it returned a coroutine); "
+                          f"make it a plain function: {contract}")
     if not isinstance(made, tuple) or len(made) != 3:
         raise ConfigError(f"--model {spec!r}: build() returned {type(made).__name__}; {contract}")
     model, loss_fn, collate = made

@@ -63,6 +63,11 @@ def attribute(control: SmokeRun, real: SmokeRun | None,
 # A rate real runs use (fine-tuning: 1e-5 to 2e-4) moves a tiny random model too little in a
 # few dozen steps to judge learning; below ABSURD_LR no run trains at all (a config mistake).
 SLOW_LR, ABSURD_LR = 2e-4, 1e-7
+# At such a rate a sample that does not learn is blamed only when the control's loss fell by
+# what a default run asks (10%): twice the scaled drop (0.4% at lr 5e-5) is noise there, and
+# the built-in control's class-specific words learn faster than any real text. The
+# TrainingArguments defaults (5e-5, linear) made a data fault of 3 clean corpora in 5 seeds.
+SLOW_CLEAR = 0.1
 
 
 def slow_rate(run: SmokeRun) -> bool:
@@ -71,13 +76,15 @@ def slow_rate(run: SmokeRun) -> bool:
 
 
 def clearly_learned(run: SmokeRun) -> bool:
-    """The loss fell by at least twice the drop asked of the run: enough margin that a
-    sample which does not learn under the same settings says something about the sample."""
+    """The loss fell by at least twice the drop asked of the run (at a fine-tuning rate, by
+    ``SLOW_CLEAR`` at least): enough margin that a sample which does not learn under the
+    same settings says something about the sample."""
     finite = [x for x in run.loss if x is not None]
     if len(finite) < 4 or finite[0] <= 1e-6:
         return bool(run.learned)
     drop = 1 - (sum(finite[-3:]) / 3) / finite[0]
-    return drop >= 2 * (run.min_drop if run.min_drop is not None else 0.1)
+    asked = 2 * (run.min_drop if run.min_drop is not None else 0.1)
+    return drop >= (max(asked, SLOW_CLEAR) if slow_rate(run) else asked)
 
 
 def curve(run: SmokeRun) -> str:

@@ -109,6 +109,13 @@ class WatchCore:
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise ConfigError("watch: optimizer must be a torch.optim.Optimizer, "
                               f"got {type(optimizer).__name__}")
+        if rerun is not None and not callable(rerun):
+            raise ConfigError("watch: step_fn must be your forward + loss, step_fn(model, batch) "
+                              f"-> loss, or None; got {type(rerun).__name__}")
+        if scaler is not None and not all(callable(getattr(scaler, m, None))
+                                          for m in ("get_scale", "is_enabled")):
+            raise ConfigError("watch: scaler must be your torch.amp.GradScaler (or None), got "
+                              f"{type(scaler).__name__}")
         self.cfg = config or WatchConfig()
         self.model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
         if type(self.model).__name__ == "DistributedDataParallel":

@@ -74,7 +74,11 @@ def investigate(core: WatchCore, s: Step, detail: str, kind: str) -> SmokeResult
             deadline.call_within(limit, lambda: _investigate(core, s, result, kind, device))
     except deadline.Expired as e:
         _stopped(core, s, result, detail, e)
-    except Exception as e:  # a step_fn that raises, a batch that will not move: say so
+    except (KeyboardInterrupt, deadline.TimeUp):
+        raise
+    except BaseException as e:  # a step_fn that raises, a batch that will not move: say so
+        # (one that exits too: a SystemExit from a re-run ended the training script with
+        # its status, 0 for sys.exit(), after a fault and before any record of it)
         why = f"the step_fn re-run raised {type(e).__name__}: {first_line(e)}"
         result.findings.append(SmokeFinding(code="watch_investigation_failed",
                                             severity="warn", detail=why))

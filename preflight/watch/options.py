@@ -3,6 +3,7 @@ framework adapter takes as ``**options``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,20 @@ class WatchConfig:
                                   or not 1 <= limit <= MAX_LIMIT):  # NaN fails the range too
             raise ConfigError("rerun_time_limit must be None (automatic) or seconds from 1 to "
                               f"{MAX_LIMIT:,}, got {limit!r}")
+        for name, low in (("grad_norm_alarm", "above 0 (inf: never)"),
+                          ("min_scale", "0 or more, finite")):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not (value > 0 if name == "grad_norm_alarm" else 0 <= value < math.inf)):
+                # a string failed every step's comparison and turned the watch off, unseen
+                raise ConfigError(f"{name} must be a number {low}, got {value!r}")
+        if self.model_spec is not None and not (isinstance(self.model_spec, str)
+                                                and self.model_spec.strip()):
+            raise ConfigError("model_spec must be package.module:build or file.py:build (or "
+                              f"None), got {self.model_spec!r}")
+        if not isinstance(self.out, str | Path) or not str(self.out).strip():
+            # "" is the working directory: fault.json among the user's files
+            raise ConfigError(f"watch out must name a folder, got {self.out!r}")
         self.out = Path(self.out)
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"watch out={str(self.out)!r} is a file; give a folder "
@@ -88,7 +103,7 @@ def config(out: str | Path, options: dict[str, Any]) -> WatchConfig:
     """``WatchConfig(out=out, **options)``; an unknown option is a ``ConfigError`` naming
     the known ones."""
     try:
-        return WatchConfig(out=Path(out), **options)
+        return WatchConfig(out=out, **options)
     except TypeError as e:
         known = ", ".join(f for f in WatchConfig.__dataclass_fields__ if f != "out")
         raise ConfigError(f"PreflightCallback: {e}; the watch options are {known}") from e

@@ -85,7 +85,7 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, *,
     of the failing rows it flagged. ``rerun_time_limit``: seconds the re-runs of a fault
     may take before they are stopped (a ``step_fn`` that never returns); None: 5 minutes
     or 100 mean training steps, whichever is longer."""
-    config = WatchConfig(out=Path(out), on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
+    config = WatchConfig(out=out, on_fault=on_fault, grad_norm_alarm=grad_norm_alarm,
                          skipped_steps_alarm=skipped_steps_alarm, min_scale=min_scale,
                          log_every=log_every, sync_every=sync_every, grad_every=grad_every,
                          history=history, snapshot=snapshot, checkpoint=checkpoint,

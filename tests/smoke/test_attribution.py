@@ -694,3 +694,28 @@ def test_a_diverging_rate_from_training_args_with_bad_labels_is_a_code_fault(
     assert "control batch" in smoke["reason"]
     labels = [f for f in smoke["findings"] if f["code"] == "label_out_of_range"]
     assert labels and labels[0]["rows"] == [11, 40]
+
+
+def test_at_a_fine_tuning_rate_a_data_fault_needs_a_control_that_clearly_learned() -> None:
+    from preflight.report.model import SmokeRun
+    from preflight.smoke.verdict import attribute
+
+    # lr 5e-5, linear (the TrainingArguments defaults): the control fell 0.43%, twice the
+    # 0.2% asked of it, the sample 0.11%: noise, yet it was called a data fault.
+    control = SmokeRun(loss=[1.3871, 1.3867, 1.3863, 1.3811, 1.3811, 1.3811], learned=True,
+                       min_drop=0.002, lr_mean=2.5e-5)
+    sample = SmokeRun(loss=[1.3846, 1.3845, 1.3844, 1.3831, 1.3831, 1.383], learned=False,
+                      min_drop=0.002, lr_mean=2.5e-5)
+    verdict, reason = attribute(control, sample, None)
+    assert verdict == "pass" and "learning_inconclusive" in reason
+    learned = control.model_copy(update={"loss": [1.40, 1.3, 1.2, 1.1, 1.1, 1.1]})
+    assert attribute(learned, sample, None)[0] == "data_fault"
+
+
+@pytest.mark.parametrize("seed", [2, 3, 42])
+def test_the_training_args_defaults_on_clean_classification_are_no_fault(
+        tmp_path: Path, seed: int) -> None:
+    records, rules = text_classification_case(60)
+    smoke = {"lr": 5e-5, "scheduler": "linear", "seed": seed}
+    smoke_result = smoke_of(gate(tmp_path, records, {**rules, "smoke": smoke}))
+    assert smoke_result.verdict == "pass", smoke_result.reason

@@ -5,6 +5,7 @@ stdout kept for the report, and a command that ends."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from tests.smoke.conftest import (
     write_model,
     write_rules,
 )
+
+REAL_EXIT = os._exit  # as the interpreter made it, before any smoke stage ran
 
 LINEAR = """
 class Net(nn.Module):
@@ -159,3 +162,28 @@ def test_all_empty_texts_are_skipped_not_passed(tmp_path: Path) -> None:
     records[0]["text"] = "ab"  # one row with a next token: it trains
     smoke = smoke_of(gate(tmp_path, records, rules, out="out2"))
     assert smoke.verdict != "skipped"
+
+
+@pytest.mark.parametrize("where", ["import", "forward"])
+def test_os_exit_in_user_code_is_exit_2_not_a_silent_pass(tmp_path: Path, where: str) -> None:
+    # os._exit(0) ended the command with status 0, no report and no word: a pass to CI.
+    header = "import os\n" + ("os._exit(0)\n" if where == "import" else "")
+    model = _model(tmp_path, header=header, forward="os._exit(0)" if where == "forward" else "pass")
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    proc = run_cli("check", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--model '{model}:build': your code called os._exit(0)" in flat(proc.stderr)
+    assert "Traceback" not in proc.stderr
+
+
+def test_os_exit_is_the_real_one_again_after_the_stage_and_in_forked_children(
+        tmp_path: Path) -> None:
+    fork = ("import multiprocessing as mp\n"
+            "    p = mp.get_context('fork').Process(target=abs, args=(-1,))\n"
+            "    p.start(); p.join()\n"
+            "    assert p.exitcode == 0, p.exitcode")
+    smoke = _gate(tmp_path, _model(tmp_path, build=fork))
+    assert smoke.verdict == "pass", smoke.reason
+    assert os._exit is REAL_EXIT

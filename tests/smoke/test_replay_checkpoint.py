@@ -384,16 +384,25 @@ def test_checkpoint_in_the_rules_file_is_found_beside_it(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("make", "message"), [
+    # torch's own message (bold escapes, how to load it without weights_only) was shown
     (lambda p: _torch_file(p / "pickled.pt", Opaque()),
-     "cannot load {path} with weights_only=True"),
+     "cannot load {path} with weights_only=True (only tensors and plain containers load; no "
+     "pickled code): it pickles code (tests.smoke.test_replay_checkpoint.Opaque)"),
+    (lambda p: _write_text(p / "empty.pt", ""), "{path} with weights_only=True (only tensors "
+     "and plain containers load; no pickled code): the file is empty or cut short"),
+    (lambda p: _write_text(p / "text.pt", "hello"), "no pickled code): not a file torch.save "
+     "wrote"),
+    (lambda p: _torch_file(p / "no-tensors.pt", {"step": 3}), "{path}: holds no tensors "
+     "(keys: step)"),
     (lambda p: p / "missing.pt", "checkpoint not found: tried {path}"),
     (lambda p: _folder(p / "ckpt"), "checkpoint {path} is a folder: give the weights file"),
     (lambda p: _torch_file(p / "list.pt", [torch.zeros(2)]),
      "{path}: expected a state dict (name -> tensor), got list"),
     (lambda p: _write_text(p / "broken.safetensors", "not safetensors"),
      "cannot read safetensors checkpoint {path}"),
+    # only "Error(s) in loading state_dict for Net:" was shown, not which
     (lambda p: _torch_file(p / "other.pt", {"lin.weight": torch.zeros(3, 3)}),
-     "checkpoint {path} does not fit the model"),
+     "checkpoint {path} does not fit the model: Missing key(s) in state_dict: \"lin.bias\""),
 ])
 def test_unusable_checkpoint_exits_2(tmp_path: Path, make: Any, message: str) -> None:
     model = write_model(tmp_path / "model.py", FIXED)
@@ -405,6 +414,18 @@ def test_unusable_checkpoint_exits_2(tmp_path: Path, make: Any, message: str) ->
     assert result.exit_code == 2, result.output
     assert message.format(path=ckpt) in flat(result.output)
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+def test_a_training_checkpoint_with_the_weights_one_level_down_loads(tmp_path: Path) -> None:
+    # {"model": state_dict, "step": 3} (a training script's save) was refused as not fitting
+    model = write_model(tmp_path / "model.py", FIXED)
+    ckpt = _torch_file(tmp_path / "ckpt.pt", {"model": _fixed_state(model), "step": 3})
+    data = write_jsonl(tmp_path / "data.jsonl", regression_records(60))
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules())
+    result = invoke("smoke", data, "--rules", rules, "--out", tmp_path / "out",
+                    "--model", f"{model}:build", "--checkpoint", ckpt)
+    assert result.exit_code == 0, result.output
+    assert read_report(tmp_path / "out")["smoke"]["checkpoint"]["tensors"] == 4
 
 
 def test_an_interrupted_replay_save_leaves_no_temporary(tmp_path: Path,

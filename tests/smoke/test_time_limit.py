@@ -449,3 +449,89 @@ def test_the_place_is_worded_for_the_message() -> None:
     )
     assert deadline.Expired(2, 2.0, "build", None, None).where() == "building the model"
     assert deadline.Expired(2, 2.0, "loss", None, "real").where() == "the loss (real run)"
+
+
+# A forward that, from its fourth call, runs its own `with timeout(5):` helper (its own
+# SIGALRM handler and `signal.alarm(5)`, then `alarm(0)` and the old handler put back, as
+# such helpers do: preflight's timer is gone) and then hangs.
+OWN_ALARM = (
+    "def mine(*a):\n"
+    "                raise TimeoutError('mine')\n"
+    "            old = signal.signal(signal.SIGALRM, mine)\n"
+    "            signal.alarm(5)\n"
+    "            signal.alarm(0)\n"
+    "            signal.signal(signal.SIGALRM, old)\n"
+    "            {hang}"
+)
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        OWN_ALARM.format(hang="time.sleep(10**6)"),
+        # its own handler left in place (preflight's is gone too), then a loop
+        "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n            spin()",
+    ],
+    ids=["timer-cancelled", "handler-replaced"],
+)
+def test_user_code_that_cancels_the_timer_is_still_stopped(tmp_path: Path, forward: str) -> None:
+    # The timer was the only stop in the main thread: the command hung for good.
+    _files(tmp_path, _model(tmp_path, top="import signal\n", forward=forward))
+    proc = _cli(tmp_path, "smoke", "data.jsonl", "--rules", "rules.yaml", "--out", "out", "-q")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    smoke = read_report(tmp_path / "out")["smoke"]
+    assert smoke["verdict"] == "code_fault"
+    assert "in forward at step 3 of the control run and was stopped" in smoke["reason"]
+
+
+def test_an_alarm_of_the_users_before_the_limit_is_not_the_limit(tmp_path: Path) -> None:
+    # `signal.alarm(1)` with no handler of its own: at 1 s preflight's handler ran and
+    # stopped the stage as past a limit of 60 s.
+    model = _model(tmp_path, top="import signal\n", after=0,
+                   forward="signal.alarm(1) if Net.calls == 1 else None\n"
+                           "            time.sleep(1.5) if Net.calls == 2 else None")
+    _files(tmp_path, model, limit=60)
+    proc = _cli(tmp_path, "smoke", "data.jsonl", "--rules", "rules.yaml", "--out", "out", "-q")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_report(tmp_path / "out")["smoke"]["verdict"] == "pass"
+
+
+def test_code_that_swallows_every_stop_ends_the_command_with_a_message(tmp_path: Path) -> None:
+    # A bare `except:` in an endless retry loop swallowed the one stop sent: the command
+    # hung for good. The stop is sent again, and past hard_grace the command ends.
+    loop = ("while True:\n"
+            "                try:\n"
+            "                    time.sleep(0.2)\n"
+            "                except:  # noqa: E722\n"
+            "                    pass")
+    _files(tmp_path, _model(tmp_path, forward=loop))
+    proc = _cli(tmp_path, "check", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                "--no-progress")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    message = flat(proc.stderr)
+    assert (f"error: the smoke stage ran past smoke.time_limit ({LIMIT} s) in forward at step 3 "
+            "of the control run and did not stop when asked") in message
+    assert "bare `except:`" in message and "--set smoke.time_limit=" in message
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_a_library_caller_keeps_its_process_and_the_stop_is_sent_again() -> None:
+    # No on_stuck registered (run_preflight from a DAG): the stop keeps coming until the
+    # code lets one through; here the third.
+    seen = []
+    ends = time.monotonic() + 30  # a regression fails here instead of hanging the suite
+
+    def swallow_twice() -> None:
+        while time.monotonic() < ends:
+            try:
+                time.sleep(0.05)
+            except deadline.TimeUp:
+                seen.append(1)
+                if len(seen) == 3:
+                    raise
+
+    with pytest.raises(deadline.Expired):
+        deadline.call_within(1, swallow_twice)
+    assert len(seen) == 3
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

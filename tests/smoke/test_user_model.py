@@ -241,6 +241,8 @@ CONTRACT_CASES = {
     "collate-not-callable": (LINEAR.replace("return Net(), F.mse_loss, None",
                                             "return Net(), F.mse_loss, 3"),
                              "{model}:build", "collate is not callable"),
+    "build-async": ("async def build():\n    pass\n", "{model}:build",
+                    "build() is async (it returned a coroutine); make it a plain function"),
     "build-raises": ("def build():\n    raise RuntimeError('no GPU here')\n", "{model}:build",
                      "build() raised RuntimeError: no GPU here"),
     "build-takes-arguments": ("def build(config):\n    pass\n", "{model}:build",
@@ -268,6 +270,7 @@ def test_user_model_contract_errors_exit_2(tmp_path: Path, case: str) -> None:
     assert message in flat(result.output)
     assert flat(result.output).startswith("error: ")
     assert "Traceback" not in result.output and "internal error" not in result.output
+    assert "never awaited" not in result.output
     assert not (tmp_path / "out" / "report.json").exists()
 
 

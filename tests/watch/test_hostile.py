@@ -120,11 +120,29 @@ def test_a_python_float_loss_is_checked_too(tmp_path: Path) -> None:
     ("sync_every", -1, "sync_every must be a positive integer"),
     ("grad_every", 0, "grad_every must be a positive integer"),
     ("grad_every", 2.5, "grad_every must be a positive integer"),
+    # accepted, then a string failed every step's comparison and the watch turned itself off
+    ("grad_norm_alarm", "100", "grad_norm_alarm must be a number above 0"),
+    ("grad_norm_alarm", float("nan"), "grad_norm_alarm must be a number above 0"),
+    ("grad_norm_alarm", 0, "grad_norm_alarm must be a number above 0"),
+    ("min_scale", "1e-4", "min_scale must be a number 0 or more"),
+    ("min_scale", float("inf"), "min_scale must be a number 0 or more"),
+    ("model_spec", "", "model_spec must be package.module:build"),
+    # accepted, and failed only at the first fault's re-run
+    ("step_fn", 3, "step_fn must be your forward"),
+    ("scaler", "yes", "scaler must be your torch.amp.GradScaler"),
 ])
 def test_bad_settings_are_config_errors(tmp_path: Path, key: str, value, match: str) -> None:
     model, opt = tiny.fresh()
     with pytest.raises(ConfigError, match=match):
         preflight.watch(model, opt, out=tmp_path, **{key: value})
+
+
+@pytest.mark.parametrize("out", ["", " ", None])
+def test_an_empty_out_is_refused_not_the_working_directory(out) -> None:
+    # out="" (an unset variable) wrote fault.json and stats.jsonl among the user's files.
+    model, opt = tiny.fresh()
+    with pytest.raises(ConfigError, match="watch out must name a folder"):
+        preflight.watch(model, opt, out=out)
 
 
 def test_not_a_model_or_optimizer_is_a_clear_error(tmp_path: Path) -> None:
@@ -188,3 +206,22 @@ def test_a_gate_report_missing_or_corrupt_is_refused_when_the_watch_starts(
     model, opt = tiny.fresh()
     with pytest.raises(ConfigError, match=f"watch gate_report: .*{match}"):
         preflight.watch(model, opt, out=tmp_path / "w", gate_report=report)
+
+
+@pytest.mark.parametrize("exit_with", [SystemExit(0), GeneratorExit()],
+                         ids=["sys.exit", "GeneratorExit"])
+def test_a_step_fn_that_exits_on_the_rerun_is_not_the_runs_exit(tmp_path: Path,
+                                                                 exit_with) -> None:
+    # sys.exit(0) in a re-run left w.step as SystemExit: the training script ended with
+    # status 0 after a NaN, with no fault.json.
+    def step_fn(model, batch):
+        raise exit_with
+
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path) as w:
+        tiny.train(w, model, opt, _nan_loader())
+    fault = caught.value.fault
+    assert f"the step_fn re-run raised {type(exit_with).__name__}" in fault.reason
+    assert (tmp_path / "fault.json").is_file()
+    assert fault.verdict == "data_fault" and fault.minimal_ids == ["r12"]
