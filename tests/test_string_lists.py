@@ -47,6 +47,11 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
         path.write_text(json.dumps(rows, indent=2))
     else:
         table = pa.table({k: [r[k] for r in rows] for k in rows[0]})
+        if path.stem.endswith("-dict"):  # list<dictionary<string>>: items dictionary-encoded
+            kind = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+            for name in ("tokens", "choices"):
+                at = table.schema.get_field_index(name)
+                table = table.set_column(at, name, pa.array([r[name] for r in rows], kind))
         if path.suffix == ".arrow":
             feather.write_feather(table, path)
         else:
@@ -62,7 +67,8 @@ def _found(report: Any) -> list[tuple[int, str, str]]:
                                          strict=True)]
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "-dict.parquet",
+                                    "-dict.arrow"])
 def test_strings_in_lists_are_read(tmp_path: Path, suffix: str) -> None:
     data = _write(tmp_path / f"ner{suffix}", _records())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
@@ -134,7 +140,8 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("suffix", "out"), [
     (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".parquet", "clean.parquet"),
-    (".arrow", "clean.arrow"), (".parquet", "clean.jsonl")])
+    (".arrow", "clean.arrow"), (".parquet", "clean.jsonl"), ("-dict.parquet", "clean.parquet"),
+    ("-dict.arrow", "clean.arrow")])
 def test_fix_mends_strings_in_lists(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
@@ -154,7 +161,7 @@ def test_fix_mends_strings_in_lists(tmp_path: Path, suffix: str, out: str) -> No
         before, after = data.read_bytes().splitlines(), clean.read_bytes().splitlines()
         assert [after[i] for i in untouched] == [before[i] for i in untouched]
         assert after[3] == before[3].replace(ZW.encode(), b"")
-    if suffix != ".jsonl" and out.endswith((".parquet", ".arrow")):
+    if suffix.endswith((".parquet", ".arrow")) and out.endswith((".parquet", ".arrow")):
         read = pq.read_schema if out.endswith(".parquet") else (
             lambda p: feather.read_table(p).schema)
         assert read(clean) == read(data)  # the schema kept

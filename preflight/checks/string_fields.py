@@ -54,9 +54,15 @@ def string_lists(batch: Batch, text_fields: tuple[str, ...], messages: str | Non
         if name in batch.raw:
             if any(isinstance(v, list) for v in batch.raw[name]):
                 out.append(name)
-        elif isinstance(dtype, pl.List | pl.Array) and dtype.inner == pl.String:
+        elif isinstance(dtype, pl.List | pl.Array) and _textual(dtype.inner):
             out.append(name)
     return tuple(out)
+
+
+def _textual(dtype: Any) -> bool:
+    """Strings, or strings dictionary-encoded (a Parquet/Arrow ``list<dictionary<string>>``
+    column reads as a list of ``Categorical``)."""
+    return dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum)
 
 
 def holds_strings(batch: Batch, text_fields: tuple[str, ...], messages: str | None) -> bool:
@@ -84,8 +90,8 @@ def list_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
             part = pl.DataFrame(out, schema={c: _ITEMS[c] for c in ("i", "k", "text")})
         else:
             col = batch.frame.get_column(name)
-            if isinstance(col.dtype, pl.Array):
-                col = col.cast(pl.List(pl.String))
+            if isinstance(col.dtype, pl.Array) or col.dtype.inner != pl.String:
+                col = col.cast(pl.List(pl.String))  # fixed size; dictionary-encoded items
             # Only non-empty lists are exploded (what an empty or null list gives differs
             # between polars versions): each gives its items in order, so an item's index
             # in its list is its position less where its list starts.
