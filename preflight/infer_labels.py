@@ -13,7 +13,9 @@ must look like a class set as well:
 - class ids: at least half the records hold an integer (a whole float counts), at most
   ``_STRAY`` of the numbers have a fraction and of the integers are negative (a planted
   ``2.5`` or ``-1`` is then label_range's finding, while a continuous score, a rating in
-  halves or a signed delta stays a number), and each distinct id is used twice on average;
+  halves or a signed delta stays a number), each distinct id is used twice on average,
+  the smallest id is 0 or 1 (ages 18..90 are a quantity), and under ``target``, ``rating``
+  and ``stars`` there are at most 32 of them (a count target 0..216 is a quantity);
 - class names: as for ``label``.
 
 Of several candidates the first that qualifies, in the order ``label``, ``labels``, the
@@ -39,6 +41,10 @@ _MAJORITY = 0.5
 # Under another name: at most this share of the numbers may have a fraction, and of the
 # integers be negative; more is a score or a signed quantity, not class ids with a fault.
 _STRAY = 0.1
+# Names that as often hold a quantity (a count, a score) as classes: there more distinct
+# ids than this are a quantity (a count target of 0..216), checked by ``numeric``.
+_QUANTITIES = ("target", "rating", "stars")
+_MAX_QUANTITY_CLASSES = 32
 
 
 def candidates(columns: Any, taken: set[str]) -> list[str]:
@@ -69,6 +75,8 @@ def infer_label(batch: Batch, taken: set[str]) -> tuple[str, str] | None:
         return None
     (name, kind), others = found[0], [n for n, _ in found[1:]]
     why = f"{name!r} (by name, {kind}"
+    if name == "target":
+        why += "; a regression target? --set fields.target=target judges it as a number"
     if others:
         listed = ", ".join(map(repr, others))
         held = "holds" if len(others) == 1 else "hold"
@@ -96,10 +104,14 @@ def _class_ids(batch: Batch, name: str) -> bool:
     kind = values.get_column("kind")
     ints = values.filter(kind == "integer").get_column("int")
     fractions = int((kind == "number").sum())
+    ids = ints.filter(ints >= 0)
     return (
         n > 0
         and len(ints) >= _MAJORITY * n
         and fractions <= _STRAY * (len(ints) + fractions)
         and int((ints < 0).sum()) <= _STRAY * len(ints)
         and ints.n_unique() * 2 <= len(ints)
+        # an index counts from 0 or 1: ages 18..90 are a quantity, not classes
+        and len(ids) > 0 and int(ids.min()) <= 1  # type: ignore[arg-type]
+        and (name not in _QUANTITIES or ids.n_unique() <= _MAX_QUANTITY_CLASSES)
     )

@@ -110,7 +110,7 @@ def test_class_ids_under_another_name(tmp_path: Path, fmt: str, name: str) -> No
     faults = _faults(fmt, ID_FAULTS)
     path = _write(tmp_path, fmt, {name: _values("ids", faults)})
     report = _run(path, tmp_path / "out")
-    assert report.rules_file.inferred["label"] == f"{name!r} (by name, integer class ids)"
+    assert report.rules_file.inferred["label"].startswith(f"{name!r} (by name, integer class ids")
     assert name not in str(report.rules_file.fields.get("numeric"))
     assert _found(tmp_path / "out") == {row: code for row, (_, code) in faults.items()}
     assert report.verdict == "fail"
@@ -149,6 +149,29 @@ def test_a_rating_of_numbers_is_not_a_label(tmp_path: Path, fmt: str, step: str)
     assert "label" not in report.rules_file.inferred
     assert "labels" not in [r.id for r in report.rules]
     assert report.rules_file.fields["numeric"] == "rating"
+
+
+@pytest.mark.parametrize(("name", "values"), [
+    ("target", [18 + (i * 7) % 73 for i in range(N)]),  # ages: no id 0 or 1
+    ("stars", [10 + i % 5 for i in range(N)]),
+    ("target", [(i * 13) % 60 for i in range(N)]),  # a count 0..59: too many classes
+    ("rating", [(i * 7) % 40 for i in range(N)]),
+])
+def test_integer_quantities_are_not_class_ids(tmp_path: Path, name: str,
+                                              values: list[int]) -> None:
+    # An integer target of ages 18..90 or counts 0..216 was "classes inferred as 0..216":
+    # the numeric check did not run and the classification preset was suggested.
+    report = _run(_write(tmp_path, "jsonl", {name: values}), tmp_path / "out")
+    assert "label" not in report.rules_file.fields
+    assert "labels" not in [r.id for r in report.rules]
+
+
+def test_an_integer_target_taken_as_classes_says_how_to_judge_it_as_a_number(
+        tmp_path: Path) -> None:
+    report = _run(_write(tmp_path, "jsonl", {"target": [i % 3 for i in range(N)]}),
+                  tmp_path / "out")
+    assert report.rules_file.fields["label"] == "target"
+    assert "--set fields.target=target" in report.rules_file.inferred["label"]
 
 
 def test_a_regression_target_stays_a_target(tmp_path: Path) -> None:
