@@ -173,7 +173,7 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
                 md_max_chars: int | None, executor: str, address: str | None,
                 delimiter: str | None, workers: int | None) -> Report:
     from preflight.fix import run_fix
-    from preflight.pipeline import run
+    from preflight.pipeline import clear_unread, run
     from preflight.source import open_source
     from preflight.tempfiles import temp_dir
 
@@ -197,7 +197,12 @@ def _run_source(source: Any, ruleset: RuleSet, out: str | Path | None, *, stdin:
     if unknown:
         raise ConfigError(f"unknown report format(s) {', '.join(unknown)}; "
                           f"choose from {', '.join(FORMATS)}")
-    src = open_source(source, delimiter=delimiter)
+    try:
+        src = open_source(source, delimiter=delimiter)
+    except InputError:
+        if out is not None and str(out).strip() and isinstance(source, str | Path):
+            clear_unread(Path(out), source)  # no earlier verdict left to read as this one
+        raise
     if delimiter is not None and src.format != "csv":
         raise ConfigError(f"--delimiter applies to CSV input; {src.path} is {src.format}")
     if stdin:

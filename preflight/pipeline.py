@@ -145,6 +145,16 @@ def run(
         sink.abort()
 
 
+def clear_unread(out_dir: Path, source: Any) -> None:
+    """The last run's report files out of ``out_dir`` when the input cannot be read (exit
+    3): a missing or unreadable file must not leave the earlier verdict to be read as this
+    run's. Not where ``out_dir`` is the input or inside it (its files are data there)."""
+    given = Path(source).resolve()
+    target = out_dir.resolve()
+    if target != given and given not in target.parents and out_dir.is_dir():
+        clear_stale(out_dir)
+
+
 def check_out_dir(out: Path, src: Source) -> None:
     """A ``ConfigError`` (exit 2, before any work) when ``out`` cannot be the report
     folder: it is a file (the input, say), or it lies in a folder being read, where the

@@ -556,3 +556,30 @@ def test_a_report_in_a_format_this_run_does_not_write_is_removed(tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["findings.parquet", "notes.txt",
                                                     "report.json"]
+
+
+@pytest.mark.parametrize("bad", ["missing.jsonl", "utf16.jsonl"])
+def test_an_unreadable_input_leaves_no_earlier_verdict(tmp_path: Path, bad: str) -> None:
+    # `check nope.jsonl --out r` was exit 3 with the earlier run's passing report.json
+    # (and .html, .junit.xml, .md) still in r, to be read as this run's.
+    out = tmp_path / "out"
+    clean = write_jsonl(tmp_path / "clean.jsonl", CLEAN)
+    first = invoke("check", "--no-smoke", clean, "--out", out, "--format", "json,html,junit,md")
+    assert first.exit_code == 0, first.output
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "utf16.jsonl").write_bytes('{"text": "a"}\n'.encode("utf-16"))
+    result = invoke("check", "--no-smoke", tmp_path / bad, "--out", out)
+    assert result.exit_code == 3, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_an_unreadable_shard_folder_keeps_its_own_files(tmp_path: Path) -> None:
+    # --out inside the input folder: its files are data there, not an earlier report.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes('{"text": "a"}\n'.encode("utf-16"))
+    (folder / "rep").mkdir()
+    (folder / "rep" / "report.json").write_text("{}")
+    result = invoke("check", "--no-smoke", folder, "--out", folder / "rep")
+    assert result.exit_code in (2, 3), result.output
+    assert (folder / "rep" / "report.json").exists()
