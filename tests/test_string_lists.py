@@ -202,3 +202,24 @@ def test_two_workers_equal_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert [row for row, _, _ in _found(one)] == [3, 8, 11, 250]
     same_findings(one, two, tmp_path / "one", tmp_path / "two")
     same_report(one, two)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_list_item_a_fix_would_empty_goes_to_the_quarantine(tmp_path: Path,
+                                                              suffix: str) -> None:
+    # ["a", "\u200b", "b"] became ["a", "", "b"] with no word: a tokenizer drops the empty
+    # token and every tag after it shifts.
+    rows = _records()
+    rows[6]["tokens"][2] = ZW
+    data = _write(tmp_path / f"d{suffix}", rows)
+    clean, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
+                                       "--quarantine", str(quarantine)])
+    assert result.exit_code == 0, result.output
+    [set_aside] = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert set_aside["row"] == 6
+    assert set_aside["reasons"][0]["code"] == "empty_after_fix"
+    assert set_aside["reasons"][0]["detail"].startswith("tokens[2]: empty")
+    fixed = _read(clean)
+    assert len(fixed) == len(rows) - 1
+    assert fixed[3]["tokens"] == ["John", "lives", "in", "Paris3", "."]  # still mended

@@ -84,11 +84,22 @@ class Mender:
         return None
 
     def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
-        """The text field a fix left empty (or only whitespace), if any."""
+        """The text field a fix left empty (or only whitespace), if any; or the item of a
+        list of strings it did (``tokens[3]``: an emptied token would be dropped by a
+        tokenizer, shifting every tag after it)."""
         for name in self.ctx.text_fields:
             old, new = as_text(before.get(name)), as_text(after.get(name))
             if old is not None and old.strip() and new is not None and not new.strip():
                 return name
+        for name, new_list in after.items():
+            old_list = before.get(name)
+            if not isinstance(new_list, list) or not isinstance(old_list, list) \
+                    or new_list is old_list:
+                continue
+            for k, (old, new) in enumerate(zip(old_list, new_list, strict=False)):
+                if isinstance(old, str) and old.strip() and isinstance(new, str) \
+                        and not new.strip():
+                    return f"{name}[{k}]"
         return None
 
     def _text(self, text: str, actions: set[str]) -> str:
