@@ -10,7 +10,7 @@ import polars as pl
 from preflight.batch import Batch
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
-from preflight.infer_labels import LABEL_NAMES, infer_label
+from preflight.infer_labels import LABEL_NAMES, candidates, infer_label
 from preflight.jq import jq_extract
 
 # The text inference's words for records whose text is in a list of objects inside them
@@ -152,6 +152,18 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
             why["numeric"] = (f"{why.get('numeric', 'none')}; not checked: numbers in only "
                               f"some records: {names}{more}; name {it} in fields.numeric to "
                               f"check {it}")
+    if "label" not in found:
+        # A field by a label's name whose values are no class set (a long tail of intents
+        # each used once, booleans, a column only some records hold): say it was not
+        # judged, or its null and typo pass with no word.
+        taken = {c for v in found.values() for c in _as_list(v)}
+        if left := candidates(frame.columns, taken):
+            it = left[0]
+            has = "has" if len(left) == 1 else "have"
+            why["label"] = (f"none: {quoted_names(left)} {has} a label's name, but no class set "
+                            "in the first records (neither integer ids nor names each used "
+                            f"twice on average): not judged as labels; --label-field {it} "
+                            "judges it as one")
     return Fields(**found), why
 
 

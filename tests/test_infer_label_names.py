@@ -132,7 +132,11 @@ def test_free_text_category_is_not_a_label(tmp_path: Path, fmt: str) -> None:
     free = [f"a long free description of item {i}, in words of its own" for i in range(N)]
     path = _write(tmp_path, fmt, {"category": free})
     report = _run(path, tmp_path / "out")
-    assert "label" not in report.rules_file.inferred
+    assert "label" not in report.rules_file.fields
+    # not judged, and said so: a long tail of intents or booleans would pass with no word
+    assert report.rules_file.inferred["label"].startswith(
+        "none: 'category' has a label's name, but no class set in the first records")
+    assert "--label-field category judges it as one" in report.rules_file.inferred["label"]
     assert "labels" not in [r.id for r in report.rules]
     assert report.verdict == "pass", report.reasons
 

@@ -178,7 +178,8 @@ def test_free_text_in_a_label_field_is_not_class_names(tmp_path: Path) -> None:
         )
     )
     report = _run(path, tmp_path / "out")
-    assert "label" not in report.rules_file.inferred
+    assert "label" not in report.rules_file.fields
+    assert report.rules_file.inferred["label"].startswith("none: 'label' has a label's name")
     assert "labels" not in [r.id for r in report.rules]
 
 
