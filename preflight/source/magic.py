@@ -24,6 +24,9 @@ _KINDS = (
     (re.compile(rb"7z\xbc\xaf\x27\x1c"), "7z", ".7z"),
     (re.compile(rb"PAR1"), "Parquet", ".parquet"),
     (re.compile(rb"ARROW1\x00\x00"), "Arrow", ".arrow"),
+    # An Arrow IPC stream (a `datasets` cache file): a continuation marker, then the first
+    # message's length; text never starts with 0xFF.
+    (re.compile(rb"\xff\xff\xff\xff", re.DOTALL), "Arrow stream", ".arrow"),
 )
 HEAD = 10  # bytes that tell every kind above
 _UNPACK = {".bz2": "bunzip2", ".xz": "unxz"}

@@ -32,6 +32,8 @@ _MAGIC = {b"\x1f\x8b": ".jsonl.gz", b"\x28\xb5\x2f\xfd": ".jsonl.zst"}
 _REFUSED = {
     b"PAR1": "a Parquet file; give its path instead of -",
     b"ARROW1": "an Arrow file; give its path instead of -",
+    b"\xff\xff\xff\xff": "an Arrow stream; save it as a .arrow file and give its path "
+                         "instead of -",
 }
 
 

@@ -127,3 +127,23 @@ def test_fix_from_standard_input_names_fix_in_its_hint(tmp_path: Path, data: byt
                                        "--quarantine", str(tmp_path / "q.jsonl")], input=data)
     assert result.exit_code == 3, result.output
     assert says in _said(result) and "preflight check -" not in _said(result)
+
+
+def test_an_arrow_stream_under_a_text_name_or_piped_is_exit_3(tmp_path: Path) -> None:
+    # A `datasets` cache file is an Arrow IPC stream: under a .jsonl name, as a shard or
+    # piped into '-', it was exit 1 with every line invalid_utf8 and no word of why.
+    table = pa.table({"text": [f"record {i}" for i in range(4)]})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = sink.getvalue().to_pybytes()
+    (tmp_path / "st.jsonl").write_bytes(data)
+    result = _check(tmp_path / "st.jsonl", tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert "st.jsonl holds Arrow stream data, not text: rename it" in _said(result)
+    piped = _check("-", tmp_path, input=data)
+    assert piped.exit_code == 3, piped.output  # type: ignore[attr-defined]
+    assert "standard input holds an Arrow stream" in _said(piped)
+    (tmp_path / "st.arrow").write_bytes(data)  # named as what it is: read
+    named = _check(tmp_path / "st.arrow", tmp_path)
+    assert named.exit_code == 0, named.output  # type: ignore[attr-defined]
