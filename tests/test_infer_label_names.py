@@ -227,3 +227,12 @@ def test_two_workers_equal_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert _found(tmp_path / "one") == {row: code for row, (_, code) in faults.items()}
     same_findings(one, two, tmp_path / "one", tmp_path / "two")
     same_report(one, two)
+
+
+def test_one_based_stars_are_said_to_count_from_one_not_a_stray(tmp_path: Path) -> None:
+    # Every 1..5 corpus printed "0 never occur — a stray label?".
+    report = _run(_write(tmp_path, "jsonl", {"stars": [1 + i % 5 for i in range(N)]}),
+                  tmp_path / "out")
+    [warning] = next(r.notes for r in report.rules if r.id == "labels")
+    assert "0 never occurs: the labels count from 1 (1..5)" in warning
+    assert "stray" not in warning

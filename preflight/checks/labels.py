@@ -370,6 +370,10 @@ class LabelRange(Check):
                     "against the model"]
         top = len(self._classes.keys) - 1
         absent = [k for k in self._classes.keys if not self._counts.get(k)]
+        if absent == ["0"]:  # 1..K, as stars and ratings count: no stray, 0-based or not
+            return [f"classes inferred as 0..{top} from the data; 0 never occurs: the labels "
+                    f"count from 1 (1..{top}); a model with {top} outputs needs them shifted "
+                    f"to 0..{top - 1}, and --num-classes checks them against the model"]
         if absent:
             listed = ", ".join(absent[:SHOWN_CLASSES]) + (" …" if len(absent) > SHOWN_CLASSES
                                                             else "")
