@@ -110,17 +110,18 @@ def test_limit_keeps_what_the_gate_read(tmp_path: Path, limit: int,
 @pytest.mark.parametrize(("option", "example"), [
     ("--out", "clean.jsonl"), ("--quarantine", "rejected.jsonl"),
     ("--manifest", "fix-manifest.json")])
+@pytest.mark.parametrize("end", ["/", "/."])
 def test_an_output_ending_in_a_slash_is_refused_not_written_as_a_file(
-        tmp_path: Path, option: str, example: str) -> None:
+        tmp_path: Path, option: str, example: str, end: str) -> None:
     # `--out out/` wrote a file named `out`: the folder the user meant became a file.
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "hello\u200b there"}])
     paths = {"--out": str(tmp_path / "clean.jsonl"), "--quarantine": str(tmp_path / "q.jsonl"),
              "--manifest": str(tmp_path / "m.json")}
-    paths[option] = str(tmp_path / "folder") + "/"
+    paths[option] = str(tmp_path / "folder") + end
     args = [a for opt, p in paths.items() for a in (opt, p)]
     result = invoke("fix", data, *args)
     assert result.exit_code == 2, result.output
-    assert f"ends with a slash (a folder); this output is one file: name it, e.g. " \
+    assert f"names a folder; this output is one file: name it, e.g. " \
            f"{tmp_path / 'folder'}/{example}" in flat(result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
 

@@ -44,10 +44,11 @@ class _Path(click.Path):
                 ctx: click.Context | None) -> object:
         if isinstance(value, str) and not value.strip():
             self.fail("is empty (an unset variable?); give a path", param, ctx)
-        if self.file and isinstance(value, str) and value.endswith(("/", os.sep)):
-            # Path("out/") is "out": a file named like the folder the user meant
-            self.fail(f"{value!r} ends with a slash (a folder); this output is one file: "
-                      f"name it, e.g. {value}{self.file}", param, ctx)
+        if self.file and isinstance(value, str) and _names_a_folder(value):
+            # Path("out/") and Path("out/.") are "out": a file named like the folder meant
+            folder = os.path.normpath(value)
+            self.fail(f"{value!r} names a folder; this output is one file: name it, e.g. "
+                      f"{folder}/{self.file}", param, ctx)
         return super().convert(value, param, ctx)
 
 
@@ -67,6 +68,12 @@ class _Spec(click.ParamType):
 
 # A --model value.
 SPEC = _Spec()
+def _names_a_folder(value: str) -> bool:
+    """``out/``, ``out/.``, ``..``: a path that can only be a folder."""
+    last = value.replace(os.sep, "/").rstrip("/").rsplit("/", 1)[-1]
+    return value.endswith(("/", os.sep)) or last in (".", "..")
+
+
 # DATA as given: whether it exists and can be read is the reader's to say (exit 3), not
 # click's (whose readable=True check would make an unreadable input a usage error, exit 2).
 INPUT = _Path(path_type=Path, readable=False)
