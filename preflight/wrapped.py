@@ -52,7 +52,7 @@ def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -
     return [f"{path.name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. "
-            f"{jq_extract(('data',), path.name)})"]
+            f"{jq_extract(_wrapping_keys(path) or ('data',), path.name)})"]
 
 
 def wrapped_records(report: Report, data: Path | None = None) -> str | None:

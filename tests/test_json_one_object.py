@@ -33,6 +33,15 @@ def test_one_object_holding_the_records_is_a_warning(tmp_path: Path, wrapper: di
     assert "jq -c '.data[]' wrapped.json" in note
 
 
+def test_the_warning_names_the_key_that_holds_the_records(tmp_path: Path) -> None:
+    # It always said '.data[]', whatever the key: followed, jq found nothing.
+    path = tmp_path / "res.json"
+    path.write_text(json.dumps({"version": 1, "results": RECORDS}))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    [note] = report.source.warnings
+    assert "jq -c '.results[]' res.json" in note and ".data" not in note
+
+
 def test_the_list_of_objects_is_named_when_no_text_is_inferred(tmp_path: Path) -> None:
     path = tmp_path / "wrapped.json"
     path.write_text(json.dumps({"rows": RECORDS}))
