@@ -65,6 +65,8 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     if (src.records != 1 or src.files != 1 or src.format not in ("json", "jsonl")
             or report.rules_file.fields.get("messages")):
         return _wrapped_each(report)
+    if _text_by_name(report):  # {"text": ..., "spans": [{...}, {...}]}: one record
+        return None
     path = data or Path(src.path)
     if src.format == "json" and not any(ONE_OBJECT in w for w in src.warnings):
         return None
@@ -91,6 +93,17 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
             f"none of them was checked): extract them first, {hint}")
+
+
+def _text_by_name(report: Report) -> bool:
+    """Whether the record's text field was named (in the rules, or inferred by its name):
+    then it is a record whose other lists are its own (spans, tool calls). A text taken as
+    the longest string (a ``"version"`` beside the list) says nothing of the kind."""
+    fields = report.rules_file.fields
+    if "text" not in fields:
+        return False
+    why = report.rules_file.inferred.get("text")
+    return why is None or "(by name" in why
 
 
 def _wrapped_each(report: Report) -> str | None:

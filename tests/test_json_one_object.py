@@ -250,3 +250,14 @@ def test_one_json_lines_record_checked_for_its_shape_only_passes(tmp_path: Path)
              "rules": [{"id": "schema", "check": "schema"}]}
     report = run_preflight(path, rules=rules, smoke=False, out=tmp_path / "r")
     assert report.verdict == "pass", report.reasons
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_one_record_with_a_text_and_a_list_of_spans_is_a_record(tmp_path: Path,
+                                                                suffix: str) -> None:
+    # Its text was read (inferred by name), yet it failed as "records wrapped in 'spans'".
+    path = tmp_path / f"one{suffix}"
+    path.write_text(json.dumps({"text": "John lives in Paris", "spans": [
+        {"start": 0, "end": 4, "label": "PER"}, {"start": 14, "end": 19, "label": "LOC"}]}))
+    report = run_preflight(path, smoke=False, out=tmp_path / "r")
+    assert report.verdict == "pass", report.reasons
