@@ -56,8 +56,12 @@ def candidates(columns: Any, taken: set[str]) -> list[str]:
 
 def label_kind(batch: Batch, name: str) -> str | None:
     """What ``name`` holds as a label (``integer class ids`` or ``class names: ...``), or
-    None when its values are not a class set."""
+    None when its values are not a class set. Shares count the records that hold a value:
+    missing and null labels are the check's findings, so a ``label`` field null in most (or
+    all) of the first records is still the label."""
     if name in LABEL_NAMES:
+        if not _values(batch, name).height and len(batch):
+            return "every value null in the first records"
         if _integer_share(batch, name) >= _MAJORITY:
             return "integer class ids"
     elif _class_ids(batch, name):
@@ -87,14 +91,15 @@ def infer_label(batch: Batch, taken: set[str]) -> tuple[str, str] | None:
 
 
 def _values(batch: Batch, name: str) -> pl.DataFrame:
+    """The labels present in ``batch`` (missing and null ones left out)."""
     textual = getattr(batch, "textual", False)
-    return label_values(batch, name, textual=textual, numbers=textual)
+    values = label_values(batch, name, textual=textual, numbers=textual)
+    return values.filter(pl.col("kind") != "null")
 
 
 def _integer_share(batch: Batch, name: str) -> float:
-    if not len(batch):
-        return 0.0
-    return float((_values(batch, name).get_column("kind") == "integer").mean() or 0.0)
+    kind = _values(batch, name).get_column("kind")
+    return float((kind == "integer").mean() or 0.0) if len(kind) else 0.0
 
 
 def _class_ids(batch: Batch, name: str) -> bool:

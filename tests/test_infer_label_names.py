@@ -236,3 +236,41 @@ def test_one_based_stars_are_said_to_count_from_one_not_a_stray(tmp_path: Path) 
     [warning] = next(r.notes for r in report.rules if r.id == "labels")
     assert "0 never occurs: the labels count from 1 (1..5)" in warning
     assert "stray" not in warning
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+@pytest.mark.parametrize("kind", ["names", "ids"])
+@pytest.mark.parametrize("name", ["label", "intent"])
+def test_labels_null_in_most_records_are_still_the_label(tmp_path: Path, fmt: str, kind: str,
+                                                         name: str) -> None:
+    # 60% null labels passed the gate: the shares that make a class set counted the nulls,
+    # so the field was not a label and its missing labels no finding.
+    values = _values(kind, {})
+    nulls = [i for i in range(N) if i % 10 < 6]
+    for i in nulls:
+        values[i] = None
+    report = _run(_write(tmp_path, fmt, {name: values}), tmp_path / "out")
+    assert report.rules_file.fields["label"] == name
+    assert set(_found(tmp_path / "out").items()) == {(i, "label_null") for i in nulls}
+    assert report.verdict == "fail"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_first_shard_of_null_labels_does_not_hide_the_label(tmp_path: Path, fmt: str) -> None:
+    # Fields are inferred from the first batch: one of null labels only left the label
+    # uninferred, and the stray and negative labels of the next shard passed.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    _write(tmp_path, fmt, {"label": [None] * N}).rename(folder / f"part-0.{fmt}")
+    _write(tmp_path, fmt, {"label": [(i % 3) if i not in (4, 8) else -1 for i in range(N)]}
+           ).rename(folder / f"part-1.{fmt}")
+    report = _run(folder, tmp_path / "out")
+    assert report.rules_file.inferred["label"] == (
+        "'label' (by name, every value null in the first records)")
+    frame = pl.read_parquet(tmp_path / "out" / "findings.parquet").filter(
+        pl.col("rule") == "labels")
+    codes = dict(zip(zip(frame["file"], frame["row"], strict=True), frame["code"], strict=True))
+    assert codes == {**{(f"part-0.{fmt}", i): "label_null" for i in range(N)},
+                     (f"part-1.{fmt}", 4): "label_out_of_range",
+                     (f"part-1.{fmt}", 8): "label_out_of_range"}
+    assert report.verdict == "fail"

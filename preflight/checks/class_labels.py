@@ -176,9 +176,11 @@ def label_values(batch: Batch, name: str, *, textual: bool = False,
 
 def holds_names(batch: Batch, name: str) -> bool:
     """True when the labels in ``batch`` are class names, not ids: at least half the records
-    hold a string there and fewer than half an integer (in CSV, a cell that reads as a
-    number is one, as for ids)."""
+    that hold a label hold a string and fewer than half an integer (in CSV, a cell that
+    reads as a number is one, as for ids). Missing and null labels do not count either way:
+    they are the check's findings, and a corpus with most labels missing is still named."""
     kinds = _kinds(batch, name)
+    kinds = kinds.filter(kinds != "null")
     n = len(kinds)
     return bool(n) and (kinds == "string").sum() >= _MAJORITY * n > (kinds == "integer").sum()
 
