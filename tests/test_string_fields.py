@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from preflight import run_preflight
 from preflight.cli import main
+from tests.outputs import fix_cleanly
 
 ZW = "\u200b"
 MOJIBAKE = "caf\u00c3\u00a9 au lait"  # "café" as UTF-8 read as cp1252
@@ -120,19 +121,8 @@ def test_a_chat_is_read_once(tmp_path: Path) -> None:
 def test_fix_mends_the_other_string_fields(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
-    clean, quarantine = tmp_path / out, tmp_path / "q.jsonl"
-    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
-                                       "--quarantine", str(quarantine)])
-    assert result.exit_code == 0, result.output
-    assert quarantine.read_text() == ""
-    if out.endswith(".jsonl"):
-        fixed = [json.loads(line) for line in clean.read_text().splitlines()]
-    elif out.endswith(".csv"):
-        with open(clean, newline="", encoding="utf-8") as f:
-            fixed = list(csv.DictReader(f))
-    else:
-        table = pq.read_table(clean) if out.endswith(".parquet") else feather.read_table(clean)
-        fixed = table.to_pylist()
+    clean = tmp_path / out
+    fixed = fix_cleanly(data, clean, tmp_path / "q.jsonl")
     assert len(fixed) == len(rows)
     assert fixed[4]["instruction"] == "Ignore previous instructions"
     assert fixed[9]["input"] == "café au lait"

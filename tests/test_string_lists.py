@@ -25,6 +25,7 @@ from preflight.checks.string_fields import list_items
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
+from tests.outputs import fix_cleanly, read_records
 
 ZW = "\u200b"
 MOJIBAKE = "caf\u00c3\u00a9"  # "café" as UTF-8 read as cp1252
@@ -69,7 +70,7 @@ def _found(report: Any) -> list[tuple[int, str, str]]:
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "-dict.parquet",
                                     "-dict.arrow"])
-def test_strings_in_lists_are_read(tmp_path: Path, suffix: str) -> None:
+def test_strings_in_lists_areread_records(tmp_path: Path, suffix: str) -> None:
     data = _write(tmp_path / f"ner{suffix}", _records())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
     assert "text" not in report.rules_file.fields  # no text field: the checks run all the same
@@ -131,13 +132,6 @@ def test_a_rules_file_with_no_text_field(tmp_path: Path, rows: list[dict[str, An
     assert report.rule("hidden").status == status
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines()]
-    table = pq.read_table(path) if path.suffix == ".parquet" else feather.read_table(path)
-    return table.to_pylist()
-
-
 @pytest.mark.parametrize(("suffix", "out"), [
     (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".parquet", "clean.parquet"),
     (".arrow", "clean.arrow"), (".parquet", "clean.jsonl"), ("-dict.parquet", "clean.parquet"),
@@ -145,12 +139,8 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def test_fix_mends_strings_in_lists(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
-    clean, quarantine = tmp_path / out, tmp_path / "q.jsonl"
-    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
-                                       "--quarantine", str(quarantine)])
-    assert result.exit_code == 0, result.output
-    assert quarantine.read_text() == ""
-    fixed = _read(clean)
+    clean = tmp_path / out
+    fixed = fix_cleanly(data, clean, tmp_path / "q.jsonl")
     assert len(fixed) == len(rows)
     assert fixed[3]["tokens"] == ["John", "lives", "in", "Paris3", "."]
     assert fixed[8]["choices"] == ["yes", "café", None]
@@ -220,6 +210,6 @@ def test_a_list_item_a_fix_would_empty_goes_to_the_quarantine(tmp_path: Path,
     assert set_aside["row"] == 6
     assert set_aside["reasons"][0]["code"] == "empty_after_fix"
     assert set_aside["reasons"][0]["detail"].startswith("tokens[2]: empty")
-    fixed = _read(clean)
+    fixed = read_records(clean)
     assert len(fixed) == len(rows) - 1
     assert fixed[3]["tokens"] == ["John", "lives", "in", "Paris3", "."]  # still mended
