@@ -70,7 +70,7 @@ def _found(report: Any) -> list[tuple[int, str, str]]:
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "-dict.parquet",
                                     "-dict.arrow"])
-def test_strings_in_lists_areread_records(tmp_path: Path, suffix: str) -> None:
+def test_strings_in_lists_are_read(tmp_path: Path, suffix: str) -> None:
     data = _write(tmp_path / f"ner{suffix}", _records())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
     assert "text" not in report.rules_file.fields  # no text field: the checks run all the same

@@ -5,9 +5,9 @@ the response (the longest field, inferred as the text) can carry a zero-width ch
 bidi control as well. With ``all_string_fields`` (the default) these checks read every other
 top-level string field of a record too (an instruction, a url, an id), and every string
 inside a top-level list (an NER corpus's ``tokens``, ``tags``, ``choices``, ``answers``:
-a zero-width space inside one token passed unseen), and ``fix`` mends them the same way,
-keeping each list's length; the text-only checks (empty, duplicates, token length) keep
-``fields.text``. Lists are read one level deep: a list of lists or of objects is not text.
+a zero-width space inside one token passed unseen) or nested deeper in objects and lists
+(``preflight.checks.nested_strings``), and ``fix`` mends them the same way, keeping each
+list's length; the text-only checks (empty, duplicates, token length) keep ``fields.text``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,14 @@ from pydantic import Field, StrictBool
 
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params
+from preflight.checks.nested_strings import (
+    Path,
+    exploded,
+    holds_nested_strings,
+    raw_items,
+    strings_in,
+    typed_items,
+)
 
 _ITEMS = {"i": pl.UInt32, "name": pl.String, "k": pl.Int64, "text": pl.String}
 
@@ -45,18 +53,35 @@ def string_fields(batch: Batch, ctx: Context) -> tuple[str, ...]:
 
 def string_lists(batch: Batch, text_fields: tuple[str, ...], messages: str | None
                  ) -> tuple[str, ...]:
-    """The batch's top-level columns that hold lists of strings (typed as such, or, for a
-    column of mixed types, holding a list in some record), text and messages aside."""
+    """The batch's top-level columns typed as lists of strings, text and messages aside."""
+    return tuple(name for name, dtype in batch.schema.items()
+                 if name != messages and name not in text_fields and name not in batch.raw
+                 and isinstance(dtype, pl.List | pl.Array) and _textual(dtype.inner))
+
+
+def nested_columns(batch: Batch, text_fields: tuple[str, ...], messages: str | None
+                   ) -> tuple[str, ...]:
+    """The batch's top-level columns that hold strings deeper (objects, lists of objects or
+    of lists; a column of mixed types with a list or an object in some record), text and
+    messages aside."""
     out = []
     for name, dtype in batch.schema.items():
         if name == messages or name in text_fields:
             continue
         if name in batch.raw:
-            if any(isinstance(v, list) for v in batch.raw[name]):
+            if any(isinstance(v, list | dict) for v in batch.raw[name]):
                 out.append(name)
-        elif isinstance(dtype, pl.List | pl.Array) and _textual(dtype.inner):
+        elif holds_nested_strings(dtype):
             out.append(name)
     return tuple(out)
+
+
+def nested_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
+    """``i``, ``field`` (the path: ``answers.text[0]``) and ``text`` of every string inside
+    the ``names`` columns (``nested_columns``)."""
+    parts = [raw_items(name, batch.raw[name]) if name in batch.raw
+             else typed_items(batch.frame.get_column(name)) for name in names]
+    return pl.concat(parts).sort("i", maintain_order=True)
 
 
 def _textual(dtype: Any) -> bool:
@@ -70,7 +95,8 @@ def holds_strings(batch: Batch, text_fields: tuple[str, ...], messages: str | No
     the messages: what the character checks read when the data has no text field."""
     return any(dtype == pl.String and name not in text_fields and name != messages
                for name, dtype in batch.schema.items()) or bool(
-        string_lists(batch, text_fields, messages))
+        string_lists(batch, text_fields, messages) or nested_columns(batch, text_fields,
+                                                                     messages))
 
 
 def list_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
@@ -78,32 +104,12 @@ def list_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
     ``name`` (the column), ``k`` (the index in its list) and ``text``; nulls left out."""
     parts = [pl.DataFrame(schema=_ITEMS)]
     for name in names:
-        if name in batch.raw:  # mixed types: Python values, only such columns pay for it
-            out: dict[str, list[Any]] = {"i": [], "k": [], "text": []}
-            for i, value in enumerate(batch.raw[name]):
-                if isinstance(value, list):
-                    for k, item in enumerate(value):
-                        if isinstance(item, str):
-                            out["i"].append(i)
-                            out["k"].append(k)
-                            out["text"].append(item)
-            part = pl.DataFrame(out, schema={c: _ITEMS[c] for c in ("i", "k", "text")})
-        else:
-            col = batch.frame.get_column(name)
-            if isinstance(col.dtype, pl.Array) or col.dtype.inner != pl.String:
-                col = col.cast(pl.List(pl.String))  # fixed size; dictionary-encoded items
-            # Only non-empty lists are exploded (what an empty or null list gives differs
-            # between polars versions): each gives its items in order, so an item's index
-            # in its list is its position less where its list starts.
-            lengths = col.list.len().fill_null(0).to_numpy().astype(np.int64)
-            full = lengths > 0
-            counts = lengths[full]
-            starts = np.cumsum(counts) - counts
-            part = pl.DataFrame({
-                "i": np.repeat(np.flatnonzero(full).astype(np.uint32), counts),
-                "k": np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts),
-                "text": col.filter(pl.Series(full)).explode(),
-            }).filter(pl.col("text").is_not_null())
+        col = batch.frame.get_column(name)
+        if isinstance(col.dtype, pl.Array) or col.dtype.inner != pl.String:
+            col = col.cast(pl.List(pl.String))  # fixed size; dictionary-encoded items
+        at, k, items = exploded(col)
+        part = pl.DataFrame({"i": at.astype(np.uint32), "k": k, "text": items}
+                            ).filter(pl.col("text").is_not_null())
         parts.append(part.select("i", pl.lit(name).alias("name"), "k", "text"))
     return pl.concat(parts)
 
@@ -114,14 +120,19 @@ def other_strings(record: dict[str, Any], ctx: Context) -> list[str]:
             and name not in ctx.text_fields and name != ctx.messages]
 
 
-def listed_strings(record: dict[str, Any], ctx: Context) -> Iterator[tuple[str, int, str]]:
-    """``(field, index, string)`` for each string inside the record's top-level lists (the
-    messages field aside), as the character checks read them."""
-    for name, value in record.items():
-        if isinstance(value, list) and name != ctx.messages and name not in ctx.text_fields:
-            for k, item in enumerate(value):
-                if isinstance(item, str):
-                    yield name, k, item
+def inner_strings(record: dict[str, Any], ctx: Context) -> Iterator[tuple[Path, str]]:
+    """``(path, string)`` for each string inside the record's top-level lists and objects
+    (the text and messages fields aside), as the character checks read them:
+    ``(("tokens", 3), ...)``, ``(("answers", "text", 0), ...)``."""
+    for name in inner_fields(record, ctx):
+        yield from strings_in(record[name], (name,))
+
+
+def inner_fields(record: dict[str, Any], ctx: Context) -> list[str]:
+    """The record's top-level lists and objects that are neither text fields nor messages:
+    where ``inner_strings`` reads."""
+    return [name for name, value in record.items() if isinstance(value, list | dict)
+            and name not in ctx.text_fields and name != ctx.messages]
 
 
 class CharacterCheck(Check):
@@ -156,10 +167,17 @@ class CharacterCheck(Check):
         if where is not None:
             texts = texts.filter(where)
         lists = string_lists(batch, self.ctx.text_fields, messages)
-        if not lists:  # the common case costs one look at the schema
+        nested = nested_columns(batch, self.ctx.text_fields, messages)
+        if not lists and not nested:  # the common case costs one look at the schema
             return texts
-        items = batch.shared(("list items", lists), lambda: list_items(batch, lists))
-        if where is not None:
-            items = items.filter(where)
-        named = items.select("i", pl.format("{}[{}]", "name", "k").alias("field"), "text")
-        return pl.concat([texts, named]).sort("i", maintain_order=True)
+        parts = [texts]
+        if lists:
+            items = batch.shared(("list items", lists), lambda: list_items(batch, lists))
+            if where is not None:
+                items = items.filter(where)
+            parts.append(items.select("i", pl.format("{}[{}]", "name", "k").alias("field"),
+                                      "text"))
+        if nested:
+            deep = batch.shared(("nested items", nested), lambda: nested_items(batch, nested))
+            parts.append(deep if where is None else deep.filter(where))
+        return pl.concat(parts).sort("i", maintain_order=True)

@@ -6,7 +6,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from preflight.checks.string_fields import listed_strings, other_strings
+from preflight.checks.nested_strings import shown as path_shown
+from preflight.checks.nested_strings import value_at
+from preflight.checks.string_fields import inner_strings, other_strings
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
 from preflight.fix.units import Input, units
@@ -78,8 +80,8 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
             after = mender.apply(record, the_plan.transforms[key])
             pairs = [(name, record.get(name), after.get(name))
                      for name in [*mender.ctx.text_fields, *other_strings(record, mender.ctx)]]
-            pairs += [(f"{name}[{k}]", item, after[name][k])
-                      for name, k, item in listed_strings(record, mender.ctx)]
+            pairs += [(path_shown(path), item, value_at(after, path))
+                      for path, item in inner_strings(record, mender.ctx)]
             for name, before, changed in pairs:
                 if before != changed:
                     at = next(

@@ -8,7 +8,8 @@ from typing import Any
 from preflight.checks.base import Context
 from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
-from preflight.checks.string_fields import listed_strings, other_strings
+from preflight.checks.nested_strings import mended, shown, strings_in, value_at
+from preflight.checks.string_fields import inner_fields, other_strings
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.fix.plan import ORDER
@@ -51,16 +52,11 @@ class Mender:
         if others := actions & self._others:
             for name in other_strings(record, self.ctx):
                 record[name] = self._text(record[name], others)
-            # Strings inside top-level lists (tokens, choices): mended in place, the list's
-            # length and its other items kept (a copy: the unit's record stays as read).
-            copied: set[str] = set()
-            for name, k, item in list(listed_strings(record, self.ctx)):
-                mended = self._text(item, others)
-                if mended != item:
-                    if name not in copied:
-                        record[name] = list(record[name])
-                        copied.add(name)
-                    record[name][k] = mended
+            # Strings inside lists and objects (tokens, answers.text[0]): mended in place,
+            # every list's length and every other value kept (a copy of what changed: the
+            # unit's record stays as read).
+            for name in inner_fields(record, self.ctx):
+                record[name] = mended(record[name], lambda text: self._text(text, others))
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
             record[messages] = [
@@ -85,21 +81,21 @@ class Mender:
 
     def emptied(self, before: dict[str, Any], after: dict[str, Any]) -> str | None:
         """The text field a fix left empty (or only whitespace), if any; or the item of a
-        list of strings it did (``tokens[3]``: an emptied token would be dropped by a
-        tokenizer, shifting every tag after it)."""
+        list it did (``tokens[3]``, ``answers.text[0]``: an emptied token would be dropped
+        by a tokenizer, shifting every tag after it)."""
         for name in self.ctx.text_fields:
             old, new = as_text(before.get(name)), as_text(after.get(name))
             if old is not None and old.strip() and new is not None and not new.strip():
                 return name
-        for name, new_list in after.items():
-            old_list = before.get(name)
-            if not isinstance(new_list, list) or not isinstance(old_list, list) \
-                    or new_list is old_list:
+        for name in inner_fields(after, self.ctx):
+            if after[name] is before.get(name):  # nothing inside it changed
                 continue
-            for k, (old, new) in enumerate(zip(old_list, new_list, strict=False)):
-                if isinstance(old, str) and old.strip() and isinstance(new, str) \
-                        and not new.strip():
-                    return f"{name}[{k}]"
+            for path, old in strings_in(before[name], (name,)):
+                if not old.strip() or not any(isinstance(step, int) for step in path):
+                    continue
+                new = value_at(after, path)
+                if isinstance(new, str) and not new.strip():
+                    return shown(path)
         return None
 
     def _text(self, text: str, actions: set[str]) -> str:

@@ -40,26 +40,29 @@ def json_line(value: Any) -> bytes:
 
 
 def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | int, ...], Any]:
-    """The paths whose values a fix changed: a top-level field, a message's content, or a
-    string inside a top-level list."""
+    """The paths whose values a fix changed, as deep as they go: a top-level field, a
+    message's content, a string inside a list or an object (``("answers", "text", 0)``)."""
     out: dict[tuple[str | int, ...], Any] = {}
     for name, new in after.items():
-        old = before.get(name)
-        if old == new:
-            continue
-        if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-            for i, (a, b) in enumerate(zip(old, new, strict=True)):
-                if a is b or a == b:  # the same object (a NaN is unequal to itself)
-                    continue
-                if isinstance(a, dict) and isinstance(b, dict):
-                    for key in b:
-                        if a.get(key) != b[key]:
-                            out[(name, i, key)] = b[key]
-                else:
-                    out[(name, i)] = b
-            continue
-        out[(name,)] = new
+        if name in before:
+            _changes(before[name], new, (name,), out)
+        else:
+            out[(name,)] = new
     return out
+
+
+def _changes(old: Any, new: Any, path: tuple[str | int, ...],
+             out: dict[tuple[str | int, ...], Any]) -> None:
+    if old is new or old == new:  # the same object (a NaN is unequal to itself)
+        return
+    if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
+        for key in new:
+            _changes(old[key], new[key], (*path, key), out)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for k, (a, b) in enumerate(zip(old, new, strict=True)):
+            _changes(a, b, (*path, k), out)
+    else:
+        out[path] = new
 
 
 class JsonlWriter(Writer):

@@ -1,0 +1,140 @@
+"""Strings nested in a record's objects and lists, at any depth.
+
+A SQuAD record's ``answers`` is an object of lists (``{"text": ["Paris"], "answer_start":
+[7]}``), a web crawl's ``meta`` an object (``{"title": ..., "url": ...}``), a QA corpus's
+``passages`` a list of objects: a zero-width character or a bidi control in any of them
+passed unseen, as only top-level strings and lists of strings were read. The character
+checks read them all, named by their path (``answers.text[0]``, ``passages[2].title``), and
+``fix`` mends them in place, every other value and every list's length kept.
+
+A top-level list of strings (``tokens``) takes the fast path in ``string_fields``; this
+module walks the rest: a typed column with polars (a struct's fields, a list's items, down
+to the strings), a column of mixed JSON types value by value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+Path = tuple[str | int, ...]
+_NAMED = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
+
+
+def shown(path: Path) -> str:
+    """A path as the findings name it: ``answers.text[0]``."""
+    out = str(path[0])
+    for step in path[1:]:
+        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+    return out
+
+
+def holds_nested_strings(dtype: Any) -> bool:
+    """Whether a column of ``dtype`` holds strings inside an object or a list of lists (a
+    plain list of strings is ``string_fields``')."""
+    if isinstance(dtype, pl.Struct):
+        return any(_has_strings(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        inner = dtype.inner
+        return isinstance(inner, pl.Struct | pl.List | pl.Array) and _has_strings(inner)
+    return False
+
+
+def _has_strings(dtype: Any) -> bool:
+    if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
+        return True
+    if isinstance(dtype, pl.Struct):
+        return any(_has_strings(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _has_strings(dtype.inner)
+    return False
+
+
+def typed_items(col: pl.Series) -> pl.DataFrame:
+    """``i`` (the record), ``field`` (the path) and ``text`` of every string in a typed
+    column of objects and lists; nulls left out."""
+    n = len(col)
+    parts = [pl.DataFrame(schema=_NAMED)]
+    _walk(pl.Series("i", np.arange(n, dtype=np.uint32)),
+          pl.Series("field", [col.name] * n, dtype=pl.String), col, parts)
+    return pl.concat(parts)
+
+
+def _walk(i: pl.Series, field: pl.Series, col: pl.Series, parts: list[pl.DataFrame]) -> None:
+    dtype = col.dtype
+    if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
+        part = pl.DataFrame({"i": i, "field": field, "text": col.cast(pl.String)})
+        parts.append(part.filter(pl.col("text").is_not_null()))
+    elif isinstance(dtype, pl.Struct):
+        for f in dtype.fields:
+            if _has_strings(f.dtype):
+                _walk(i, field + f".{f.name}", col.struct.field(f.name), parts)
+    elif isinstance(dtype, pl.List | pl.Array) and _has_strings(dtype.inner):
+        if isinstance(dtype, pl.Array):
+            col = col.cast(pl.List(dtype.inner))
+        at, k, items = exploded(col)
+        rows = pl.Series(at)
+        _walk(i.gather(rows), field.gather(rows) + "[" + pl.Series(k).cast(pl.String) + "]",
+              items, parts)
+
+
+def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
+    """A list column's items in order, with the row each comes from and its index in its
+    list. Only non-empty lists are exploded (an empty or null one gives a null row in some
+    polars versions, none in others): an item's index is its place less its list's start."""
+    lengths = col.list.len().fill_null(0).to_numpy().astype(np.int64)
+    full = lengths > 0
+    counts = lengths[full]
+    starts = np.cumsum(counts) - counts
+    k = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
+    return np.repeat(np.flatnonzero(full), counts), k, col.filter(pl.Series(full)).explode()
+
+
+def raw_items(name: str, values: list[Any]) -> pl.DataFrame:
+    """``typed_items`` for a column of mixed JSON types, read value by value: the strings
+    inside its lists and objects (a top-level string is ``string_fields``')."""
+    out: dict[str, list[Any]] = {"i": [], "field": [], "text": []}
+    for i, value in enumerate(values):
+        if isinstance(value, list | dict):
+            for path, text in strings_in(value, (name,)):
+                out["i"].append(i)
+                out["field"].append(shown(path))
+                out["text"].append(text)
+    return pl.DataFrame(out, schema=_NAMED)
+
+
+def strings_in(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    """``(path, string)`` for each string inside ``value``'s lists and objects."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from strings_in(item, (*path, k))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings_in(item, (*path, key))
+
+
+def value_at(value: Any, path: Path) -> Any:
+    """The value at ``path`` inside ``value`` (a path of ``strings_in``)."""
+    for step in path:
+        value = value[step]
+    return value
+
+
+def mended(value: Any, mend: Callable[[str], str]) -> Any:
+    """``value`` with every string inside it mended; the same object when nothing changed
+    (so a record's unchanged values stay as read), else a copy of what changed."""
+    if isinstance(value, str):
+        new = mend(value)
+        return value if new == value else new
+    if isinstance(value, list):
+        items = [mended(item, mend) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        fields = {key: mended(item, mend) for key, item in value.items()}
+        return value if all(fields[k] is v for k, v in value.items()) else fields
+    return value

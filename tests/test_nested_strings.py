@@ -1,0 +1,193 @@
+"""Strings nested in objects and lists (SQuAD's ``answers.text``, a crawl's ``meta.title``,
+a list of ``passages`` objects, lists of lists) were not read: a zero-width character or a
+bidi override there passed the gate, and ``fix`` left it in. Now the character checks read
+them by path and ``fix`` mends them in place, on every format."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from preflight import run_preflight
+from preflight.checks.nested_strings import mended, typed_items
+from preflight.cli import main
+from preflight.executor import launch, pool
+from tests.executor.cases import same_findings, same_report
+from tests.outputs import fix_cleanly, read_records
+
+ZW = "\u200b"
+MOJIBAKE = "caf\u00c3\u00a9"  # "café" as UTF-8 read as cp1252
+# row -> (path, code): the faults planted by _records
+PLANTED = {3: ("answers.text[0]", "zero_width_space"), 5: ("meta.title", "zero_width_space"),
+           7: ("passages[1].title", "bidi_control"), 9: ("meta.tags[0][1]", "mojibake")}
+
+
+def _records(n: int = 40) -> list[dict[str, Any]]:
+    rows = [{"id": f"q{i}", "context": f"Item {i} is a thing in Paris, far from home.",
+             "answers": {"text": [f"a thing {i}"], "answer_start": [8]},
+             "meta": {"title": f"Title {i}", "tags": [["geo", "city"]]},
+             "passages": [{"title": f"first {i}", "score": 0.5},
+                          {"title": f"second {i}", "score": 0.25}]}
+            for i in range(n)]
+    rows[3]["answers"]["text"][0] = f"a{ZW} thing"
+    rows[5]["meta"]["title"] = f"Ti{ZW}tle 5"
+    rows[7]["passages"][1]["title"] = "\u202esecond 7"  # a bidi override: "Trojan Source"
+    rows[9]["meta"]["tags"][0][1] = MOJIBAKE
+    return rows
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    elif path.suffix == ".json":
+        path.write_text(json.dumps(rows, indent=2))
+    elif path.suffix == ".arrow":
+        feather.write_feather(pa.Table.from_pylist(rows), path)
+    elif path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:  # a folder of two Parquet shards
+        path.mkdir()
+        half = len(rows) // 2
+        pq.write_table(pa.Table.from_pylist(rows[:half]), path / "part-0.parquet")
+        pq.write_table(pa.Table.from_pylist(rows[half:]), path / "part-1.parquet")
+    return path
+
+
+def _found(report: Any) -> dict[int, tuple[str, str]]:
+    frame = report.findings()
+    picked = frame.filter(frame["check"].is_in(["invisible_unicode", "encoding"]))
+    return {row: (detail.split(":")[0], code)
+            for row, code, detail in zip(picked["row"], picked["code"], picked["detail"],
+                                         strict=True)}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "shards"])
+def test_nested_strings_are_read_by_path(tmp_path: Path, suffix: str) -> None:
+    data = _write(tmp_path / f"d{suffix}", _records())
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    found = _found(report)
+    if suffix == "shards":  # rows count within each shard
+        found = {row + (20 if file == "part-1.parquet" else 0): v for (row, v), file in zip(
+            found.items(), report.findings().filter(
+                pl.col("check").is_in(["invisible_unicode", "encoding"]))["file"], strict=True)}
+    assert found == PLANTED
+    assert report.verdict == "fail"
+
+
+def test_a_column_of_mixed_types_is_read_inside_its_objects(tmp_path: Path) -> None:
+    # An object in some records and a string in others: read value by value.
+    rows = [{"text": f"question {i}", "answers": {"text": [f"a{i}"]} if i % 2 else "plain"}
+            for i in range(10)]
+    rows[5]["answers"] = {"text": ["fine", f"hid{ZW}den"], "start": 3}
+    data = _write(tmp_path / "mixed.jsonl", rows)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    assert _found(report) == {5: ("answers.text[1]", "zero_width_space")}
+
+
+@pytest.mark.parametrize(("suffix", "out"), [
+    (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".parquet", "clean.parquet"),
+    (".arrow", "clean.arrow"), (".parquet", "clean.jsonl"), ("shards", "clean.parquet")])
+def test_fix_mends_nested_strings_in_place(tmp_path: Path, suffix: str, out: str) -> None:
+    rows = _records()
+    data = _write(tmp_path / f"d{suffix}", rows)
+    clean = tmp_path / out
+    fixed = fix_cleanly(data, clean, tmp_path / "q.jsonl")
+    want = copy.deepcopy(rows)
+    want[3]["answers"]["text"][0] = "a thing"
+    want[5]["meta"]["title"] = "Title 5"
+    want[7]["passages"][1]["title"] = "second 7"
+    want[9]["meta"]["tags"][0][1] = "café"
+    assert fixed == want
+    if suffix == ".jsonl":  # untouched lines byte for byte, a changed one only in its string
+        before, after = data.read_bytes().splitlines(), clean.read_bytes().splitlines()
+        assert [a for a, b in zip(after, before, strict=True) if a != b] == [
+            after[i] for i in PLANTED]
+        assert after[3] == before[3].replace(ZW.encode(), b"")
+    if suffix != ".json" and out.endswith(".parquet"):
+        source = data if suffix != "shards" else data / "part-0.parquet"
+        assert pq.read_schema(clean) == pq.read_schema(source)  # the schema kept
+    again = run_preflight(clean, smoke=False, out=tmp_path / "again")
+    assert again.verdict == "pass", again.reasons
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".arrow"])
+def test_a_nested_list_item_a_fix_would_empty_goes_to_the_quarantine(tmp_path: Path,
+                                                                     suffix: str) -> None:
+    rows = _records()
+    rows[6]["answers"]["text"][0] = ZW
+    rows[8]["meta"]["title"] = ZW  # not in a list: emptied, kept (as a top-level string is)
+    data = _write(tmp_path / f"d{suffix}", rows)
+    clean, quarantine = tmp_path / f"clean{suffix}", tmp_path / "q.jsonl"
+    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
+                                       "--quarantine", str(quarantine)])
+    assert result.exit_code == 0, result.output
+    [set_aside] = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    assert set_aside["row"] == 6
+    assert set_aside["reasons"][0]["code"] == "empty_after_fix"
+    assert set_aside["reasons"][0]["detail"].startswith("answers.text[0]: empty")
+    assert set_aside["record"]["answers"]["text"] == [ZW]  # as it was: nothing lost
+    fixed = read_records(clean)
+    assert [r["id"] for r in fixed] == [f"q{i}" for i in range(40) if i != 6]
+    assert fixed[7]["meta"]["title"] == ""
+    assert fixed[3]["answers"]["text"] == ["a thing"]  # still mended
+
+
+def test_dry_run_names_the_nested_path(tmp_path: Path) -> None:
+    data = _write(tmp_path / "d.jsonl", _records())
+    result = CliRunner().invoke(main, ["fix", str(data), "--dry-run", "--show-text",
+                                       "--out", str(tmp_path / "c.jsonl"),
+                                       "--quarantine", str(tmp_path / "q.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "row 7 passages[1].title:" in result.output
+    assert "row 9 meta.tags[0][1]:" in result.output
+    assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_two_workers_equal_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 4_000)
+    rows = _records(300)
+    rows[250]["passages"][0]["title"] = f"fi{ZW}rst"
+    data = _write(tmp_path / "d.jsonl", rows)
+    one = run_preflight(data, smoke=False, out=tmp_path / "one", workers=1)
+    two = run_preflight(data, smoke=False, out=tmp_path / "two", workers=2)
+    assert "pool:scan" in two.timings
+    assert sorted(_found(one)) == [*PLANTED, 250]
+    same_findings(one, two, tmp_path / "one", tmp_path / "two")
+    same_report(one, two)
+
+
+def test_null_and_empty_objects_and_lists_keep_the_paths_right() -> None:
+    col = pl.Series("p", [[{"t": "a"}], None, [], [None, {"t": None}, {"t": "b"}],
+                          [{"t": "c"}, {"t": "d"}]])
+    items = typed_items(col)
+    assert items.rows() == [(0, "p[0].t", "a"), (3, "p[2].t", "b"), (4, "p[0].t", "c"),
+                            (4, "p[1].t", "d")]
+    assert items.schema["i"] == pl.UInt32
+    fixed = pl.Series("a", np.array([["x", "y"], ["z", None]], dtype=object).tolist(),
+                      dtype=pl.Array(pl.String, 2))
+    assert typed_items(pl.Series("m", [{"a": ["x", "y"]}, {"a": ["z", None]}])).rows() == [
+        (0, "m.a[0]", "x"), (0, "m.a[1]", "y"), (1, "m.a[0]", "z")]
+    assert typed_items(pl.Series("f", [[r] for r in fixed.to_list()],
+                                 dtype=pl.List(fixed.dtype))).rows() == [
+        (0, "f[0][0]", "x"), (0, "f[0][1]", "y"), (1, "f[0][0]", "z")]
+
+
+def test_mended_copies_only_what_changed() -> None:
+    value = {"a": ["x", f"y{ZW}"], "b": {"c": "z"}, "n": 3}
+    out = mended(value, lambda s: s.replace(ZW, ""))
+    assert out == {"a": ["x", "y"], "b": {"c": "z"}, "n": 3}
+    assert value["a"][1] == f"y{ZW}"  # the record as read is left alone
+    assert out["b"] is value["b"]  # unchanged parts are the same objects
+    assert mended(value["b"], str.upper) is not value["b"]
+    assert mended(value["b"], lambda s: s) is value["b"]
