@@ -37,17 +37,21 @@ _MAJORITY = 0.5
 _NUMERIC = 0.9
 
 
-def resolve_fields(rules: RuleSet, batch: Batch) -> tuple[Fields, dict[str, str]]:
+def resolve_fields(rules: RuleSet, batch: Batch, *, shards: bool = False
+                   ) -> tuple[Fields, dict[str, str]]:
     """The fields a run uses, given its first batch: the rules' own when they declare any;
     else inferred, keeping those named on the command line (``--text-field`` and the like),
-    each of which must be a column of the data (a ``ConfigError`` listing the columns)."""
+    each of which must be a column of the data (a ``ConfigError`` listing the columns). In
+    a folder of ``shards`` a later shard may hold a column the first lacks (a label only
+    some shards have): there one no shard holds is the rules' error at the end, as for a
+    field a rules file declares."""
     if not rules.fields.is_empty() and not rules.given_fields:
         return rules.fields, {}
     frame = batch.frame
     given = rules.fields.model_dump(exclude_none=True)
     for role, option in rules.given_fields.items():
         missing = [c for c in _as_list(given.get(role)) if c not in frame.schema]
-        if missing:
+        if missing and not shards:
             columns = ", ".join(frame.columns) or "none"
             raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
                               f"columns found: {columns}{nested_hint(missing[0], frame.schema)}")

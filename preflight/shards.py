@@ -7,9 +7,16 @@ text" times thousands) that hides the one real problem: the folder mixes two dat
 inferred fields, each shard's first batch with records is inferred again; a shard of another
 shape is not scanned, and the gate gets one corpus-level finding, ``mixed_shards``, naming
 the shards of each shape.
+
+A label is the same kind of blind spot: when the first shard has no label field (no such
+column, or values that are no class set) and a later one does, the run checks no labels, and
+a ``-3`` there passed. Such shards are scanned as usual, and the gate gets one finding per
+label field, ``unjudged_labels``, naming the shards and the option that judges them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -30,9 +37,18 @@ def shape_of(fields: Fields) -> str:
     return "no text or chat field"
 
 
-def batch_shape(batch: Batch) -> str:
+@dataclass(frozen=True)
+class Shape:
+    """What a shard's first batch says its records are, and its label field (if any)."""
+
+    records: str  # ``shape_of``
+    label: str | None
+
+
+def batch_shape(batch: Batch) -> Shape:
     """The shape of a shard, inferred from its first batch."""
-    return shape_of(infer_fields(batch)[0])
+    fields = infer_fields(batch)[0]
+    return Shape(shape_of(fields), fields.label)
 
 
 class ShardShapes:
@@ -40,7 +56,9 @@ class ShardShapes:
 
     def __init__(self, first: Fields) -> None:
         self.first = shape_of(first)
+        self.labelled = first.label is not None
         self.files: dict[str, list[str]] = {}
+        self.unjudged: dict[str, list[str]] = {}  # label field -> shards, none in the first
         self._file: int | None = None
         self._same = True
 
@@ -52,7 +70,7 @@ class ShardShapes:
         return self.matches_shape(batch.file_index, batch.file,
                                   batch_shape(batch) if undecided and len(batch) else None)
 
-    def matches_shape(self, file_index: int, file: str | None, shape: str | None) -> bool:
+    def matches_shape(self, file_index: int, file: str | None, shape: Shape | None) -> bool:
         """``matches`` for a batch scanned elsewhere: ``shape`` is its ``batch_shape`` when
         it is the first batch with records of its piece (else None); call in read order.
         Until a shard's first batch with records, its batches (malformed lines only) match."""
@@ -60,20 +78,33 @@ class ShardShapes:
             if shape is None:
                 return True
             self._file = file_index
-            self.files.setdefault(shape, []).append(file or f"#{file_index}")
-            self._same = shape == self.first
+            name = file or f"#{file_index}"
+            self.files.setdefault(shape.records, []).append(name)
+            self._same = shape.records == self.first
+            if shape.label is not None and not self.labelled and self._same:
+                self.unjudged.setdefault(shape.label, []).append(name)
         return self._same
 
     def finding(self) -> pl.DataFrame | None:
-        """One ``mixed_shards`` finding when the shards differ, else None."""
-        if len(self.files) < 2:
-            return None
-        parts = []
-        for shape, names in self.files.items():
-            more = f" and {len(names) - _LISTED:,} more" if len(names) > _LISTED else ""
-            parts.append(f"{shape} in {len(names):,} shard(s): "
-                         f"{', '.join(names[:_LISTED])}{more}")
-        detail = (f"the shards hold records of different shapes (fields inferred per shard); "
-                  f"{'; '.join(parts)}. Only the shards like the first were checked: give "
-                  "the fields in a rules file, or check each kind of shard on its own")
-        return corpus_findings([("mixed_shards", detail)])
+        """A ``mixed_shards`` finding when the shards differ, an ``unjudged_labels`` one per
+        label field that only later shards hold; None when there are none."""
+        details = []
+        if len(self.files) >= 2:
+            parts = [f"{shape} in {len(names):,} shard(s): {_listed(names)}"
+                     for shape, names in self.files.items()]
+            details.append(("mixed_shards", (
+                f"the shards hold records of different shapes (fields inferred per shard); "
+                f"{'; '.join(parts)}. Only the shards like the first were checked: give "
+                "the fields in a rules file, or check each kind of shard on its own")))
+        for label, names in self.unjudged.items():
+            details.append(("unjudged_labels", (
+                f"{label!r} holds labels in {len(names):,} shard(s) ({_listed(names)}) but "
+                "not in the first, whose fields were inferred: no label was checked; "
+                f"--label-field {label} checks them (a record without one is then the "
+                "schema's finding)")))
+        return corpus_findings(details)
+
+
+def _listed(names: list[str]) -> str:
+    more = f" and {len(names) - _LISTED:,} more" if len(names) > _LISTED else ""
+    return ", ".join(names[:_LISTED]) + more

@@ -48,7 +48,8 @@ def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
     finally:
         batches.close()
     fields, inferred, ctx, running = start_checks(rules, rule_list, first,
-                                                  tokenizer=tokenizer, eval_path=eval_path)
+                                                  tokenizer=tokenizer, eval_path=eval_path,
+                                                  shards=len(src.files) > 1)
     scan_plans = {}
     if first is not None:
         for index, r in enumerate(running):

@@ -108,7 +108,8 @@ def scan_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
             if running is None:
                 t_setup = time.perf_counter()
                 fields, inferred, ctx, running = start_checks(
-                    rules, rule_list, first, tokenizer=tokenizer, eval_path=eval_path)
+                    rules, rule_list, first, tokenizer=tokenizer, eval_path=eval_path,
+                    shards=len(src.files) > 1)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
                 if inferred and len(src.files) > 1:
@@ -217,13 +218,13 @@ def first_with_records(batches: Iterator[Batch], limit: int | None
 
 
 def start_checks(rules: RuleSet, rule_list: list[Rule], first: Batch | None, *,
-                 tokenizer: TokenCounter | None, eval_path: str | None
+                 tokenizer: TokenCounter | None, eval_path: str | None, shards: bool = False
                  ) -> tuple[Fields, dict[str, Any], Context, list[Running]]:
     """The fields (inferred from the corpus's first batch when the rules name none), the
     checks' context, and every rule's check started: what both executors begin with."""
     fields, inferred = rules.fields, {}
     if first is not None:
-        fields, inferred = resolve_fields(rules, first)
+        fields, inferred = resolve_fields(rules, first, shards=shards)
     text = tuple(fields.text_fields())
     strings = first is not None and holds_strings(first, text, fields.messages)
     ctx = Context(fields=fields, model=rules.model, tokenizer=tokenizer, eval_path=eval_path,

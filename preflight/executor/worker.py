@@ -22,7 +22,7 @@ from preflight.checks.base import Context
 from preflight.config import Fields, RuleSet
 from preflight.findings import FindingsSink, batch_ids, locate
 from preflight.sampling import Sampler, SampleRow
-from preflight.shards import ShardShapes, batch_shape
+from preflight.shards import Shape, ShardShapes, batch_shape
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Scanned:
     ids: tuple[np.ndarray, pl.Series] | None = None  # record keys and ids
     sample: list[SampleRow] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)  # per rule, worker time
-    shape: str | None = None  # a shard's first batch, with inferred fields: its shape
+    shape: Shape | None = None  # a shard's first batch, with inferred fields: its shape
 
 
 class Worker:
