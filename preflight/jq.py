@@ -29,7 +29,12 @@ def jq_extract(keys: Sequence[str], file: str | None, *, each: bool = False) -> 
     array. A ``.gz``/``.zst`` file is decompressed into jq (which reads only text); the
     output is never the input (``> records.jsonl`` would empty a file of that name before
     jq reads it)."""
-    jq = f"jq -c {shlex.quote(('.[]' if each else '') + jq_path(keys) + '[]')}"
+    return jq_command(('.[]' if each else '') + jq_path(keys) + '[]', file)
+
+
+def jq_command(jq_filter: str, file: str | None) -> str:
+    """``jq -c FILTER FILE > records.jsonl`` (``None``: standard input), as ``jq_extract``."""
+    jq = f"jq -c {shlex.quote(jq_filter)}"
     if file is None:
         return f"{jq} > records.jsonl"
     out = "records.jsonl"

@@ -17,8 +17,9 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
+from preflight.columnar import layout
 from preflight.infer import LISTED_OBJECTS
-from preflight.jq import jq_extract
+from preflight.jq import jq_command, jq_extract
 from preflight.report.model import Report
 from preflight.source.stdin import STDIN, is_spooled
 from preflight.source.tracked import open_stream
@@ -49,6 +50,10 @@ def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -
     head = _head(path, 1 << 12).lstrip("\ufeff \t\r\n")
     if not head.startswith("{") or (records == 1 and not one_line(path)):
         return []  # JSON Lines under a .json name, read with --limit 1
+    if (found := layout(_parsed(path))) is not None:
+        return [f"{path.name} {ONE_OBJECT}, not an array of records: it lays out the "
+                f"records as {found[0]}; turn them into records first (e.g. "
+                f"{jq_command(found[1], path.name)})"]
     return [f"{path.name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. "
@@ -75,6 +80,14 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     keys = _wrapping_keys(path)
     stdin = src.path == STDIN or is_spooled(path)
     name = "standard input" if stdin else path.name
+    if keys is None and (found := layout(_parsed(path))) is not None:
+        # {"text": [...], "label": [...]}, df.to_json(): read as one record, its labels
+        # were token labels and its index a number field, and a bad label passed.
+        command = jq_command(found[1], None if stdin else str(path))
+        how = f"by piping it through {command}" if stdin else command
+        return (f"{name} is one JSON object that lays out its records as {found[0]}, and "
+                f"none of them was checked as a record: turn them into records first, e.g. "
+                f"{how}")
     hint = (f"e.g. by piping it through {jq_extract(keys or ('data',), None)}" if stdin
             else f"e.g. {jq_extract(keys or ('data',), str(path))}")
     if keys is None:
@@ -171,20 +184,25 @@ def _wrapping_keys(path: Path) -> tuple[str, ...] | None:
     head = _head(path, 1 << 16)
     if (m := _HEAD.match(head)) and _lists_objects(head[m.end() - 1:]):
         return (json.loads(f'"{m.group(2)}"'),)
-    with _opened(path) as f:
-        text = f.read(_PARSE_MAX + 1)
-    if len(text) > _PARSE_MAX:
-        return None
-    try:
-        whole = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    whole = _parsed(path)
     if not isinstance(whole, dict):
         return None
     if (key := _records_member(whole)) is not None:
         return (key,)
     return next(((str(k), inner) for k, v in whole.items() if isinstance(v, dict)
                  and (inner := _records_member(v)) is not None), None)
+
+
+def _parsed(path: Path) -> object:
+    """The file's JSON value, parsed whole; None past ``_PARSE_MAX`` or when not JSON."""
+    with _opened(path) as f:
+        text = f.read(_PARSE_MAX + 1)
+    if len(text) > _PARSE_MAX:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _records_member(obj: dict) -> str | None:
