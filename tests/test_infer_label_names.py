@@ -274,3 +274,27 @@ def test_a_first_shard_of_null_labels_does_not_hide_the_label(tmp_path: Path, fm
                      (f"part-1.{fmt}", 4): "label_out_of_range",
                      (f"part-1.{fmt}", 8): "label_out_of_range"}
     assert report.verdict == "fail"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_unlabeled_split_of_minus_ones_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   workers: int) -> None:
+    # The hub's test splits (GLUE) mark every label -1: the gate failed with "no valid class
+    # label" and 200 findings, and no word of what the data is.
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 4_000)
+    report = _run(_write(tmp_path, "jsonl", {"label": [-1] * N}), tmp_path / "out",
+                  workers=workers)
+    [note] = next(r.notes for r in report.rules if r.id == "labels")
+    assert note.endswith(f"; {N} label(s) are -1, as the hub marks the labels of an unlabeled "
+                         "split (a test split?): train on a labelled split")
+    assert report.verdict == "fail"
+
+
+def test_a_labelled_split_says_nothing_of_minus_ones(tmp_path: Path) -> None:
+    values = [i % 3 for i in range(N)]
+    values[4] = -1
+    report = _run(_write(tmp_path, "jsonl", {"label": values}), tmp_path / "out")
+    notes = next(r.notes for r in report.rules if r.id == "labels")
+    assert not any("unlabeled" in n for n in notes)
+    assert _found(tmp_path / "out") == {4: "label_out_of_range"}

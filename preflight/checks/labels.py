@@ -104,7 +104,7 @@ class LabelRange(Check):
     )
     Params = LabelRangeParams
     fixes = ("quarantine", "none", "drop")
-    merged = ("_counts", "_first")
+    merged = ("_counts", "_first", "_minus_one")
     revisited = ("_hits",)
 
     def __init__(self, params: LabelRangeParams, ctx: Context) -> None:
@@ -123,6 +123,8 @@ class LabelRange(Check):
         self._suspects: dict[str, tuple[str, str]] | None = None
         self._hits: list[pl.DataFrame] = []
         self._counts: Counter[str] = Counter()
+        # labels of -1 that are no class: how the hub marks an unlabeled (test) split
+        self._minus_one = 0
         # where each valid class was first seen, (file_index, row): a stray label's record
         self._first: dict[str, tuple[int, int]] = {}
         self._strays: list[str] = []
@@ -251,6 +253,8 @@ class LabelRange(Check):
         bad = judged.filter(pl.col("code").is_not_null())
         if not bad.height:
             return []
+        self._minus_one += int(((bad.get_column("kind") == "integer")
+                                & (bad.get_column("int") == -1)).sum())
         # Details for flagged records only: a few words each, formatted in Python.
         details = [
             label_detail(name, c, k, shown, classes)
@@ -359,8 +363,11 @@ class LabelRange(Check):
         if not self._inferred or self._classes is None:
             return []
         if not self._classes.keys:
+            unlabeled = (f"; {self._minus_one:,} label(s) are -1, as the hub marks the labels "
+                         "of an unlabeled split (a test split?): train on a labelled split"
+                         if self._minus_one else "")
             return ["no valid class label in the data; set --num-classes to check against "
-                    "the model"]
+                    f"the model{unlabeled}"]
         if self._names:
             keys = self._classes.keys
             listed = ", ".join(map(repr, keys[:SHOWN_CLASSES])) + (
