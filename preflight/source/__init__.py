@@ -122,9 +122,12 @@ def _open_path(path: Path) -> Source:
         if saved:
             return _saved_dataset(path)
         if split:
+            # The split a model trains on comes first in the example, the others named.
+            first = "train" if "train" in splits or not splits else splits[0]
+            listed = f" (splits: {', '.join(splits)})" if len(splits) > 1 else ""
             raise InputError(
-                f"{path} holds a DatasetDict; point preflight at one split, e.g. "
-                f"{path / (splits[0] if splits else 'train')}"
+                f"{path} holds a DatasetDict{listed}; point preflight at one split, e.g. "
+                f"{path / first}"
             )
         return _folder(path)
     if not stat.S_ISREG(st.st_mode):

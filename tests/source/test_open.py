@@ -79,8 +79,11 @@ def test_dataset_dict_folder_is_an_input_error_naming_a_split(tmp_path: Path) ->
         str(tmp_path / "dd"))
     with pytest.raises(InputError) as e:
         open_source(tmp_path / "dd")
-    # the message is the contract here: it must point at a split the user can pass
-    assert "test" in str(e.value) or "train" in str(e.value)
+    # the message is the contract here: it must point at a split the user can pass, the one
+    # a model trains on (it named "test", the first by name), and list the others
+    said = str(e.value)
+    assert said.endswith(f"e.g. {tmp_path / 'dd' / 'train'}")
+    assert "(splits: test, train)" in said
     assert e.value.exit_code == 3
 
 
