@@ -191,3 +191,22 @@ def test_mended_copies_only_what_changed() -> None:
     assert out["b"] is value["b"]  # unchanged parts are the same objects
     assert mended(value["b"], str.upper) is not value["b"]
     assert mended(value["b"], lambda s: s) is value["b"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_map_column_is_read_and_mended_by_key(tmp_path: Path, suffix: str) -> None:
+    # map<string, string> (Spark's metadata): a key names its value, as in the JSON.
+    maps = [[("source", f"web {i}"), ("lang", "en")] for i in range(10)]
+    maps[4] = [("source", f"we{ZW}b 4"), ("lang", "en")]
+    table = pa.table({"text": [f"document {i} of ten" for i in range(10)],
+                      "meta": pa.array(maps, type=pa.map_(pa.string(), pa.string()))})
+    data = tmp_path / f"d{suffix}"
+    (pq.write_table if suffix == ".parquet" else feather.write_feather)(table, data)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    assert _found(report) == {4: ("meta.source", "zero_width_space")}
+    clean = tmp_path / f"clean{suffix}"
+    fixed = fix_cleanly(data, clean, tmp_path / "q.jsonl")
+    assert [r["meta"] for r in fixed] == [
+        [("source", f"web {i}"), ("lang", "en")] for i in range(10)]
+    read = pq.read_schema if suffix == ".parquet" else (lambda p: feather.read_table(p).schema)
+    assert read(clean) == read(data)

@@ -33,8 +33,10 @@ def shown(path: Path) -> str:
 
 
 def holds_nested_strings(dtype: Any) -> bool:
-    """Whether a column of ``dtype`` holds strings inside an object or a list of lists (a
-    plain list of strings is ``string_fields``')."""
+    """Whether a column of ``dtype`` holds strings inside an object, a map or a list of
+    lists (a plain list of strings is ``string_fields``')."""
+    if isinstance(dtype, pl.Map):
+        return _has_strings(dtype.key) or _has_strings(dtype.value)
     if isinstance(dtype, pl.Struct):
         return any(_has_strings(f.dtype) for f in dtype.fields)
     if isinstance(dtype, pl.List | pl.Array):
@@ -50,17 +52,33 @@ def _has_strings(dtype: Any) -> bool:
         return any(_has_strings(f.dtype) for f in dtype.fields)
     if isinstance(dtype, pl.List | pl.Array):
         return _has_strings(dtype.inner)
+    if isinstance(dtype, pl.Map):
+        return _has_strings(dtype.key) or _has_strings(dtype.value)
     return False
 
 
 def typed_items(col: pl.Series) -> pl.DataFrame:
     """``i`` (the record), ``field`` (the path) and ``text`` of every string in a typed
-    column of objects and lists; nulls left out."""
+    column of objects and lists; nulls left out. A column holding maps (Parquet's
+    ``map<string, string>``, metadata from Spark) is read value by value: a key names its
+    value there (``meta.source``), as in the JSON the map stands for."""
+    if _has_map(col.dtype):
+        return raw_items(col.name, col.to_list())
     n = len(col)
     parts = [pl.DataFrame(schema=_NAMED)]
     _walk(pl.Series("i", np.arange(n, dtype=np.uint32)),
           pl.Series("field", [col.name] * n, dtype=pl.String), col, parts)
     return pl.concat(parts)
+
+
+def _has_map(dtype: Any) -> bool:
+    if isinstance(dtype, pl.Map):
+        return True
+    if isinstance(dtype, pl.Struct):
+        return any(_has_map(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _has_map(dtype.inner)
+    return False
 
 
 def _walk(i: pl.Series, field: pl.Series, col: pl.Series, parts: list[pl.DataFrame]) -> None:
@@ -107,10 +125,11 @@ def raw_items(name: str, values: list[Any]) -> pl.DataFrame:
 
 
 def strings_in(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
-    """``(path, string)`` for each string inside ``value``'s lists and objects."""
+    """``(path, string)`` for each string inside ``value``'s lists and objects (and the
+    ``(key, value)`` pairs a map reads as from Arrow)."""
     if isinstance(value, str):
         yield path, value
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         for k, item in enumerate(value):
             yield from strings_in(item, (*path, k))
     elif isinstance(value, dict):
@@ -131,9 +150,11 @@ def mended(value: Any, mend: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         new = mend(value)
         return value if new == value else new
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         items = [mended(item, mend) for item in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         fields = {key: mended(item, mend) for key, item in value.items()}
         return value if all(fields[k] is v for k, v in value.items()) else fields
