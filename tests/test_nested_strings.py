@@ -210,3 +210,46 @@ def test_a_map_column_is_read_and_mended_by_key(tmp_path: Path, suffix: str) -> 
         [("source", f"web {i}"), ("lang", "en")] for i in range(10)]
     read = pq.read_schema if suffix == ".parquet" else (lambda p: feather.read_table(p).schema)
     assert read(clean) == read(data)
+
+
+def _chats(n: int = 30) -> list[dict[str, Any]]:
+    rows = [{"messages": [
+        {"role": "user", "content": f"what is the weather in town {i}"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "get_weather", "arguments": json.dumps({"city": f"Paris {i}"})}}]},
+        {"role": "tool", "content": "sunny", "tool_calls": []}]} for i in range(n)]
+    call = rows[3]["messages"][1]["tool_calls"][0]["function"]
+    call["arguments"] = json.dumps({"city": f"Par{ZW}is"}, ensure_ascii=False)
+    rows[8]["messages"][2]["content"] = f"sun{ZW}ny"
+    return rows
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_the_other_strings_of_each_turn_are_read_and_mended(tmp_path: Path,
+                                                             suffix: str) -> None:
+    # A tool call's arguments (an injection hides there as well as in the content) passed.
+    rows = _chats()
+    data = _write(tmp_path / f"d{suffix}", rows)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    assert report.rules_file.fields["messages"] == "messages"
+    assert _found(report) == {
+        3: ("messages[1].tool_calls[0].function.arguments", "zero_width_space"),
+        8: ("messages[2].content", "zero_width_space")}  # the content once, as the text
+    fixed = fix_cleanly(data, tmp_path / f"clean{suffix}", tmp_path / "q.jsonl")
+    want = _chats()
+    want[3]["messages"][1]["tool_calls"][0]["function"]["arguments"] = '{"city": "Paris"}'
+    want[8]["messages"][2]["content"] = "sunny"
+    if suffix == ".parquet":  # a struct holds every key: None where a turn had none
+        want = pa.Table.from_pylist(want).to_pylist()
+    assert fixed == want
+
+
+def test_a_turn_of_mixed_types_is_read_value_by_value(tmp_path: Path) -> None:
+    rows = _chats(10)
+    rows[5]["messages"][0]["name"] = f"al{ZW}ice"
+    rows[6]["messages"] = "not a list"  # the chat check's finding; no crash here
+    data = _write(tmp_path / "d.jsonl", rows)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    found = _found(report)
+    assert found[5] == ("messages[0].name", "zero_width_space")
+    assert found[3][0] == "messages[1].tool_calls[0].function.arguments"

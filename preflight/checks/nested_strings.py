@@ -111,6 +111,42 @@ def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
     return np.repeat(np.flatnonzero(full), counts), k, col.filter(pl.Series(full)).explode()
 
 
+def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> pl.DataFrame:
+    """The strings of each turn of a messages field but its ``content`` (read as the text):
+    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), as
+    ``typed_items``; ``values`` for a column of mixed types, else the typed ``col``."""
+    if values is not None or col is None or _has_map(col.dtype) or not (
+            isinstance(col.dtype, pl.List) and isinstance(col.dtype.inner, pl.Struct)):
+        turns = values if values is not None else (col.to_list() if col is not None else [])
+        out: dict[str, list[Any]] = {"i": [], "field": [], "text": []}
+        for i, value in enumerate(turns):
+            for path, text in turn_strings(value, name):
+                out["i"].append(i)
+                out["field"].append(shown(path))
+                out["text"].append(text)
+        return pl.DataFrame(out, schema=_NAMED)
+    at, k, items = exploded(col)
+    i = pl.Series(at.astype(np.uint32))
+    field = (pl.Series([name] * len(at), dtype=pl.String) + "["
+             + pl.Series(k).cast(pl.String) + "]")
+    parts = [pl.DataFrame(schema=_NAMED)]
+    for f in col.dtype.inner.fields:
+        if f.name != "content" and _has_strings(f.dtype):
+            _walk(i, field + f".{f.name}", items.struct.field(f.name), parts)
+    return pl.concat(parts).sort("i", maintain_order=True)
+
+
+def turn_strings(turns: Any, name: str) -> Iterator[tuple[Path, str]]:
+    """``(path, string)`` of each string in a messages value but the turns' contents."""
+    if not isinstance(turns, list):
+        return
+    for t, turn in enumerate(turns):
+        if isinstance(turn, dict):
+            for key, value in turn.items():
+                if key != "content":
+                    yield from strings_in(value, (name, t, key))
+
+
 def raw_items(name: str, values: list[Any]) -> pl.DataFrame:
     """``typed_items`` for a column of mixed JSON types, read value by value: the strings
     inside its lists and objects (a top-level string is ``string_fields``')."""

@@ -27,6 +27,7 @@ from preflight.checks.nested_strings import (
     holds_nested_strings,
     raw_items,
     strings_in,
+    turn_items,
     typed_items,
 )
 
@@ -168,7 +169,7 @@ class CharacterCheck(Check):
             texts = texts.filter(where)
         lists = string_lists(batch, self.ctx.text_fields, messages)
         nested = nested_columns(batch, self.ctx.text_fields, messages)
-        if not lists and not nested:  # the common case costs one look at the schema
+        if not lists and not nested and not messages:  # the common case: one look at the schema
             return texts
         parts = [texts]
         if lists:
@@ -180,4 +181,8 @@ class CharacterCheck(Check):
         if nested:
             deep = batch.shared(("nested items", nested), lambda: nested_items(batch, nested))
             parts.append(deep if where is None else deep.filter(where))
+        if messages and batch.has(messages):
+            turns = batch.shared(("turn items", messages), lambda: turn_items(
+                messages, batch.frame.get_column(messages), batch.raw.get(messages)))
+            parts.append(turns if where is None else turns.filter(where))
         return pl.concat(parts).sort("i", maintain_order=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preflight.checks.nested_strings import shown as path_shown
-from preflight.checks.nested_strings import value_at
+from preflight.checks.nested_strings import turn_strings, value_at
 from preflight.checks.string_fields import inner_strings, other_strings
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
@@ -82,6 +82,9 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
                      for name in [*mender.ctx.text_fields, *other_strings(record, mender.ctx)]]
             pairs += [(path_shown(path), item, value_at(after, path))
                       for path, item in inner_strings(record, mender.ctx)]
+            if messages := mender.ctx.messages:
+                pairs += [(path_shown(path), item, value_at(after, path))
+                          for path, item in turn_strings(record.get(messages), messages)]
             for name, before, changed in pairs:
                 if before != changed:
                     at = next(

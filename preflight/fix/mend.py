@@ -59,13 +59,22 @@ class Mender:
                 record[name] = mended(record[name], lambda text: self._text(text, others))
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
-            record[messages] = [
-                {**t, "content": self._text(t["content"], actions - {"truncate"})}
-                if isinstance(t, dict) and isinstance(t.get("content"), str)
-                else t
-                for t in record[messages]
-            ]
+            others = actions & self._others
+            record[messages] = [self._turn(t, actions, others) for t in record[messages]]
         return record
+
+    def _turn(self, turn: Any, actions: set[str], others: set[str]) -> Any:
+        """A turn with its content mended as text, and its other strings (role, name, tool
+        calls) as the character checks that read them mend them."""
+        if not isinstance(turn, dict):
+            return turn
+        out = {key: mended(value, lambda text: self._text(text, others)) if others else value
+               for key, value in turn.items() if key != "content"}
+        content = turn.get("content")
+        if "content" in turn:
+            out["content"] = (self._text(content, actions - {"truncate"})
+                              if isinstance(content, str) else content)
+        return {key: out[key] for key in turn}  # the keys in their order
 
     def unmendable(self, record: dict[str, Any]) -> str | None:
         """A binary text field that is not valid UTF-8 (its checks read it with U+FFFD,
