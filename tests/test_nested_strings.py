@@ -23,7 +23,7 @@ from preflight.checks.nested_strings import mended, typed_items
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
-from tests.outputs import fix_cleanly, read_records
+from tests.outputs import fix_cleanly, fix_setting_aside, write_records
 
 ZW = "\u200b"
 MOJIBAKE = "caf\u00c3\u00a9"  # "café" as UTF-8 read as cp1252
@@ -47,19 +47,12 @@ def _records(n: int = 40) -> list[dict[str, Any]]:
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    elif path.suffix == ".json":
-        path.write_text(json.dumps(rows, indent=2))
-    elif path.suffix == ".arrow":
-        feather.write_feather(pa.Table.from_pylist(rows), path)
-    elif path.suffix == ".parquet":
-        pq.write_table(pa.Table.from_pylist(rows), path)
-    else:  # a folder of two Parquet shards
-        path.mkdir()
-        half = len(rows) // 2
-        pq.write_table(pa.Table.from_pylist(rows[:half]), path / "part-0.parquet")
-        pq.write_table(pa.Table.from_pylist(rows[half:]), path / "part-1.parquet")
+    if path.suffix:
+        return write_records(path, rows)
+    path.mkdir()  # a folder of two Parquet shards
+    half = len(rows) // 2
+    write_records(path / "part-0.parquet", rows[:half])
+    write_records(path / "part-1.parquet", rows[half:])
     return path
 
 
@@ -127,16 +120,12 @@ def test_a_nested_list_item_a_fix_would_empty_goes_to_the_quarantine(tmp_path: P
     rows[6]["answers"]["text"][0] = ZW
     rows[8]["meta"]["title"] = ZW  # not in a list: emptied, kept (as a top-level string is)
     data = _write(tmp_path / f"d{suffix}", rows)
-    clean, quarantine = tmp_path / f"clean{suffix}", tmp_path / "q.jsonl"
-    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
-                                       "--quarantine", str(quarantine)])
-    assert result.exit_code == 0, result.output
-    [set_aside] = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    fixed, [set_aside] = fix_setting_aside(data, tmp_path / f"clean{suffix}",
+                                           tmp_path / "q.jsonl")
     assert set_aside["row"] == 6
     assert set_aside["reasons"][0]["code"] == "empty_after_fix"
     assert set_aside["reasons"][0]["detail"].startswith("answers.text[0]: empty")
     assert set_aside["record"]["answers"]["text"] == [ZW]  # as it was: nothing lost
-    fixed = read_records(clean)
     assert [r["id"] for r in fixed] == [f"q{i}" for i in range(40) if i != 6]
     assert fixed[7]["meta"]["title"] == ""
     assert fixed[3]["answers"]["text"] == ["a thing"]  # still mended

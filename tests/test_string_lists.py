@@ -17,15 +17,13 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from preflight import FixOptions, run_preflight
 from preflight.batch import Batch
 from preflight.checks.string_fields import list_items
-from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
-from tests.outputs import fix_cleanly, read_records
+from tests.outputs import fix_cleanly, fix_setting_aside, write_records
 
 ZW = "\u200b"
 MOJIBAKE = "caf\u00c3\u00a9"  # "café" as UTF-8 read as cp1252
@@ -42,22 +40,14 @@ def _records(n: int = 40) -> list[dict[str, Any]]:
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    elif path.suffix == ".json":
-        path.write_text(json.dumps(rows, indent=2))
-    else:
+    table = None
+    if path.stem.endswith("-dict"):  # list<dictionary<string>>: items dictionary-encoded
         table = pa.table({k: [r[k] for r in rows] for k in rows[0]})
-        if path.stem.endswith("-dict"):  # list<dictionary<string>>: items dictionary-encoded
-            kind = pa.list_(pa.dictionary(pa.int32(), pa.string()))
-            for name in ("tokens", "choices"):
-                at = table.schema.get_field_index(name)
-                table = table.set_column(at, name, pa.array([r[name] for r in rows], kind))
-        if path.suffix == ".arrow":
-            feather.write_feather(table, path)
-        else:
-            pq.write_table(table, path)
-    return path
+        kind = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+        for name in ("tokens", "choices"):
+            at = table.schema.get_field_index(name)
+            table = table.set_column(at, name, pa.array([r[name] for r in rows], kind))
+    return write_records(path, rows, table)
 
 
 def _found(report: Any) -> list[tuple[int, str, str]]:
@@ -202,14 +192,10 @@ def test_a_list_item_a_fix_would_empty_goes_to_the_quarantine(tmp_path: Path,
     rows = _records()
     rows[6]["tokens"][2] = ZW
     data = _write(tmp_path / f"d{suffix}", rows)
-    clean, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"
-    result = CliRunner().invoke(main, ["fix", str(data), "--out", str(clean),
-                                       "--quarantine", str(quarantine)])
-    assert result.exit_code == 0, result.output
-    [set_aside] = [json.loads(line) for line in quarantine.read_text().splitlines()]
+    fixed, [set_aside] = fix_setting_aside(data, tmp_path / "clean.jsonl",
+                                           tmp_path / "q.jsonl")
     assert set_aside["row"] == 6
     assert set_aside["reasons"][0]["code"] == "empty_after_fix"
     assert set_aside["reasons"][0]["detail"].startswith("tokens[2]: empty")
-    fixed = read_records(clean)
     assert len(fixed) == len(rows) - 1
     assert fixed[3]["tokens"] == ["John", "lives", "in", "Paris3", "."]  # still mended
