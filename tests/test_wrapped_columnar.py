@@ -24,9 +24,13 @@ from tests.children import CHILD_TIMEOUT
 
 
 def _pages(first: int, count: int) -> dict[str, list]:
-    return {"page": list(range(first, first + count)),
-            "data": [[{"text": f"record {k} {i}\u200b"} for i in range(5)]
-                     for k in range(first, first + count)]}
+    return {
+        "page": list(range(first, first + count)),
+        "data": [
+            [{"text": f"record {k} {i}\u200b"} for i in range(5)]
+            for k in range(first, first + count)
+        ],
+    }
 
 
 def _write(folder: Path, shape: str) -> Path:
@@ -58,15 +62,23 @@ def _run_hint(folder: Path, hint: str) -> list[dict]:
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     (bin_dir / "python").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", "-c", hint], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=CHILD_TIMEOUT, check=False)
+    proc = subprocess.run(
+        ["bash", "-c", hint],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("shape", ["parquet", "arrow", "stream", "shards", "datasets"])
 def test_a_wrapper_per_row_fails_with_a_hint_that_reads_the_format(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
     path = _write(tmp_path, shape)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["check", path.name, "--no-smoke", "--out", "r"])
@@ -76,10 +88,12 @@ def test_a_wrapper_per_row_fails_with_a_hint_that_reads_the_format(
     assert "jq" not in reason
     hint = reason.split("extract them first, e.g. ", 1)[1].split("; if they are not", 1)[0]
     records = _run_hint(tmp_path, hint)
-    assert [r["text"] for r in records] == [f"record {k} {i}\u200b"
-                                            for k in range(3) for i in range(5)]
-    fixed = CliRunner().invoke(main, ["fix", path.name, "--out", "c.jsonl",
-                                      "--quarantine", "q.jsonl"])
+    assert [r["text"] for r in records] == [
+        f"record {k} {i}\u200b" for k in range(3) for i in range(5)
+    ]
+    fixed = CliRunner().invoke(
+        main, ["fix", path.name, "--out", "c.jsonl", "--quarantine", "q.jsonl"]
+    )
     assert fixed.exit_code == 3, fixed.output
     assert "python -c" in fixed.output
     assert not (tmp_path / "c.jsonl").exists()
