@@ -42,6 +42,10 @@ _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[
 _TEXT = re.compile(rb"\S")
 # The columnar formats (jq reads none of them; a row is the wrapper), each's polars reader.
 _COLUMNAR = {"parquet": "read_parquet", "arrow": "read_ipc", "datasets": "load_from_disk"}
+# Objects passed to run_preflight (the source format of each): as a polars DataFrame.
+_OBJECTS = {"polars.DataFrame": "df", "pandas.DataFrame": "pl.from_pandas(df)",
+            "pyarrow.Table": "pl.from_arrow(table)", "pyarrow.RecordBatch": "pl.from_arrow(batch)",
+            "datasets.Dataset": "ds.to_polars()", "list": ""}
 
 
 def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -> list[str]:
@@ -122,12 +126,14 @@ def _wrapped_each(report: Report) -> str | None:
         return None
     key = ast.literal_eval(found.group(1))
     src = report.source
-    if src.format in _COLUMNAR:
+    if src.format in _COLUMNAR or src.format in _OBJECTS:
+        hint = (f"pass the records inside instead, e.g. {_object_hint(key, src.format)}"
+                if src.format in _OBJECTS else
+                f"extract them first, e.g. {_columnar_hint(key, src)}")
         return (f"the records hold their own records in {key!r}, a list of objects (a "
                 f"wrapper per row{' or file' if src.files > 1 else ''}), and none of those "
-                f"was checked: extract them first, e.g. {_columnar_hint(key, src)}; if they "
-                "are not the records, name the fields to check (--text-field, --label-field "
-                "or a rules file's fields:)")
+                f"was checked: {hint}; if they are not the records, name the fields to "
+                "check (--text-field, --label-field or a rules file's fields:)")
     # an array of wrappers: the list in each element
     each = src.format == "json" and src.files == 1 and src.path != STDIN
     if src.path == STDIN:
@@ -166,6 +172,16 @@ def _columnar_hint(key: str, src: SourceInfo) -> str:
                ".write_ndjson())")
     each = f"{shlex.quote(str(path))}/*{Path(names[0]).suffix}"
     return f'for f in {each}; do python -c {shlex.quote(program)} "$f"; done > records.jsonl'
+
+
+def _object_hint(key: str, kind: str) -> str:
+    """The Python expression for the records listed in ``key`` of an object passed to
+    ``run_preflight`` (``kind``: its source format)."""
+    if kind == "list":
+        return f"[r for x in records for r in x[{json.dumps(key)}]]"
+    rows = (f".select(pl.col({json.dumps(key)}).explode().drop_nulls())"
+            f".unnest({json.dumps(key)})")
+    return _OBJECTS[kind] + rows
 
 
 def _magic(path: Path) -> bytes:

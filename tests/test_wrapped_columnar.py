@@ -97,3 +97,43 @@ def test_a_wrapper_per_row_fails_with_a_hint_that_reads_the_format(
     assert fixed.exit_code == 3, fixed.output
     assert "python -c" in fixed.output
     assert not (tmp_path / "c.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "pyarrow.Table",
+        "pyarrow.RecordBatch",
+        "polars.DataFrame",
+        "pandas.DataFrame",
+        "datasets.Dataset",
+        "list",
+    ],
+)
+def test_a_wrapper_per_row_of_an_object_fails_with_a_python_hint(kind: str) -> None:
+    # run_preflight(table) said: jq -c '.data[]' '<pyarrow.Table>' > records.jsonl
+    import polars as pl
+
+    from preflight import run_preflight
+
+    table = pa.table(_pages(0, 3))
+    name, obj = {
+        "pyarrow.Table": ("table", table),
+        "pyarrow.RecordBatch": ("batch", table.combine_chunks().to_batches()[0]),
+        "polars.DataFrame": ("df", pl.from_arrow(table)),
+        "pandas.DataFrame": ("df", table.to_pandas()),
+        "datasets.Dataset": ("ds", None),
+        "list": ("records", table.to_pylist()),
+    }[kind]
+    if kind == "datasets.Dataset":
+        obj = pytest.importorskip("datasets").Dataset(table)
+    report = run_preflight(obj, smoke=False)
+    assert report.verdict == "fail"
+    reason = report.reasons[0]
+    assert "a wrapper per row" in reason and "jq" not in reason
+    hint = reason.split("pass the records inside instead, e.g. ", 1)[1].split("; if they", 1)[0]
+    records = eval(hint, {"pl": pl, name: obj})  # the hint, run as told
+    rows = records if isinstance(records, list) else records.to_dicts()
+    assert [r["text"] for r in rows] == [
+        f"record {k} {i}\u200b" for k in range(3) for i in range(5)
+    ]
