@@ -5,7 +5,9 @@ would pass having checked none of the records inside (with no text field, or wit
 ``"version"`` string beside the list as the text). The gate fails on it instead and ``fix``
 refuses it, both saying how to extract the records. That holds for a ``.json`` file, also
 gzip- or zstd-compressed (``train.json.gz``), and for a one-line JSON Lines file or standard
-input (``cat train.json | preflight check -``), which read it the same way.
+input (``cat train.json | preflight check -``), which read it the same way. A wrapper per
+line, element, file or (Parquet, Arrow, ``datasets``) row fails the gate too; for the
+columnar formats the hint is a polars command, as jq reads only text.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import ast
 import contextlib
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import BinaryIO
 
 from preflight.columnar import layout
 from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_command, jq_extract
-from preflight.report.model import Report
+from preflight.report.model import Report, SourceInfo
 from preflight.source.stdin import STDIN, is_spooled
 from preflight.source.tracked import open_stream
 
@@ -38,6 +41,12 @@ _SCALAR = r'(?:"(?:[^"\\]|\\.)*"|-?[\d.eE+-]+|true|false|null)'
 _KEY = r'"((?:[^"\\]|\\.)*)"'
 _HEAD = re.compile(rf'\s*\{{\s*(?:{_KEY}\s*:\s*{_SCALAR}\s*,\s*)*{_KEY}\s*:\s*\[\s*\{{')
 _TEXT = re.compile(rb"\S")
+# The columnar formats (jq reads none of them; a row is the wrapper), each's polars reader.
+_COLUMNAR = {"parquet": "read_parquet", "arrow": "read_ipc", "datasets": "load_from_disk"}
+# Objects passed to run_preflight (the source format of each): as a polars DataFrame.
+_OBJECTS = {"polars.DataFrame": "df", "pandas.DataFrame": "pl.from_pandas(df)",
+            "pyarrow.Table": "pl.from_arrow(table)", "pyarrow.RecordBatch": "pl.from_arrow(batch)",
+            "datasets.Dataset": "ds.to_polars()", "list": ""}
 
 
 def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -> list[str]:
@@ -130,6 +139,14 @@ def _wrapped_each(report: Report) -> str | None:
         return None
     key = ast.literal_eval(found.group(1))
     src = report.source
+    if src.format in _COLUMNAR or src.format in _OBJECTS:
+        hint = (f"pass the records inside instead, e.g. {_object_hint(key, src.format)}"
+                if src.format in _OBJECTS else
+                f"extract them first, e.g. {_columnar_hint(key, src)}")
+        return (f"the records hold their own records in {key!r}, a list of objects (a "
+                f"wrapper per row{' or file' if src.files > 1 else ''}), and none of those "
+                f"was checked: {hint}; if they are not the records, name the fields to "
+                "check (--text-field, --label-field or a rules file's fields:)")
     # an array of wrappers: the list in each element
     each = src.format == "json" and src.files == 1 and src.path != STDIN
     if src.path == STDIN:
@@ -142,6 +159,51 @@ def _wrapped_each(report: Report) -> str | None:
             f"per {'element' if each else 'line or file'}), and none of those was checked: "
             f"extract them first, e.g. {hint}; if they are not the records, name the fields "
             "to check (--text-field, --label-field or a rules file's fields:)")
+
+
+def _columnar_hint(key: str, src: SourceInfo) -> str:
+    """The command that writes the records listed in column ``key`` of a Parquet, Arrow or
+    ``datasets`` source as JSON Lines (jq reads only text). Python's string literals are
+    written as JSON (double quotes), so the program sits in the shell's single quotes."""
+    rows = (f".select(pl.col({json.dumps(key)}).explode().drop_nulls())"
+            f".unnest({json.dumps(key)})")
+    path = Path(src.path)
+    if src.format == "datasets":
+        program = (f"import datasets, polars as pl; datasets.load_from_disk("
+                   f'{json.dumps(str(path))}).to_polars(){rows}.write_ndjson("records.jsonl")')
+        return f"python -c {shlex.quote(program)}"
+    one = src.files == 1 and path.is_file()
+    names = [f["name"] for f in src.fingerprint.get("files", [])]
+    read = _COLUMNAR[src.format]
+    if src.format == "arrow" and _magic(path if one else path / names[0]) != b"ARROW1":
+        read = "read_ipc_stream"  # a stream (as datasets writes), not an IPC file
+    if one:
+        program = (f"import polars as pl; pl.{read}({json.dumps(str(path))}){rows}"
+                   '.write_ndjson("records.jsonl")')
+        return f"python -c {shlex.quote(program)}"
+    program = (f"import sys, polars as pl; sys.stdout.write(pl.{read}(sys.argv[1]){rows}"
+               ".write_ndjson())")
+    each = f"{shlex.quote(str(path))}/*{Path(names[0]).suffix}"
+    return f'for f in {each}; do python -c {shlex.quote(program)} "$f"; done > records.jsonl'
+
+
+def _object_hint(key: str, kind: str) -> str:
+    """The Python expression for the records listed in ``key`` of an object passed to
+    ``run_preflight`` (``kind``: its source format)."""
+    if kind == "list":
+        return f"[r for x in records for r in x[{json.dumps(key)}]]"
+    rows = (f".select(pl.col({json.dumps(key)}).explode().drop_nulls())"
+            f".unnest({json.dumps(key)})")
+    return _OBJECTS[kind] + rows
+
+
+def _magic(path: Path) -> bytes:
+    """The first six bytes of ``path`` (``ARROW1`` for an Arrow IPC file)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(6)
+    except OSError:
+        return b""
 
 
 def one_line(path: Path) -> bool:

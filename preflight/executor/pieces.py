@@ -124,10 +124,12 @@ def _groups(path: Path, piece_bytes: int) -> list[tuple[int, int, int]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from preflight.source.magic import unreadable
+
     try:
         meta = pq.ParquetFile(path).metadata
     except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"cannot read {path} as Parquet: {e}") from e
+        raise unreadable(path, "Parquet", e) from e
     out, first, row, size = [], 0, 0, 0
     for g in range(meta.num_row_groups):
         size += meta.row_group(g).total_byte_size

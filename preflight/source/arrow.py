@@ -30,6 +30,7 @@ from polars.exceptions import PanicException, PolarsError
 from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.record_batches import polars_frame, split_deep
+from preflight.source.magic import unreadable
 from preflight.source.tracked import hash_file, note_file
 
 BATCH_ROWS = 65_536
@@ -275,7 +276,7 @@ def read_parquet(path: Path, file_index: int, label: str | None, state: dict[str
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"cannot read {path} as Parquet: {e}") from e
+        raise unreadable(path, "Parquet", e) from e
     unique_columns(pf.schema_arrow.names, path)
     tables = _rebatch(pf.iter_batches(batch_size=BATCH_ROWS))
     yield from _emit(tables, path, file_index, label, state, pf.metadata.num_rows)
@@ -288,7 +289,7 @@ def read_parquet_groups(path: Path, file_index: int, label: str | None, *, group
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
-        raise InputError(f"cannot read {path} as Parquet: {e}") from e
+        raise unreadable(path, "Parquet", e) from e
     unique_columns(pf.schema_arrow.names, path)
     size = path.stat().st_size
     total = max(pf.metadata.num_rows, 1)
@@ -312,7 +313,7 @@ def read_ipc(path: Path, file_index: int, label: str | None, state: dict[str, An
             source.seek(0)
             table = pa.ipc.open_stream(source).read_all()
     except pa.ArrowInvalid as e:
-        raise InputError(f"cannot read {path} as Arrow IPC: {e}") from e
+        raise unreadable(path, "Arrow IPC", e) from e
     unique_columns(table.column_names, path)
     tables = _rebatch(table.to_batches(max_chunksize=BATCH_ROWS))
     yield from _emit(tables, path, file_index, label, state, table.num_rows)

@@ -69,6 +69,25 @@ def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
                       f"{shlex.quote(str(path.with_suffix(suffix)))}")
 
 
+def unreadable(path: Path, expected: str, error: Exception) -> InputError:
+    """The error for a file that failed to read as ``expected`` ("Parquet", "Arrow IPC"):
+    when it is the other columnar format (an Arrow stream named ``.parquet``, a shard
+    among Parquet files), what it is and the name to give it; else Arrow's reason."""
+    try:
+        with open(path, "rb") as f:
+            found = kind_of(f.read(HEAD))
+    except OSError:
+        found = None
+    if (found is not None and found[1] in (".parquet", ".arrow")
+            and not found[0].startswith(expected.split()[0])
+            and (found[0] != "Parquet" or _ends_with(path, b"PAR1"))):
+        kind, suffix = found
+        return InputError(f"{path} holds {kind} data, not {expected}: rename it, e.g. mv "
+                          f"{shlex.quote(str(path))} "
+                          f"{shlex.quote(str(path.with_suffix(suffix)))}")
+    return InputError(f"cannot read {path} as {expected}: {error}")
+
+
 def piped(head: bytes, command: str = "check") -> InputError | None:
     """The error for standard input whose ``head`` is compressed in a way ``-`` does not
     read (bzip2, xz, zip, 7z), else None (gzip and zstd are read; Parquet and Arrow are

@@ -147,3 +147,34 @@ def test_an_arrow_stream_under_a_text_name_or_piped_is_exit_3(tmp_path: Path) ->
     (tmp_path / "st.arrow").write_bytes(data)  # named as what it is: read
     named = _check(tmp_path / "st.arrow", tmp_path)
     assert named.exit_code == 0, named.output  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("name", "kind", "says"), [
+    ("b.parquet", "stream", "b.parquet holds Arrow stream data, not Parquet: rename it, e.g. mv"),
+    ("b.parquet", "file", "b.parquet holds Arrow data, not Parquet: rename it, e.g. mv"),
+    ("b.arrow", "parquet", "b.arrow holds Parquet data, not Arrow IPC: rename it, e.g. mv")])
+@pytest.mark.parametrize("alone", [True, False])
+def test_one_columnar_format_under_the_others_name_is_named(
+        tmp_path: Path, name: str, kind: str, says: str, alone: bool) -> None:
+    # An Arrow stream (a datasets cache file) named .parquet, alone or as a shard among
+    # Parquet files, was exit 3 with only "Parquet magic bytes not found in footer".
+    table = pa.table({"text": [f"record {i}" for i in range(4)]})
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    if not alone:  # a well-named shard beside it, of the format its name says
+        other = folder / f"a{Path(name).suffix}"
+        if other.suffix == ".parquet":
+            pq.write_table(table, other)
+        else:
+            with pa.ipc.new_file(str(other), table.schema) as writer:
+                writer.write_table(table)
+    path = folder / name
+    if kind == "parquet":
+        pq.write_table(table, path)
+    else:
+        opener = pa.ipc.new_stream if kind == "stream" else pa.ipc.new_file
+        with opener(str(path), table.schema) as writer:
+            writer.write_table(table)
+    result = _check(path if alone else folder, tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    assert says in _said(result)

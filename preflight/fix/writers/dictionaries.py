@@ -75,7 +75,9 @@ class DictionarySpill:
         assert self._sink is not None
         self._sink.close()
         self._spill.seek(0)
-        with pa.ipc.new_file(str(self.path), self.schema) as out:
+        # The file opened here, not by the writer, so that it is closed even when the
+        # writer's own close fails (a full disk): its space is freed with the temporary name.
+        with pa.OSFile(str(self.path), "wb") as file, pa.ipc.new_file(file, self.schema) as out:
             for batch in pa.ipc.open_stream(self._spill):
                 out.write_batch(self._repointed(batch))
         self.discard()

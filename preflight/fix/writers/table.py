@@ -66,6 +66,7 @@ class ArrowWriter(Writer):
         self._spill: Any = None  # chunks of records from JSON/CSV, typed at the end
         self._chunks: list[pa.Schema] = []
         self._out: Any = None
+        self._file: Any = None  # what _out writes to, closed by this writer
         self._dictionaries: DictionarySpill | None = None  # Arrow out, dictionary columns
 
     def keep(self, unit: Unit) -> None:
@@ -121,9 +122,14 @@ class ArrowWriter(Writer):
                 self._dictionaries.write(table)
                 return
             if self._out is None:
-                sink = pa.MockOutputStream() if self.path is None else str(self.path)
-                self._out = (pq.ParquetWriter(sink, self._schema) if self.kind == "parquet"
-                             else pa.ipc.new_file(sink, self._schema))
+                # The file is opened here, not by the writer: a writer that fails to close
+                # (its footer finds the disk full) leaves the file it opened open, holding a
+                # deleted file's space for as long as the process lives.
+                self._file = (pa.MockOutputStream() if self.path is None
+                              else pa.OSFile(str(self.path), "wb"))
+                self._out = (pq.ParquetWriter(self._file, self._schema)
+                             if self.kind == "parquet"
+                             else pa.ipc.new_file(self._file, self._schema))
             self._out.write_table(table)
         except pa.ArrowException as e:
             raise ConfigError(f"the records cannot be written as {self.kind} ({e}); "
@@ -267,6 +273,13 @@ class ArrowWriter(Writer):
                               "write JSON Lines: --format jsonl") from e
 
     def close(self) -> None:
+        try:
+            self._finish()
+        except BaseException:
+            self.discard()  # a full disk: the file is let go of, not left open
+            raise
+
+    def _finish(self) -> None:
         if self.found.syntax == "arrow":
             self._flush_arrow()
             if self._out is None and self._dictionaries is None:
@@ -281,11 +294,12 @@ class ArrowWriter(Writer):
                                   "write JSON Lines: --format jsonl") from e
         if self._out is not None:  # None: written nowhere, a retype after a failed chunk
             self._out.close()
+            self._file.close()
 
     def discard(self) -> None:
         if self._dictionaries is not None:
             self._dictionaries.discard()
-        for handle in (self._out, self._spill):
+        for handle in (self._out, self._file, self._spill):
             if handle is not None:
                 with contextlib.suppress(OSError, pa.ArrowException):
                     handle.close()
