@@ -323,8 +323,10 @@ def test_cli_bad_context_window_is_exit_2(data: Path, tmp_path: Path, value: str
 
 
 @pytest.mark.parametrize(("sets", "said"), [
-    (["model.context_window=-1"], "--set 'model.context_window=-1': Input should be greater"),
-    (["exact-dupes.max_fraction=2"], "--set 'exact-dupes.max_fraction=2': Input should be"),
+    (["model.context_window=-1"],
+     "--set 'model.context_window=-1': model.context_window: Input should be greater"),
+    (["exact-dupes.max_fraction=2"],
+     "--set 'exact-dupes.max_fraction=2': exact-dupes.max_fraction: Input should be"),
     (["hidden-chars.allow=[nope]"], "--set 'hidden-chars.allow=[nope]': hidden-chars.allow[0]"),
 ])
 def test_a_bad_set_value_names_the_set_not_the_packaged_rules(sets: list[str],

@@ -108,7 +108,7 @@ def with_overrides(
 
 def _blamed(error: InvalidRules, origins: dict[str, tuple[str, str]]) -> ConfigError:
     """``error`` with each mistake an option made named by that option (``--set
-    'model.context_window=-1': Input should be greater than 0``); when every mistake is an
+    'model.context_window=-1': model.context_window: Input should be greater than 0``); when every mistake is an
     option's, the rules file is not named at all (it was valid before the options)."""
     lines, all_options = [], True
     for line in error.lines:
@@ -120,7 +120,7 @@ def _blamed(error: InvalidRules, origins: dict[str, tuple[str, str]]) -> ConfigE
             continue
         option, target = origins[at]
         rest = line[len(at):]
-        lines.append(f"{option}: {rest[2:] if rest.startswith(': ') else target + rest}")
+        lines.append(f"{option}: {target}{rest}")
     if not all_options:
         head = str(error).split("\n", 1)[0]
         return ConfigError(head + "\n  " + "\n  ".join(lines))
