@@ -108,8 +108,9 @@ def with_overrides(
 
 def _blamed(error: InvalidRules, origins: dict[str, tuple[str, str]]) -> ConfigError:
     """``error`` with each mistake an option made named by that option (``--set
-    'model.context_window=-1': model.context_window: Input should be greater than 0``); when every mistake is an
-    option's, the rules file is not named at all (it was valid before the options)."""
+    'model.context_window=-1': model.context_window: Input should be greater than 0``);
+    when every mistake is an option's, the rules file is not named at all (it was valid
+    before the options)."""
     lines, all_options = [], True
     for line in error.lines:
         at = next((at for at in origins
