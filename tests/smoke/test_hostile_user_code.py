@@ -239,3 +239,26 @@ def test_collated_shapes_that_keep_every_row_pass() -> None:
         assert len(runs(made).batch(rows)) == 2
     with pytest.raises(CollateDroppedRows, match="collate returned 2 row"):
         runs((torch.zeros(2, 4), torch.zeros(2))).batch(rows)
+
+
+def test_a_keyboard_interrupt_raised_by_user_code_is_not_ctrl_c(tmp_path: Path) -> None:
+    # It was "interrupted" (exit 130), as if the user had pressed Ctrl-C.
+    model = _model(tmp_path, forward='raise KeyboardInterrupt("stop here")')
+    data = write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules())
+    result = invoke("smoke", data, "--rules", rules, "--out", tmp_path / "out",
+                    "--model", f"{model}:build")
+    assert result.exit_code == 2, result.output
+    said = flat(result.output)
+    line = model.read_text().splitlines().index(
+        '        raise KeyboardInterrupt("stop here")') + 1
+    assert f"your code raised KeyboardInterrupt at {model}:{line} (in forward) (stop here)" \
+        in said
+    assert "no SIGINT came" in said and "interrupted" not in said
+
+
+def test_a_real_sigint_while_user_code_runs_is_still_ctrl_c(tmp_path: Path) -> None:
+    model = _model(tmp_path, header="import signal\n",
+                   forward="os.kill(os.getpid(), signal.SIGINT)")
+    with pytest.raises(KeyboardInterrupt):
+        _gate(tmp_path, model)
