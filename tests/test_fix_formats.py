@@ -705,9 +705,14 @@ def test_output_names_and_formats_that_disagree(tmp_path: Path) -> None:
     assert invoke("fix", src, "--out", tmp_path / "o.parquet", "--quarantine", q,
                   "--format", "arrow").exit_code == 2
     assert invoke("fix", src, "--out", "", "--quarantine", q).exit_code == 2
+    # Parquet in, Parquet out, but under a name preflight reads back as Parquet
     result = invoke("fix", src, "--out", tmp_path / "o.dat", "--quarantine", q)
-    assert result.exit_code == 0, result.output  # Parquet in, Parquet out, any name
-    assert pq.read_table(tmp_path / "o.dat").to_pylist() == [{"id": 1, "text": PLAIN[0]}]
+    assert result.exit_code == 2, result.output
+    assert "name it" in result.output and "o.dat.parquet" in result.output
+    result = invoke("fix", src, "--out", tmp_path / "o.dat.parquet", "--quarantine", q)
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(tmp_path / "o.dat.parquet").to_pylist() == [{"id": 1,
+                                                                      "text": PLAIN[0]}]
 
 
 def test_the_manifest_lists_what_a_shard_folder_skipped(tmp_path: Path) -> None:

@@ -145,3 +145,31 @@ def test_fix_options_take_strings_and_refuse_a_folder_or_nothing(tmp_path: Path)
         FixOptions(out=f"{tmp_path}/", quarantine="q.jsonl")
     with pytest.raises(ConfigError, match="quarantine is empty"):
         FixOptions(out="c.jsonl", quarantine=" ")
+
+
+@pytest.mark.parametrize(("out", "quarantine", "flag", "hint"), [
+    ("fx/clean", "q.jsonl", "--out", "fx/clean.jsonl"),
+    ("clean.txt", "q.jsonl", "--out", "clean.txt.jsonl"),
+    ("clean.jsonl", "fx/rej", "--quarantine", "fx/rej.jsonl"),
+    ("clean.jsonl", "rej.parquet", "--quarantine", "rej.jsonl")])
+def test_an_output_name_that_would_not_read_back_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str, quarantine: str,
+        flag: str, hint: str) -> None:
+    # preflight picks a reader by the suffix: fx/clean would be written but never read back
+    monkeypatch.chdir(tmp_path)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "plain words here"}])
+    result = invoke("fix", data, "--out", out, "--quarantine", quarantine, "--no-progress")
+    assert result.exit_code == 2, result.output
+    message = flat(result.output)
+    assert f"{flag} " in message
+    assert f"name it {hint}" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]
+
+
+def test_a_json_name_for_json_lines_outputs_reads_back(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": "plain words here"}])
+    result = invoke("fix", data, "--out", tmp_path / "clean.json", "--quarantine",
+                    tmp_path / "q.json", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert invoke("check", tmp_path / "clean.json", "--no-smoke", "--out",
+                  tmp_path / "r").exit_code == 0

@@ -320,3 +320,31 @@ def test_cli_bad_context_window_is_exit_2(data: Path, tmp_path: Path, value: str
                      "--context-window", value)
     assert result.exit_code == 2, result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("sets", "said"), [
+    (["model.context_window=-1"],
+     "--set 'model.context_window=-1': model.context_window: Input should be greater"),
+    (["exact-dupes.max_fraction=2"],
+     "--set 'exact-dupes.max_fraction=2': exact-dupes.max_fraction: Input should be"),
+    (["hidden-chars.allow=[nope]"], "--set 'hidden-chars.allow=[nope]': hidden-chars.allow[0]"),
+])
+def test_a_bad_set_value_names_the_set_not_the_packaged_rules(sets: list[str],
+                                                              said: str) -> None:
+    # It was "<install>/rules/default.yaml with command-line overrides: invalid rules file",
+    # as if the user had written the packaged file.
+    with pytest.raises(ConfigError) as info:
+        with_overrides(load_rules(preset="default"), sets=sets)
+    message = str(info.value)
+    assert message.startswith(said), message
+    assert "default.yaml" not in message and "invalid rules file" not in message
+
+
+def test_two_bad_sets_are_each_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        with_overrides(load_rules(preset="default"),
+                       sets=["exact-dupes.max_count=-1", "smoke.steps=-1"])
+    lines = str(info.value).splitlines()
+    assert lines[0] == "invalid command-line settings:"
+    assert sorted(line.split(":")[0].strip() for line in lines[1:]) == [
+        "--set 'exact-dupes.max_count=-1'", "--set 'smoke.steps=-1'"]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tests.test_cli import CLEAN, flat, invoke, write_jsonl
 
@@ -150,3 +151,18 @@ def test_yes_and_no_are_names_where_a_name_is_meant(tmp_path: Path) -> None:
         frame = pl.read_parquet(tmp_path / "r" / "findings.parquet")
         assert frame["code"].to_list() == ["label_not_in_set"] * 3  # the three "maybe"
         assert frame["row"].to_list() == [2, 5, 8]
+
+
+@pytest.mark.parametrize("labels", ["[true, false]", "[True, no]"])
+def test_true_and_false_as_labels_say_to_quote_them(tmp_path: Path, labels: str) -> None:
+    # YAML reads unquoted true/false as booleans: four "not a valid string/integer (got
+    # True)" lines said nothing about quoting.
+    rules = tmp_path / "r.yaml"
+    rules.write_text(f"model: {{labels: {labels}}}\nrules:\n  - {{id: l, check: label_range}}\n",
+                     encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2, result.output
+    said = flat(result.output)
+    assert "model.labels: true" in said and "read as booleans" in said
+    assert 'quote them, e.g. labels: ["true"' in said
+    assert "valid string" not in said and "valid integer" not in said

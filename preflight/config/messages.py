@@ -27,7 +27,11 @@ def _messages(
     check: str | None = None,
 ) -> list[str]:
     out = []
+    booleans: dict[int, bool] = {}  # model.labels items YAML read as booleans, by position
     for err in e.errors():
+        if err["loc"][:2] == ("model", "labels") and isinstance(err.get("input"), bool):
+            booleans[int(err["loc"][2])] = err["input"]  # one line for all, below
+            continue
         loc = prefix
         for part in err["loc"]:
             loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
@@ -41,7 +45,18 @@ def _messages(
         else:
             hint = "; write true or false, unquoted" if err["type"] == "bool_type" else ""
             out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))}){hint}")
+    if booleans:
+        out.insert(0, _boolean_labels(prefix, booleans))
     return out
+
+
+def _boolean_labels(prefix: str, booleans: dict[int, bool]) -> str:
+    """``labels: [true, false]``: YAML reads the words as booleans, which name no class."""
+    words = [str(v).lower() for _, v in sorted(booleans.items())]
+    quoted = ", ".join(f'"{w}"' for w in words)
+    return (f"{prefix}{'.' if prefix else ''}model.labels: {', '.join(words)} read as "
+            "booleans (unquoted true/false are booleans in YAML), not label names: "
+            f"quote them, e.g. labels: [{quoted}]")
 
 
 def _file_keys(model: type[BaseModel]) -> list[str]:

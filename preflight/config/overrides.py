@@ -10,7 +10,7 @@ import yaml
 from preflight.checks import registry
 from preflight.config.bounded_yaml import yaml_load
 from preflight.config.models import RuleSet
-from preflight.config.validate import rebuild, to_dict
+from preflight.config.validate import InvalidRules, rebuild, to_dict
 from preflight.errors import ConfigError
 
 # The sections `--set SECTION.KEY=VALUE` reaches besides rules (they win over a rule that
@@ -53,6 +53,10 @@ def with_overrides(
     data["smoke"].update({k: v for k, v in (smoke or {}).items() if v is not None})
     facts = {"context_window": context_window, "tokenizer": tokenizer, "num_classes": num_classes}
     data["model"].update({k: v for k, v in facts.items() if v is not None})
+    # Where each command-line value lands in the rules-file form, and the option that put it
+    # there: a mistake there is the option's, not the (packaged or user's) rules file's.
+    origins = {f"model.{k}": (f"--{k.replace('_', '-')}", f"model.{k}")
+               for k, v in facts.items() if v is not None}
     checks = {r["check"] for r in data["rules"]}
     if (context_window or tokenizer) and "token_length" not in checks:
         data["rules"].append({"id": "token-length", "check": "token_length"})
@@ -86,14 +90,44 @@ def with_overrides(
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {_shown(item)}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
+        at = (f"{rule_id}.{key}" if rule_id in _SET_SECTIONS else
+              f"rules[{next(i for i, r in enumerate(data['rules']) if r is section)}].{key}")
+        origins[at] = (f"--set {_shown(item)}", target)
         if rule_id == "fields":
             _check_field_set(item, key, section[key], fields or {})
             given[key] = f"--set {target}"
     if not ruleset.fields.is_empty() and not ruleset.given_fields:
         given = {}  # the rules declared their fields: nothing else is inferred
     where = ruleset.path or (f"preset {ruleset.preset}" if ruleset.preset else "<rules>")
-    return rebuild(ruleset, data, where=f"{where} with command-line overrides",
-                   given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
+    try:
+        return rebuild(ruleset, data, where=f"{where} with command-line overrides",
+                       given_fields={r: o for r, o in given.items() if data["fields"].get(r)})
+    except InvalidRules as e:
+        raise _blamed(e, origins) from e
+
+
+def _blamed(error: InvalidRules, origins: dict[str, tuple[str, str]]) -> ConfigError:
+    """``error`` with each mistake an option made named by that option (``--set
+    'model.context_window=-1': model.context_window: Input should be greater than 0``);
+    when every mistake is an option's, the rules file is not named at all (it was valid
+    before the options)."""
+    lines, all_options = [], True
+    for line in error.lines:
+        at = next((at for at in origins
+                   if line.startswith(at) and line[len(at):len(at) + 1] in (":", ".", "[")), None)
+        all_options &= at is not None
+        if at is None:
+            lines.append(line)
+            continue
+        option, target = origins[at]
+        rest = line[len(at):]
+        lines.append(f"{option}: {target}{rest}")
+    if not all_options:
+        head = str(error).split("\n", 1)[0]
+        return ConfigError(head + "\n  " + "\n  ".join(lines))
+    if len(lines) == 1:
+        return ConfigError(lines[0])
+    return ConfigError("invalid command-line settings:\n  " + "\n  ".join(lines))
 
 
 def _check_field_set(item: str, role: str, value: Any, options: dict[str, str | None]) -> None:

@@ -15,6 +15,15 @@ from preflight.config.models import RULE_KEYS, Rule, RuleSet
 from preflight.errors import ConfigError
 
 
+class InvalidRules(ConfigError):
+    """A rules mapping that does not validate; ``lines`` holds its mistakes, one
+    ``key.path: what is wrong`` each (so command-line overrides can name their own)."""
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = list(lines or [])
+
+
 def rebuild(ruleset: RuleSet, data: dict[str, Any], *, where: str,
             given_fields: dict[str, str] | None = None) -> RuleSet:
     """``data`` (``to_dict`` of ``ruleset``, changed) validated like a rules file, keeping
@@ -90,7 +99,7 @@ def _validate(
         errors = _messages(e, prefix="", model=RuleSet) + errors
         ruleset = None
     if errors:
-        raise ConfigError(f"{where}: invalid rules file:\n  " + "\n  ".join(errors))
+        raise InvalidRules(f"{where}: invalid rules file:\n  " + "\n  ".join(errors), errors)
     assert ruleset is not None
     return ruleset
 

@@ -49,6 +49,7 @@ from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.paths import find_beside
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
+from preflight.source.names import format_of
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
 from preflight.wrapped import wrapped_records
 
@@ -212,7 +213,30 @@ def output_format(options: FixOptions, input_format: str) -> str:
     if fmt == "csv" and input_format != "csv":
         raise ConfigError(f"CSV output needs CSV input ({input_format} given): "
                           "name --out .jsonl or .parquet, or pass --format")
+    jsonl = {"jsonl", "json"}  # a .json file of JSON Lines reads back as JSON Lines
+    _refuse_unreadable_name("--out", options.out, fmt, jsonl if fmt == "jsonl" else {fmt})
+    _refuse_unreadable_name("--quarantine", options.quarantine, "jsonl", jsonl)
     return fmt
+
+
+def _refuse_unreadable_name(flag: str, path: Path, fmt: str, reads: set[str]) -> None:
+    """Exit 2 when ``path``'s name would not read back as ``fmt`` (no suffix, an unknown
+    one, or another format's): ``preflight check`` picks a file's reader by its name."""
+    named = format_of(path)
+    if not path.name or path.name in (".", "..") or named in reads:
+        return  # a missing name is refused with its own message in _check_paths
+    if named:
+        said, better = f"names {_FORMAT_NAMES[named]}", path.with_suffix(f".{fmt}")
+    else:
+        said = f"has the suffix {path.suffix!r}" if path.suffix else "has no suffix"
+        better = path.with_name(f"{path.name}.{fmt}")
+    raise ConfigError(f"{flag} {path} {said}, but it would hold {_FORMAT_NAMES[fmt]}, which "
+                      "preflight could not read back (it picks a file's format by its "
+                      f"suffix): name it {better}")
+
+
+_FORMAT_NAMES = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "parquet": "Parquet",
+                 "arrow": "Arrow"}
 
 
 def _read_files(rules: RuleSet) -> dict[str, Path]:

@@ -1,7 +1,8 @@
 """``report.junit.xml``: one test case per rule and one for the smoke test, so CI systems
 show the gate beside their tests. A failed blocking rule is a ``failure`` (its message and
 first examples), a rule that could not run an ``error``, a failed warning ``skipped`` with its
-details in ``system-out``."""
+details in ``system-out``. The suite carries the notes the other reports show (the inferred
+fields as ``inferred.ROLE`` properties too) in its own ``system-out``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def render_junit(report: Report) -> str:
     suite = ET.Element("testsuite", name=f"preflight {report.source.path}",
                        time=_seconds(report.timings.get("total", 0.0)))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    inferred = report.rules_file.inferred
+    if inferred:  # which column was taken for which role, and why: a CI reader's first doubt
+        props = ET.SubElement(suite, "properties")
+        for role, why in inferred.items():
+            ET.SubElement(props, "property", name=f"inferred.{role}", value=why)
     for r in report.rules:
         counts["tests"] += 1
         case = ET.SubElement(suite, "testcase", classname=f"preflight.{r.check}", name=r.id,
@@ -33,6 +39,8 @@ def render_junit(report: Report) -> str:
         outcome = _smoke_outcome(case, report.smoke)
         if outcome:
             counts[outcome] += 1
+    if notes := _notes(report):
+        ET.SubElement(suite, "system-out").text = "\n".join(notes)
     for key, value in counts.items():
         suite.set(key, str(value))
     root = ET.Element("testsuites", name="preflight", **{k: str(v) for k, v in counts.items()},
@@ -45,6 +53,16 @@ def render_junit(report: Report) -> str:
             element.set(key, _xml_safe(value))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def _notes(report: Report) -> list[str]:
+    """The notes the other reports show beside the rules: each rule's notes, what was not
+    checked, how the input was read, and which fields were inferred."""
+    notes = [f"{r.id}: {note}" for r in report.rules for note in r.notes]
+    notes += [f"not checked: {what}" for what in report.rules_file.not_checked]
+    notes += [f"warning: {w}" for w in report.source.warnings]
+    notes += [f"inferred {role}: {why}" for role, why in report.rules_file.inferred.items()]
+    return notes
 
 
 def _rule_outcome(case: ET.Element, r: RuleResult) -> str | None:

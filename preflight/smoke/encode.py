@@ -5,6 +5,7 @@ per row here, on the CPU, before anything reaches a GPU."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,10 @@ class Encoded:
     features: list[float] | None = None
     feature_count: int | None = None  # the length of a list feature field as read
     problems: list[tuple[str, str]] = field(default_factory=list)
+    # The first value of the token id (label) field that is no integer, as written: it is
+    # encoded as -1 (out of range), and named in the detail instead of that -1.
+    odd_id: str | None = None
+    odd_label: str | None = None
 
 
 def infer_task(task: str | None, fields: Fields) -> str | None:
@@ -95,6 +100,8 @@ class Encoder:
         if self.uses_text:
             for enc, row, (ids, labels) in zip(out, rows, self._tokens(rows), strict=True):
                 enc.ids, enc.labels = ids, labels
+                enc.odd_id = getattr(ids, "odd", None)
+                enc.odd_label = getattr(labels, "odd", None)
                 if id(row) in self._failed:
                     enc.problems.append(("chat_template_error", self._failed.pop(id(row))))
         if self.task == "classification":
@@ -141,7 +148,7 @@ class Encoder:
                 ids = _ints(row.get(f.input_ids))
                 labels = _ints(row.get(f.token_labels)) if f.token_labels else None
                 result.append((ids, labels))
-            return result
+            return result  # type: ignore[return-value]  # _Ints are lists of ints
         if f.messages:
             out = []
             for row in rows:
@@ -201,12 +208,14 @@ class Encoder:
             bad = [t for t in enc.ids if not 0 <= t < self.vocab_size]
             if bad:
                 problems.append(("token_id_out_of_range",
-                                 f"token id {bad[0]} outside [0, {self.vocab_size})"))
+                                 _out_of_range("token id", bad[0], enc.odd_id,
+                                               self.vocab_size)))
         if enc.labels is not None and self.fields.token_labels:
             bad = [t for t in enc.labels if t != IGNORE and not 0 <= t < self.vocab_size]
             if bad:
                 problems.append(("token_label_out_of_range",
-                                 f"token label {bad[0]} outside [0, {self.vocab_size})"))
+                                 _out_of_range("token label", bad[0], enc.odd_label,
+                                               self.vocab_size)))
         if self.task == "chat" and enc.labels is not None and not any(enc.labels[1:]):
             problems.append(("all_labels_ignored",
                              "no assistant token: every label is ignored (loss 0/0)"))
@@ -340,18 +349,47 @@ def _classes(model: ModelFacts) -> int | None:
     return model.num_classes
 
 
-def _ints(value: Any) -> list[int]:
+class _Ints(list):  # type: ignore[type-arg]
+    """Token ids as ints; ``odd``: the first value that is no integer, as written."""
+
+    odd: str | None = None
+
+
+def _ints(value: Any) -> _Ints:
+    """A list field's values as token ids, exact whatever their size (a whole float too:
+    1e20 is 100000000000000000000, not -1); a value that is no integer is -1, out of range,
+    so the range check stops it, and the first such is kept in ``odd`` to be named."""
+    out = _Ints()
     if not isinstance(value, list):
-        return []
-    out = []
+        return out
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            out.append(-1)  # not a token id: the range check reports it
-        elif isinstance(v, float):
-            out.append(int(v) if math.isfinite(v) and v.is_integer() and abs(v) < 2**62 else -1)
-        else:
+        whole = isinstance(v, float) and math.isfinite(v) and v.is_integer()
+        if isinstance(v, int) and not isinstance(v, bool):
             out.append(v)
+        elif whole:
+            out.append(int(v))
+        else:
+            out.append(-1)  # not a token id: the range check reports it
+            if out.odd is None:
+                out.odd = _shown(v)
     return out
+
+
+def _shown(value: Any) -> str:
+    """A value as written, for a detail: strings quoted, JSON otherwise, at most 40 chars."""
+    if isinstance(value, list | dict):
+        return "a list" if isinstance(value, list) else "an object"
+    text = repr(value) if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _out_of_range(what: str, value: int, odd: str | None, size: int) -> str:
+    """The detail for the first token id (or label) outside ``[0, size)``: its value as
+    written (an id past int64 too), or, for one that is no integer, what was written."""
+    if value == -1 and odd is not None:
+        return f"{what} {odd} is not an integer (ids are in [0, {size}))"
+    past = " (past int64: no tensor can hold it)" if not -2**63 <= value < 2**63 else ""
+    return f"{what} {value} outside [0, {size}){past}"
 
 
 def _number(value: Any) -> float:

@@ -3,7 +3,7 @@ the user's code or the data turned into a failed run, and the progress reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from preflight.config import SmokeConfig
@@ -15,6 +15,27 @@ from preflight.smoke.user import CONTRACT
 from preflight.text import first_line
 
 Progress = Callable[[int, int, str], None]
+
+
+class CollateDroppedRows(Exception):
+    """The user's collate returned fewer rows than it was given: a fault of the code (the
+    control batch goes through it too), never a pass on the rows it kept."""
+
+
+def _rows_of(value: Any) -> int | None:
+    """The rows a collated tensor holds (its first dimension); None for a scalar or what
+    is not a tensor (a list of targets may be per row or per tensor: it does not say)."""
+    shape = getattr(value, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) else None
+
+
+def _parts(inputs: Any) -> list[Any]:
+    """The values of collated inputs: a mapping's values (a ``BatchEncoding`` too), a list's
+    or tuple's items, else itself. The most rows among them is the batch's (a shared
+    ``(1, L)`` position tensor broadcasts)."""
+    if isinstance(inputs, Mapping):
+        return list(inputs.values())
+    return list(inputs) if isinstance(inputs, list | tuple) else [inputs]
 
 
 class Runs:
@@ -33,6 +54,17 @@ class Runs:
             got = f"a {len(made)}-item {type(made).__name__}" if isinstance(
                 made, tuple | list) else type(made).__name__
             raise ConfigError(f"collate must return (inputs, targets), got {got}; {CONTRACT}")
+        inputs, targets = made
+        given = len(rows)
+        got_rows = _rows_of(targets)
+        if got_rows is None:
+            got_rows = max((n for v in _parts(inputs) if (n := _rows_of(v)) is not None),
+                           default=None)
+        if got_rows is not None and got_rows < given:
+            raise CollateDroppedRows(
+                f"collate returned {got_rows} row(s) for the {given} it was given: the rest "
+                "were never trained on (their data never judged); collate must return one "
+                "row per input row")
         return tuple(made)
 
     def batches(self, rows: list[dict[str, Any]]) -> tuple[list[Any], list[list[int]]]:

@@ -28,7 +28,7 @@ from torch import nn
 
 from preflight.errors import ConfigError
 from preflight.paths import find_beside
-from preflight.smoke import deadline
+from preflight.smoke import deadline, sigint
 from preflight.text import first_line
 from preflight.threads import leave_behind
 
@@ -68,11 +68,16 @@ def _no_hard_exit() -> Iterator[None]:
             os._exit = _real_exit
 
 
+def _always() -> bool:
+    return True
+
+
 @contextlib.contextmanager
 def user_code(spec: str) -> Iterator[None]:
     """Run the user's code: a ``SystemExit`` (or any other ``BaseException`` but
-    ``KeyboardInterrupt`` and ``smoke.time_limit``'s ``deadline.TimeUp``) it raises becomes
-    a ``ConfigError`` naming ``spec``. An ordinary
+    ``smoke.time_limit``'s ``deadline.TimeUp``) it raises becomes a ``ConfigError`` naming
+    ``spec``, as does a ``KeyboardInterrupt`` it raises itself (one from Ctrl-C, a real
+    SIGINT, passes through: see ``sigint``). An ordinary
     exception passes through: where it happens decides whether it is a contract error or a
     failed run.
 
@@ -83,10 +88,22 @@ def user_code(spec: str) -> Iterator[None]:
     still ends once its work is done."""
     cwd = os.getcwd()
     before = set(threading.enumerate())
+    ctrl_c = _always  # until SIGINT is counted: a KeyboardInterrupt is Ctrl-C's
     try:
-        with contextlib.redirect_stdout(sys.stderr), _no_hard_exit():
+        with contextlib.redirect_stdout(sys.stderr), _no_hard_exit(), \
+                sigint.counting() as ctrl_c:
             yield
-    except (Exception, KeyboardInterrupt, deadline.TimeUp):
+    except KeyboardInterrupt as e:
+        if ctrl_c():
+            raise
+        at, said = sigint.where_raised(e.__traceback__), first_line(e)
+        raise ConfigError(
+            f"--model {spec!r}: your code raised KeyboardInterrupt{f' at {at}' if at else ''}"
+            f"{f' ({said})' if said != type(e).__name__ else ''}, with no Ctrl-C (no SIGINT "
+            "came); "
+            "preflight stops here (exit 2): raise an ordinary exception to fail a run"
+        ) from e
+    except (Exception, deadline.TimeUp):
         raise
     except BaseException as e:
         did = (f"called os._exit({e.code})" if isinstance(e, _ExitCalled)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import stat
 import zlib
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ from preflight.batch import Batch
 from preflight.errors import InputError
 from preflight.source import arrow, csv, jsonarray, jsonl
 from preflight.source.bom import refuse_wide_text
+from preflight.source.magic import holds_other
 from preflight.source.names import data_inside, format_of, recompress
 from preflight.source.tracked import file_fingerprint
 
@@ -210,11 +212,28 @@ def _folder(path: Path) -> Source:
                          f".arrow){more}")
     if len(by_format) > 1:
         kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_format.items()))
-        raise InputError(f"{path} mixes formats ({kinds}); point preflight at one format")
+        raise InputError(f"{path} mixes formats ({kinds})"
+                         + (_misnamed_shards(by_format) or "; point preflight at one format"))
     ((fmt, files),) = by_format.items()
     source = _files(fmt, path, files)
     source.skipped = skipped
     return source
+
+
+_NAMES = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "parquet": "Parquet",
+          "arrow": "Arrow"}
+
+
+def _misnamed_shards(by_format: dict[str, list[Path]]) -> str:
+    """Shards whose bytes say another format than their suffix (a Parquet shard renamed
+    ``.jsonl``), each with the ``mv`` that names it as what it holds; "" when none is."""
+    wrong = [(p, fmt, *other) for fmt, files in sorted(by_format.items()) for p in files
+             if (other := holds_other(p, fmt)) is not None]
+    said = "; ".join(f"{p} holds {what} data, not {_NAMES[fmt]} as its suffix says: rename "
+                     f"it, e.g. mv {shlex.quote(str(p))} "
+                     f"{shlex.quote(str(p.with_suffix(suffix)))}"
+                     for p, fmt, what, suffix in wrong[:3])
+    return f": {said}{' (and more)' if len(wrong) > 3 else ''}" if wrong else ""
 
 
 def _files(fmt: str, root: Path, files: list[Path]) -> Source:

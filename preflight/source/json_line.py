@@ -27,11 +27,17 @@ MAX_DEPTH = 200
 # parsed objects have keys cannot hold a key twice (string values can match too: those
 # lines are checked exactly).
 _KEY_END = re.compile(rb'"[ \t\r\n]*:')
+# 20 digits in a row may be an integer past what orjson reads exactly (it makes one past
+# 64 bits a rounded float: a label 2**70 was shown as 1.1805916207174113e+21); Python's
+# json reads it exactly.
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")
 
 
 def parse_line(line: bytes) -> tuple[Any, tuple[str, str] | None]:
     """Parse one line: ``(record, None)`` or ``(None, (code, detail))`` for a malformed one."""
     try:
+        if _LONG_DIGITS.search(line):  # orjson reads an integer past 64 bits as a float
+            raise orjson.JSONDecodeError("", "", 0)
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         try:

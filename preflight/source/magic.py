@@ -108,3 +108,28 @@ def _ends_with(path: Path, tail: bytes) -> bool:
             return False
         f.seek(-len(tail), 2)
         return f.read() == tail
+
+
+_TEXT = {"jsonl", "json", "csv"}
+_COLUMNAR = {"Parquet": "parquet", "Arrow": "arrow", "Arrow stream": "arrow"}
+
+
+def holds_other(path: Path, fmt: str) -> tuple[str, str] | None:
+    """(what it holds, the suffix to name it with) when the first bytes of ``path``, named
+    as format ``fmt``, say another format: Parquet or Arrow under a text name, or JSON text
+    under a Parquet or Arrow name; else None (also when the bytes say nothing certain)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD)
+    except OSError:
+        return None  # the reader says what is wrong with it
+    found = kind_of(head)
+    kind = found[0] if found else None
+    if kind == "Parquet" and not _ends_with(path, b"PAR1"):
+        kind = None
+    if fmt in _TEXT:
+        return (kind, f".{_COLUMNAR[kind]}") if kind in _COLUMNAR else None
+    if kind in _COLUMNAR:
+        return None if _COLUMNAR[kind] == fmt else (kind, f".{_COLUMNAR[kind]}")
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return {b"{": ("JSON Lines", ".jsonl"), b"[": ("JSON", ".json")}.get(start)

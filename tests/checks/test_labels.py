@@ -67,6 +67,14 @@ def _corpus(g: Gate) -> list[tuple[str, str]]:
 # --- class labels ---------------------------------------------------------------------------
 
 
+def test_a_label_past_64_bits_is_shown_exactly(labels):
+    # orjson read 2**70 as a float: the detail said 1.1805916207174113e+21.
+    g = labels(_records("label", [0, 1, 2**70 + 1, 0]), fields={"label": "label"},
+               model={"num_classes": 2})
+    details = dict(g.findings().select("row", "detail").rows())
+    assert details == {2: f"label: {2**70 + 1} outside [0, 2)"}
+
+
 def test_integer_labels_out_of_range_fraction_and_null(labels):
     values = [0, 0.0, 1, 2, 3, -1, 1.5, None, ..., 2.0]
     g = labels(_records("label", values), fields={"label": "label"}, model={"num_classes": 3})

@@ -200,3 +200,24 @@ def test_control_character_in_an_id_keeps_the_xml_well_formed(tmp_path: Path) ->
              "rules": [{"id": "hidden", "check": "invisible_unicode"}]}
     run_preflight(data, rules=rules, out=tmp_path / "out", smoke=False, formats=["junit"])
     schema().validate(str(tmp_path / "out" / "report.junit.xml"))
+
+
+def test_the_inferred_fields_and_notes_are_in_the_suite(tmp_path: Path) -> None:
+    # JSON, HTML and Markdown said which column was taken as the text and the label; JUnit
+    # did not.
+    records = [{"text": f"plain words {i}", "label": i % 2} for i in range(6)]
+    data = write_jsonl(tmp_path / "data.jsonl", records)
+    report = run_preflight(data, out=tmp_path / "out", smoke=False, formats=["junit"])
+    path = tmp_path / "out" / "report.junit.xml"
+    schema().validate(str(path))
+    suite = ET.fromstring(path.read_bytes()).find("./testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.findall("./properties/property")}
+    assert props == {f"inferred.{role}": why
+                     for role, why in report.rules_file.inferred.items()}
+    assert props["inferred.text"].startswith("'text'")
+    assert props["inferred.label"].startswith("'label'")
+    out = suite.find("./system-out")
+    assert out is not None and out.text is not None
+    assert f"inferred text: {props['inferred.text']}" in out.text.splitlines()
+    assert any(line.startswith("not checked: ") for line in out.text.splitlines())

@@ -187,3 +187,78 @@ def test_os_exit_is_the_real_one_again_after_the_stage_and_in_forked_children(
     smoke = _gate(tmp_path, _model(tmp_path, build=fork))
     assert smoke.verdict == "pass", smoke.reason
     assert os._exit is REAL_EXIT
+
+
+DROPPING_COLLATE = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, inputs):
+        return self.lin(inputs["features"]).squeeze(-1)
+
+
+def collate(rows):
+    rows = rows[:-1] or rows  # a filter with a bug: the last row of each batch is lost
+    x = torch.tensor([r["features"] for r in rows], dtype=torch.float32)
+    y = torch.tensor([r["target"] for r in rows], dtype=torch.float32)
+    return {"features": x}, y
+
+
+def build():
+    return Net(), F.mse_loss, collate
+"""
+
+
+def test_a_collate_that_drops_rows_is_a_code_fault(tmp_path: Path) -> None:
+    # It passed: the rows it dropped were never trained on, and nothing said so.
+    model = write_model(tmp_path / "model.py", DROPPING_COLLATE)
+    smoke = smoke_of(gate(tmp_path, regression_records(40),
+                          regression_rules(model=f"{model}:build")))
+    assert smoke.verdict == "code_fault", smoke.reason
+    assert smoke.control is not None and smoke.control.failure is not None
+    assert smoke.control.failure.startswith("CollateDroppedRows: collate returned")
+    assert "row(s) for the" in smoke.reason
+
+
+def test_collated_shapes_that_keep_every_row_pass() -> None:
+    import torch
+
+    from preflight.config import SmokeConfig
+    from preflight.smoke.runs import CollateDroppedRows, Runs
+
+    def runs(made: object) -> Runs:
+        return Runs(None, lambda rows: made, SmokeConfig(), None, total=1)  # type: ignore[arg-type]
+
+    rows = [{"x": k} for k in range(3)]
+    ok = [({"ids": torch.zeros(3, 5), "pos": torch.arange(5)[None]}, torch.zeros(3)),
+          ([torch.zeros(3, 2), torch.zeros(3, 2)], [0.0, 1.0]),  # a list of input tensors
+          (torch.zeros(3, 4), torch.zeros(3 * 4))]  # flattened per-token targets
+    for made in ok:
+        assert len(runs(made).batch(rows)) == 2
+    with pytest.raises(CollateDroppedRows, match="collate returned 2 row"):
+        runs((torch.zeros(2, 4), torch.zeros(2))).batch(rows)
+
+
+def test_a_keyboard_interrupt_raised_by_user_code_is_not_ctrl_c(tmp_path: Path) -> None:
+    # It was "interrupted" (exit 130), as if the user had pressed Ctrl-C.
+    model = _model(tmp_path, forward='raise KeyboardInterrupt("stop here")')
+    data = write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    rules = write_rules(tmp_path / "rules.yaml", regression_rules())
+    result = invoke("smoke", data, "--rules", rules, "--out", tmp_path / "out",
+                    "--model", f"{model}:build")
+    assert result.exit_code == 2, result.output
+    said = flat(result.output)
+    line = model.read_text().splitlines().index(
+        '        raise KeyboardInterrupt("stop here")') + 1
+    assert f"your code raised KeyboardInterrupt at {model}:{line} (in forward) (stop here)" \
+        in said
+    assert "no SIGINT came" in said and "interrupted" not in said
+
+
+def test_a_real_sigint_while_user_code_runs_is_still_ctrl_c(tmp_path: Path) -> None:
+    model = _model(tmp_path, header="import signal\n",
+                   forward="os.kill(os.getpid(), signal.SIGINT)")
+    with pytest.raises(KeyboardInterrupt):
+        _gate(tmp_path, model)

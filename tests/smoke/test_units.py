@@ -279,6 +279,22 @@ def test_byte_fallback_without_a_tokenizer() -> None:
                    max_length=8).vocab_size == 999
 
 
+def test_a_token_id_past_int64_is_shown_as_written() -> None:
+    # It was "token id -1": an id no int64 holds (or written as a float past 2**62) was
+    # encoded as -1 and the detail showed that stand-in.
+    enc = Encoder("lm", Fields(input_ids="ids", token_labels="y"), ModelFacts(vocab_size=100),
+                  None, max_length=16)
+    rows = [{"ids": [1, 2**64 + 5], "y": [1, 2]}, {"ids": [1, 1e20], "y": [1, 2]},
+            {"ids": [1, "abc"], "y": [1, True]}, {"ids": [1, -1], "y": [1, 2]}]
+    details = [[d for _, d in found] for found in enc.problems(rows)]
+    assert details == [
+        [f"token id {2**64 + 5} outside [0, 100) (past int64: no tensor can hold it)"],
+        [f"token id {10**20} outside [0, 100) (past int64: no tensor can hold it)"],
+        ["token id 'abc' is not an integer (ids are in [0, 100))",
+         "token label true is not an integer (ids are in [0, 100))"],
+        ["token id -1 outside [0, 100)"]]
+
+
 def test_two_text_fields_are_joined_by_a_newline() -> None:
     enc = Encoder("lm", Fields(text=["a", "b"]), ModelFacts(), None, max_length=16)
     rows = [{"a": "x", "b": "y"}]

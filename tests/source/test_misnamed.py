@@ -178,3 +178,28 @@ def test_one_columnar_format_under_the_others_name_is_named(
     result = _check(path if alone else folder, tmp_path)
     assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
     assert says in _said(result)
+
+
+@pytest.mark.parametrize(("odd", "holds", "renamed"), [
+    ("part-1.jsonl", "Parquet", "part-1.parquet"),  # a Parquet shard renamed .jsonl
+    ("part-1.parquet", "JSON Lines", "part-1.jsonl")])  # among JSON Lines shards
+def test_a_shard_whose_bytes_do_not_match_its_suffix_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: str, holds: str,
+        renamed: str) -> None:
+    # The folder used to be said to "mix formats", with no word of which file or why.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shards").mkdir()
+    parquet = odd.endswith(".jsonl")
+    for k in range(3):
+        name = odd if k == 1 else f"part-{k}.{'parquet' if parquet else 'jsonl'}"
+        if parquet:
+            pq.write_table(pa.Table.from_pylist(RECORDS), tmp_path / "shards" / name)
+        else:
+            (tmp_path / "shards" / name).write_text(TEXTS["d.jsonl"])
+    result = _check("shards", tmp_path)
+    assert result.exit_code == 3, result.output  # type: ignore[attr-defined]
+    said = _said(result)
+    assert f"shards/{odd} holds {holds} data" in said
+    assert f"mv shards/{odd} shards/{renamed}" in said
+    (tmp_path / "shards" / odd).rename(tmp_path / "shards" / renamed)
+    assert _check("shards", tmp_path).exit_code == 0  # type: ignore[attr-defined]
