@@ -64,7 +64,9 @@ class Runs:
             raise CollateDroppedRows(
                 f"collate returned {got_rows} row(s) for the {given} it was given: the rest "
                 "were never trained on (their data never judged); collate must return one "
-                "row per input row")
+                "row per input row (a collate that packs several rows into one sequence "
+                "cannot tell a row's fault from another's: pass one that keeps them apart "
+                "for the smoke test)")
         return tuple(made)
 
     def batches(self, rows: list[dict[str, Any]]) -> tuple[list[Any], list[list[int]]]:
