@@ -136,9 +136,14 @@ def out_of_range(ints: pl.Series, name: str, bound: int | None, ignore: int | No
     where = (f"[0, {bound})" if bound is not None
              else "[0, 2^31), past any vocabulary (no vocab_size declared)")
     also = f" and not the ignore index {ignore}" if ignore is not None else ""
+    value = pl.col("v").list.get(pl.col("first"))
+    # Values are clipped into Int64 on reading (``clip_int``): one at the clip was larger.
+    shown = (pl.when(value >= CLIP).then(pl.lit("2^62 or more"))
+             .when(value <= -CLIP).then(pl.lit("-2^62 or less"))
+             .otherwise(value.cast(pl.String)))
     detail = format_str(
         f"{name}[{{}}]: {{}} outside {where}{also} (out-of-range values: {{}})",
-        "first", pl.col("v").list.get(pl.col("first")), "count",
+        "first", shown, "count",
     )
     return findings({"i": frame.get_column("i")}, code, frame.select(detail).to_series())
 

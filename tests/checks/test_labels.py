@@ -338,6 +338,17 @@ def test_input_ids_out_of_vocab(labels):
     assert _record_codes(g) == {k: {"token_id_out_of_range"} for k in (1, 2, 3)}
 
 
+def test_an_id_past_int64_is_not_shown_as_the_clip(labels):
+    # 2^64 + 5 was shown as 4611686018427387904 (the value it is clipped to on reading).
+    values = [[1, 2**64 + 5, 3], [1, 2], [-(2**64)], [2**62 - 1]]
+    g = labels(_records("input_ids", values), fields={"input_ids": "input_ids"})
+    details = dict(g.findings().select("row", "detail").rows())
+    assert details[0].startswith("input_ids[1]: 2^62 or more outside [0, 2^31)")
+    assert details[2].startswith("input_ids[0]: -2^62 or less outside [0, 2^31)")
+    assert details[3].startswith(f"input_ids[0]: {2**62 - 1} outside")
+    assert 1 not in details
+
+
 def test_input_ids_of_the_wrong_type(labels):
     values = [[1, 2], [1, None], ["1"], [0.5], 7]
     g = labels(_records("input_ids", values), fields={"input_ids": "input_ids"},
