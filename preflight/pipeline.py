@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from preflight.choices import DEFAULT_FORMATS
+from preflight.choices import DEFAULT_FORMATS, OUT_NAMES
 from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import not_checked, suggest_preset, suggested_options
 from preflight.environment import environment, model_facts
@@ -98,7 +98,7 @@ def run(
                           "(e.g. out='preflight-report'), or None to write none")
     out_dir = Path(out) if out is not None else None
     if out_dir is not None:
-        check_out_dir(out_dir, src)
+        check_out_dir(out_dir, src, eval_path=eval_path)
         sweep(out_dir)  # what killed runs left there
         clear_stale(out_dir)  # and the last run's report files, in every format
     sweep_temp_dirs()
@@ -152,13 +152,15 @@ def clear_unread(out_dir: Path, source: Any) -> None:
     given = Path(source).resolve()
     target = out_dir.resolve()
     if target != given and given not in target.parents and out_dir.is_dir():
-        clear_stale(out_dir)
+        clear_stale(out_dir, keep=given)  # an unreadable out/report.md input stays
 
 
-def check_out_dir(out: Path, src: Source) -> None:
+def check_out_dir(out: Path, src: Source, *, eval_path: str | None = None) -> None:
     """A ``ConfigError`` (exit 2, before any work) when ``out`` cannot be the report
     folder: it is a file (the input, say), or it lies in a folder being read, where the
-    next run would read the reports as data."""
+    next run would read the reports as data, or the input (or eval file) is one of the
+    files the run writes there (``out/report.json``): the run removes those first, so it
+    deleted the data it was asked to check."""
     for probe in (out, *out.parents):
         if probe.is_dir():
             break
@@ -175,6 +177,16 @@ def check_out_dir(out: Path, src: Source) -> None:
             where = "is" if target == root else "is inside"
             raise ConfigError(f"--out {out} {where} the input folder {src.path}, whose files "
                               "are being read; write the report elsewhere")
+    if out.is_dir():
+        inputs = {f.resolve(): "the input" for f in src.files}
+        if eval_path:
+            inputs.setdefault(Path(eval_path).resolve(), "the eval file")
+        for name in OUT_NAMES:
+            what = inputs.get((out / name).resolve())
+            if what is not None:
+                raise ConfigError(f"{out / name} is {what}, and --out {out} is where the "
+                                  f"report's {name} is written (an earlier one removed "
+                                  "first): write the report elsewhere, or rename the data")
 
 
 def _rule_notes(rules: RuleSet, rule_list: list[Rule]) -> list[str]:
