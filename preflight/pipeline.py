@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from preflight.choices import DEFAULT_FORMATS, OUT_NAMES
-from preflight.config import Fields, Rule, RuleSet
+from preflight.config import Fields, Rule, RuleSet, SmokeConfig
 from preflight.defaults import not_checked, suggest_preset, suggested_options
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
+from preflight.outlock import locked_out_dir
 from preflight.report.model import (
     Report,
     RuleResult,
@@ -97,10 +98,26 @@ def run(
         raise ConfigError("out is empty; name the folder for the report "
                           "(e.g. out='preflight-report'), or None to write none")
     out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
-        check_out_dir(out_dir, src, eval_path=eval_path)
-        sweep(out_dir)  # what killed runs left there
-        clear_stale(out_dir)  # and the last run's report files, in every format
+    with contextlib.ExitStack() as stack:
+        if out_dir is not None:
+            check_out_dir(out_dir, src, eval_path=eval_path)
+            stack.enter_context(locked_out_dir(out_dir))  # one run at a time writes there
+            sweep(out_dir)  # what killed runs left there
+            clear_stale(out_dir)  # and the last run's report files, in every format
+        return _gate(src, rules, out_dir=out_dir, findings_dir=findings_dir, notes=notes,
+                     tokenizer=tokenizer, eval_path=eval_path, smoke_cfg=smoke_cfg,
+                     smoke=smoke, limit=limit, strict=strict, show_text=show_text,
+                     progress=progress, formats=formats, md_max_chars=md_max_chars,
+                     executor=executor, address=address, workers=workers, started=started)
+
+
+def _gate(src: Source, rules: RuleSet, *, out_dir: Path | None, findings_dir: Path | None,
+          notes: list[str], tokenizer: TokenCounter | None, eval_path: str | None,
+          smoke_cfg: SmokeConfig, smoke: bool, limit: int | None, strict: bool,
+          show_text: bool, progress: Progress | None, formats: tuple[str, ...],
+          md_max_chars: int | None, executor: str, address: str | None,
+          workers: int | None, started: float) -> Report:
+    """The run once its outputs are settled: read and check, judge, smoke test, write."""
     sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
     sampler = Sampler(smoke_cfg.samples, smoke_cfg.seed) if smoke else None

@@ -101,3 +101,23 @@ def test_render_to_a_folder_is_a_usage_error(report_json: Path, tmp_path: Path) 
     result = invoke("report", "render", report_json, "--md", tmp_path)
     assert result.exit_code == 2, result.output
     assert "is a folder" in result.output
+
+
+def test_a_second_run_into_a_folder_being_written_stops(tmp_path: Path) -> None:
+    # Two runs into one --out at once mixed their files (report.json of one beside
+    # findings.parquet of the other). The folder is locked while a run writes there.
+    from preflight.outlock import locked_out_dir
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(RECORDS)
+    out = tmp_path / "out"
+    run_preflight(data, out=out, smoke=False, formats=["json"])
+    before = (out / "report.json").read_bytes()
+    with locked_out_dir(out):  # another run, mid-way
+        with pytest.raises(ConfigError, match="another preflight run is writing"):
+            run_preflight(data, out=out, smoke=False)
+        result = invoke("check", data, "--out", out, "--no-smoke", "-q")
+        assert result.exit_code == 2, result.output
+        assert (out / "report.json").read_bytes() == before  # nothing of it removed
+    run_preflight(data, out=out, smoke=False, formats=["json"])  # released: runs again
+    assert sorted(p.name for p in out.iterdir()) == ["findings.parquet", "report.json"]
