@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from preflight.choices import DEFAULT_FORMATS, OUT_NAMES
+from preflight.choices import DEFAULT_FORMATS
 from preflight.config import Fields, Rule, RuleSet, SmokeConfig
 from preflight.defaults import not_checked, suggest_preset, suggested_options
 from preflight.environment import environment, model_facts
@@ -23,7 +23,8 @@ from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
-from preflight.outlock import locked_out_dir
+from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir, rules_base
+from preflight.paths import find_beside
 from preflight.report.model import (
     Report,
     RuleResult,
@@ -50,7 +51,7 @@ from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
 from preflight.wrapped import one_object_note, wrapped_records
 
-__all__ = ["Progress", "check_out_dir", "run"]
+__all__ = ["Progress", "check_out_dir", "clear_unread", "run"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -100,7 +101,9 @@ def run(
     out_dir = Path(out) if out is not None else None
     with contextlib.ExitStack() as stack:
         if out_dir is not None:
-            check_out_dir(out_dir, src, eval_path=eval_path)
+            checkpoint = (find_beside(smoke_cfg.checkpoint, rules_base(rules), what="checkpoint")
+                          if smoke and smoke_cfg.checkpoint else None)
+            check_out_dir(out_dir, src, eval_path=eval_path, checkpoint=checkpoint)
             stack.enter_context(locked_out_dir(out_dir))  # one run at a time writes there
             sweep(out_dir)  # what killed runs left there
             clear_stale(out_dir)  # and the last run's report files, in every format
@@ -160,50 +163,6 @@ def _gate(src: Source, rules: RuleSet, *, out_dir: Path | None, findings_dir: Pa
         return report
     finally:
         sink.abort()
-
-
-def clear_unread(out_dir: Path, source: Any) -> None:
-    """The last run's report files out of ``out_dir`` when the input cannot be read (exit
-    3): a missing or unreadable file must not leave the earlier verdict to be read as this
-    run's. Not where ``out_dir`` is the input or inside it (its files are data there)."""
-    given = Path(source).resolve()
-    target = out_dir.resolve()
-    if target != given and given not in target.parents and out_dir.is_dir():
-        clear_stale(out_dir, keep=given)  # an unreadable out/report.md input stays
-
-
-def check_out_dir(out: Path, src: Source, *, eval_path: str | None = None) -> None:
-    """A ``ConfigError`` (exit 2, before any work) when ``out`` cannot be the report
-    folder: it is a file (the input, say), or it lies in a folder being read, where the
-    next run would read the reports as data, or the input (or eval file) is one of the
-    files the run writes there (``out/report.json``): the run removes those first, so it
-    deleted the data it was asked to check."""
-    for probe in (out, *out.parents):
-        if probe.is_dir():
-            break
-        if probe.exists():
-            is_input = any(probe.resolve() == f.resolve() for f in src.files)
-            what = "the input" if is_input else "a file"
-            where = "is " + what if probe == out else f"lies under {probe}, which is {what}"
-            raise ConfigError(f"--out {out} {where}; --out names the folder for the report "
-                              "(e.g. --out preflight-report)")
-    root = Path(src.path)
-    if src.files and root.is_dir():
-        root, target = root.resolve(), out.resolve()
-        if target == root or root in target.parents:
-            where = "is" if target == root else "is inside"
-            raise ConfigError(f"--out {out} {where} the input folder {src.path}, whose files "
-                              "are being read; write the report elsewhere")
-    if out.is_dir():
-        inputs = {f.resolve(): "the input" for f in src.files}
-        if eval_path:
-            inputs.setdefault(Path(eval_path).resolve(), "the eval file")
-        for name in OUT_NAMES:
-            what = inputs.get((out / name).resolve())
-            if what is not None:
-                raise ConfigError(f"{out / name} is {what}, and --out {out} is where the "
-                                  f"report's {name} is written (an earlier one removed "
-                                  "first): write the report elsewhere, or rename the data")
 
 
 def _rule_notes(rules: RuleSet, rule_list: list[Rule]) -> list[str]:

@@ -106,7 +106,7 @@ def test_render_to_a_folder_is_a_usage_error(report_json: Path, tmp_path: Path) 
 def test_a_second_run_into_a_folder_being_written_stops(tmp_path: Path) -> None:
     # Two runs into one --out at once mixed their files (report.json of one beside
     # findings.parquet of the other). The folder is locked while a run writes there.
-    from preflight.outlock import locked_out_dir
+    from preflight.out_folder import locked_out_dir
 
     data = tmp_path / "d.jsonl"
     data.write_text(RECORDS)
@@ -121,3 +121,23 @@ def test_a_second_run_into_a_folder_being_written_stops(tmp_path: Path) -> None:
         assert (out / "report.json").read_bytes() == before  # nothing of it removed
     run_preflight(data, out=out, smoke=False, formats=["json"])  # released: runs again
     assert sorted(p.name for p in out.iterdir()) == ["findings.parquet", "report.json"]
+
+
+def test_a_checkpoint_named_as_the_replay_file_is_kept(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(RECORDS)
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoint = out / "smoke-replay.pt"
+    checkpoint.write_bytes(b"weights")
+    with pytest.raises(ConfigError, match="is the checkpoint"):
+        run_preflight(
+            data,
+            out=out,
+            smoke=True,
+            rules={
+                "smoke": {"checkpoint": str(checkpoint)},
+                "rules": [{"id": "e", "check": "empty"}],
+            },
+        )
+    assert checkpoint.read_bytes() == b"weights"
