@@ -106,7 +106,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
         # The others are not scanned at all: say so, or a prompt beside a longer response
         # would pass the text checks unseen.
-        others = ", ".join(repr(n) for n in strings if n != best)
+        others = quoted_names([n for n in strings if n != best])  # a 3,000-column file's
         also = (f"; other string fields not checked: {others} (fields.text takes a list)"
                 if others else "")
         found["text"] = best

@@ -224,3 +224,19 @@ def test_init_leaves_blank_variant_and_typo_names_out_of_the_label_set(
     found = json.loads((tmp_path / "o" / "report.json").read_text())
     labels = next(r for r in found["rules"] if r["id"] == "labels")
     assert labels["violations"] == 3
+
+
+def test_init_on_a_very_wide_file_lists_a_few_other_fields(tmp_path: Path) -> None:
+    # 3,000 string columns: the comment beside `text:` (and the console's inferred line)
+    # named every one of them, a 27 KB line; now the first few and how many more.
+    data = tmp_path / "wide.jsonl"
+    data.write_text(json.dumps({f"f{i}": "x" * i for i in range(3000)}) + "\n")
+    rules = tmp_path / "rules.yaml"
+    result = invoke("init", data, "--out", rules)
+    assert result.exit_code == 0, result.output
+    text_line = next(line for line in rules.read_text().splitlines() if "text:" in line)
+    assert "and 2,987 more" in text_line and len(text_line) < 400
+    check = invoke("check", data, "--rules", rules, "--no-smoke", "--out", tmp_path / "out")
+    assert check.exit_code in (0, 1), check.output  # init's rules are accepted
+    inferred = invoke("check", data, "--no-smoke", "--out", tmp_path / "out")
+    assert "and 2,987 more" in inferred.output and len(inferred.output) < 4000
