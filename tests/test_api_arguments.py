@@ -79,3 +79,11 @@ def test_report_rule_unknown_id_names_the_rules(data: Path) -> None:
     report = run_preflight(data, smoke=False, rules={"rules": [{"id": "e", "check": "empty"}]})
     with pytest.raises(KeyError, match=r"its rules: (malformed, e|e, malformed)"):
         report.rule("hidden-chars")
+
+
+@pytest.mark.parametrize("path", [None, 5, ""])
+def test_replay_wrong_path_is_a_config_error(path: object) -> None:
+    from preflight.smoke import replay
+
+    with pytest.raises(ConfigError, match="path"):
+        replay(path)  # type: ignore[arg-type]
