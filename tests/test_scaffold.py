@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -240,3 +241,26 @@ def test_init_on_a_very_wide_file_lists_a_few_other_fields(tmp_path: Path) -> No
     assert check.exit_code in (0, 1), check.output  # init's rules are accepted
     inferred = invoke("check", data, "--no-smoke", "--out", tmp_path / "out")
     assert "and 2,987 more" in inferred.output and len(inferred.output) < 4000
+
+
+@pytest.mark.parametrize("same", ["path", "hard link"])
+def test_init_never_overwrites_its_data(tmp_path: Path, same: str) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": "hello there"}) + "\n")
+    out = data
+    if same == "hard link":
+        out = tmp_path / "link.jsonl"
+        os.link(data, out)
+    before = data.read_bytes()
+    result = invoke("init", data, "--out", out, "--force")
+    assert result.exit_code == 2, result.output
+    assert "is the data" in result.output
+    assert data.read_bytes() == before
+
+
+def test_init_out_a_folder_is_a_usage_error(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": "hello there"}) + "\n")
+    result = invoke("init", data, "--out", tmp_path, "--force")
+    assert result.exit_code == 2, result.output
+    assert "is a folder" in result.output
