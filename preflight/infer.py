@@ -48,7 +48,9 @@ def resolve_fields(rules: RuleSet, batch: Batch) -> tuple[Fields, dict[str, str]
     for role, option in rules.given_fields.items():
         missing = [c for c in _as_list(given.get(role)) if c not in frame.schema]
         if missing:
-            columns = ", ".join(frame.columns) or "none"
+            shown = frame.columns[:20]  # a 5,000-column file's filled the console
+            more = len(frame.columns) - len(shown)
+            columns = (", ".join(shown) or "none") + (f" and {more:,} more" if more else "")
             raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
                               f"columns found: {columns}{nested_hint(missing[0], frame.schema)}")
     return infer_fields(batch, given=given)

@@ -264,3 +264,17 @@ def test_init_out_a_folder_is_a_usage_error(tmp_path: Path) -> None:
     result = invoke("init", data, "--out", tmp_path, "--force")
     assert result.exit_code == 2, result.output
     assert "is a folder" in result.output
+
+
+def test_messages_about_fields_stay_short_on_a_wide_file(tmp_path: Path) -> None:
+    data = tmp_path / "wide.jsonl"
+    data.write_text(json.dumps({f"f{i}": "x" * i for i in range(3000)}) + "\n")
+    named = invoke("check", data, "--text-field", "nosuch", "--no-smoke", "--out",
+                   tmp_path / "a")
+    assert named.exit_code == 2 and "and 2,980 more" in named.output, named.output
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfields: {text: ''}\nrules:\n  - {id: e, check: empty}\n")
+    declared = invoke("check", data, "--rules", rules, "--no-smoke", "--out", tmp_path / "b")
+    assert declared.exit_code == 1
+    assert "field(s) '' not found in the data" in declared.output  # was "field(s)  not"
+    assert "and 2,980 more" in declared.output and len(declared.output) < 6000
