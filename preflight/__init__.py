@@ -150,6 +150,8 @@ def run_preflight(
     if address is not None and executor != "ray":
         raise ConfigError("address names a Ray cluster; add executor='ray' (--executor ray)")
     workers = check_workers(workers, executor)
+    if isinstance(rules, RuleSet) and preset is not None:  # the preset was ignored
+        raise ConfigError("give either rules or preset, not both")
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     delimiter = check_delimiter(delimiter)
     if is_stdin(source):

@@ -87,3 +87,10 @@ def test_replay_wrong_path_is_a_config_error(path: object) -> None:
 
     with pytest.raises(ConfigError, match="path"):
         replay(path)  # type: ignore[arg-type]
+
+
+def test_a_loaded_ruleset_and_a_preset_is_refused(data: Path) -> None:
+    # the preset was silently ignored
+    with pytest.raises(ConfigError, match="not both"):
+        run_preflight(data, rules=load_rules(preset="default"), preset="pretrain-text",
+                      smoke=False)
