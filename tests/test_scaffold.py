@@ -278,3 +278,16 @@ def test_messages_about_fields_stay_short_on_a_wide_file(tmp_path: Path) -> None
     assert declared.exit_code == 1
     assert "field(s) '' not found in the data" in declared.output  # was "field(s)  not"
     assert "and 2,980 more" in declared.output and len(declared.output) < 6000
+
+
+def test_init_names_per_token_labels_as_token_labels(tmp_path: Path) -> None:
+    # `labels` holding a list per record (beside input_ids) was written as the class
+    # label (classification preset), whose rules then could not run; check's own
+    # inference calls it token_labels.
+    data = tmp_path / "tok.jsonl"
+    data.write_text("".join(json.dumps({"input_ids": [1, 2, 3], "labels": [1, 2, -100]})
+                            + "\n" for _ in range(3)))
+    rules = tmp_path / "rules.yaml"
+    assert invoke("init", data, "--out", rules).exit_code == 0
+    fields = load_rules(rules).fields
+    assert fields.token_labels == "labels" and fields.label is None
