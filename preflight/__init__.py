@@ -103,7 +103,8 @@ def run_preflight(
     dry run's examples are redacted unless ``show_text``.
 
     ``formats``: which report files ``out`` receives, from ``json``, ``html``, ``junit``
-    and ``md`` (default json and html; ``findings.parquet`` is always written);
+    and ``md``, as a list or one comma-separated string like ``--format``'s (default json
+    and html; ``findings.parquet`` is always written);
     ``md_max_chars`` caps ``report.md`` (default 60,000 characters).
 
     ``smoke``: run the smoke test after the checks (``report.smoke``; a data or code fault
@@ -123,18 +124,35 @@ def run_preflight(
     threads; more than the usable cores run one per core, with a note); every number gives
     the findings, report and smoke sample of ``workers=1``.
     """
+    from preflight import arguments as args
     from preflight.config import RuleSet, load_rules
     from preflight.source.csv_dialect import check_delimiter
     from preflight.source.stdin import is_stdin, spooled_stdin
 
+    if isinstance(source, str) and not source.strip():  # '' would read the working directory
+        raise ConfigError("source is empty (an unset variable?); give a path")
+    args.check_path_like("out", out)
+    for name, flag in (("strict", strict), ("show_text", show_text)):
+        args.check_flag(name, flag)
+    args.check_flag("smoke", smoke, none=True)
+    limit = args.check_limit(limit)
+    formats = args.check_formats(formats)
+    md_max_chars = args.check_md_max_chars(md_max_chars)
+    progress = args.check_callable("progress", progress)
+    if fix is not None:
+        from preflight.fix import FixOptions
+
+        if not isinstance(fix, FixOptions):
+            raise ConfigError(f"fix must be a FixOptions (preflight.FixOptions(out=..., "
+                              f"quarantine=...)) or None, got {type(fix).__name__}")
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise ConfigError("address names a Ray cluster; add executor='ray' (--executor ray)")
     workers = check_workers(workers, executor)
+    if isinstance(rules, RuleSet) and preset is not None:  # the preset was ignored
+        raise ConfigError("give either rules or preset, not both")
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be at least 1, got {limit}")
     delimiter = check_delimiter(delimiter)
     if is_stdin(source):
         if delimiter is not None:  # refused before anything is read from the pipe

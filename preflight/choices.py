@@ -14,4 +14,6 @@ FILE_NAMES = {"json": "report.json", "html": "report.html", "junit": "report.jun
               "md": "report.md"}
 # The smoke test's replay file in --out (a failing run's minimal batch).
 REPLAY_NAME = "smoke-replay.pt"
+# Every name a run writes into --out (and removes first, as an earlier run's).
+OUT_NAMES = ("findings.parquet", REPLAY_NAME, *FILE_NAMES.values())
 MD_MAX_CHARS = 60_000  # GitHub comments hold 65,536

@@ -52,7 +52,9 @@ def resolve_fields(rules: RuleSet, batch: Batch, *, shards: bool = False
     for role, option in rules.given_fields.items():
         missing = [c for c in _as_list(given.get(role)) if c not in frame.schema]
         if missing and not shards:
-            columns = ", ".join(frame.columns) or "none"
+            shown = frame.columns[:20]  # a 5,000-column file's filled the console
+            more = len(frame.columns) - len(shown)
+            columns = (", ".join(shown) or "none") + (f" and {more:,} more" if more else "")
             raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
                               f"columns found: {columns}{nested_hint(missing[0], frame.schema)}")
     return infer_fields(batch, given=given)
@@ -110,7 +112,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
         # The others are not scanned at all: say so, or a prompt beside a longer response
         # would pass the text checks unseen.
-        others = ", ".join(repr(n) for n in strings if n != best)
+        others = quoted_names([n for n in strings if n != best])  # a 3,000-column file's
         also = (f"; other string fields not checked: {others} (fields.text takes a list)"
                 if others else "")
         found["text"] = best

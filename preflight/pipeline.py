@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from preflight.choices import DEFAULT_FORMATS
-from preflight.config import Fields, Rule, RuleSet
+from preflight.config import Fields, Rule, RuleSet, SmokeConfig
 from preflight.defaults import not_checked, suggest_preset, suggested_options
 from preflight.environment import environment, model_facts
 from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
+from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir, rules_base
+from preflight.paths import find_beside
 from preflight.report.model import (
     Report,
     RuleResult,
@@ -49,7 +51,7 @@ from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
 from preflight.wrapped import one_object_note, wrapped_records
 
-__all__ = ["Progress", "check_out_dir", "run"]
+__all__ = ["Progress", "check_out_dir", "clear_unread", "run"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -97,10 +99,28 @@ def run(
         raise ConfigError("out is empty; name the folder for the report "
                           "(e.g. out='preflight-report'), or None to write none")
     out_dir = Path(out) if out is not None else None
-    if out_dir is not None:
-        check_out_dir(out_dir, src)
-        sweep(out_dir)  # what killed runs left there
-        clear_stale(out_dir)  # and the last run's report files, in every format
+    with contextlib.ExitStack() as stack:
+        if out_dir is not None:
+            checkpoint = (find_beside(smoke_cfg.checkpoint, rules_base(rules), what="checkpoint")
+                          if smoke and smoke_cfg.checkpoint else None)
+            check_out_dir(out_dir, src, eval_path=eval_path, checkpoint=checkpoint)
+            stack.enter_context(locked_out_dir(out_dir))  # one run at a time writes there
+            sweep(out_dir)  # what killed runs left there
+            clear_stale(out_dir)  # and the last run's report files, in every format
+        return _gate(src, rules, out_dir=out_dir, findings_dir=findings_dir, notes=notes,
+                     tokenizer=tokenizer, eval_path=eval_path, smoke_cfg=smoke_cfg,
+                     smoke=smoke, limit=limit, strict=strict, show_text=show_text,
+                     progress=progress, formats=formats, md_max_chars=md_max_chars,
+                     executor=executor, address=address, workers=workers, started=started)
+
+
+def _gate(src: Source, rules: RuleSet, *, out_dir: Path | None, findings_dir: Path | None,
+          notes: list[str], tokenizer: TokenCounter | None, eval_path: str | None,
+          smoke_cfg: SmokeConfig, smoke: bool, limit: int | None, strict: bool,
+          show_text: bool, progress: Progress | None, formats: tuple[str, ...],
+          md_max_chars: int | None, executor: str, address: str | None,
+          workers: int | None, started: float) -> Report:
+    """The run once its outputs are settled: read and check, judge, smoke test, write."""
     sweep_temp_dirs()
     # The smoke test's sample is drawn while reading; the sink tells it the flagged rows.
     sampler = Sampler(smoke_cfg.samples, smoke_cfg.seed) if smoke else None
@@ -143,38 +163,6 @@ def run(
         return report
     finally:
         sink.abort()
-
-
-def clear_unread(out_dir: Path, source: Any) -> None:
-    """The last run's report files out of ``out_dir`` when the input cannot be read (exit
-    3): a missing or unreadable file must not leave the earlier verdict to be read as this
-    run's. Not where ``out_dir`` is the input or inside it (its files are data there)."""
-    given = Path(source).resolve()
-    target = out_dir.resolve()
-    if target != given and given not in target.parents and out_dir.is_dir():
-        clear_stale(out_dir)
-
-
-def check_out_dir(out: Path, src: Source) -> None:
-    """A ``ConfigError`` (exit 2, before any work) when ``out`` cannot be the report
-    folder: it is a file (the input, say), or it lies in a folder being read, where the
-    next run would read the reports as data."""
-    for probe in (out, *out.parents):
-        if probe.is_dir():
-            break
-        if probe.exists():
-            is_input = any(probe.resolve() == f.resolve() for f in src.files)
-            what = "the input" if is_input else "a file"
-            where = "is " + what if probe == out else f"lies under {probe}, which is {what}"
-            raise ConfigError(f"--out {out} {where}; --out names the folder for the report "
-                              "(e.g. --out preflight-report)")
-    root = Path(src.path)
-    if src.files and root.is_dir():
-        root, target = root.resolve(), out.resolve()
-        if target == root or root in target.parents:
-            where = "is" if target == root else "is inside"
-            raise ConfigError(f"--out {out} {where} the input folder {src.path}, whose files "
-                              "are being read; write the report elsewhere")
 
 
 def _rule_notes(rules: RuleSet, rule_list: list[Rule]) -> list[str]:

@@ -98,8 +98,11 @@ def scaffold(data: Path, *, given: dict[str, str] | None = None) -> Scaffold:
         named["messages"], why["messages"] = chat, f"{chat!r} (lists of turns, by name)"
     # Label names ("pos", "neg") are a class set too: the gate infers them only when they
     # repeat (``class_names``), but a rules file written for the data names the label
-    # column whatever it holds.
-    label = next((n for n in LABEL_NAMES if n in batch.frame.columns), None)
+    # column whatever it holds, but lists: a label per token (``labels`` beside
+    # ``input_ids``) is ``token_labels``, which inference finds; written as the class
+    # label, check's label and text rules could not run on the file init wrote.
+    label = next((n for n in LABEL_NAMES
+                  if n in batch.frame.columns and not _mostly(batch, n, list)), None)
     if label and "label" not in named and label not in named.values():
         named["label"], why["label"] = label, f"{label!r} (by name)"
     fields, inferred = infer_fields(batch, given=named)

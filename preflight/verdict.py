@@ -23,8 +23,13 @@ def could_not_run(check: Check, seen: set[str], records: int) -> str | None:
         return None
     missing = [f for f in check.required_fields() if f not in seen]
     if missing:
-        have = ", ".join(sorted(seen)) or "none"
-        return f"field(s) {', '.join(missing)} not found in the data (fields seen: {have})"
+        # quoted: a field named '' read as "field(s)  not found"; a 5,000-column file's
+        # fields seen filled the console and every report
+        from preflight.infer import quoted_names
+
+        have = quoted_names(sorted(seen), shown=20) or "none"
+        return (f"field(s) {', '.join(map(repr, missing))} not found in the data "
+                f"(fields seen: {have})")
     return None
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -224,3 +225,69 @@ def test_init_leaves_blank_variant_and_typo_names_out_of_the_label_set(
     found = json.loads((tmp_path / "o" / "report.json").read_text())
     labels = next(r for r in found["rules"] if r["id"] == "labels")
     assert labels["violations"] == 3
+
+
+def test_init_on_a_very_wide_file_lists_a_few_other_fields(tmp_path: Path) -> None:
+    # 3,000 string columns: the comment beside `text:` (and the console's inferred line)
+    # named every one of them, a 27 KB line; now the first few and how many more.
+    data = tmp_path / "wide.jsonl"
+    data.write_text(json.dumps({f"f{i}": "x" * i for i in range(3000)}) + "\n")
+    rules = tmp_path / "rules.yaml"
+    result = invoke("init", data, "--out", rules)
+    assert result.exit_code == 0, result.output
+    text_line = next(line for line in rules.read_text().splitlines() if "text:" in line)
+    assert "and 2,987 more" in text_line and len(text_line) < 400
+    check = invoke("check", data, "--rules", rules, "--no-smoke", "--out", tmp_path / "out")
+    assert check.exit_code in (0, 1), check.output  # init's rules are accepted
+    inferred = invoke("check", data, "--no-smoke", "--out", tmp_path / "out")
+    assert "and 2,987 more" in inferred.output and len(inferred.output) < 4000
+
+
+@pytest.mark.parametrize("same", ["path", "hard link"])
+def test_init_never_overwrites_its_data(tmp_path: Path, same: str) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": "hello there"}) + "\n")
+    out = data
+    if same == "hard link":
+        out = tmp_path / "link.jsonl"
+        os.link(data, out)
+    before = data.read_bytes()
+    result = invoke("init", data, "--out", out, "--force")
+    assert result.exit_code == 2, result.output
+    assert "is the data" in result.output
+    assert data.read_bytes() == before
+
+
+def test_init_out_a_folder_is_a_usage_error(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": "hello there"}) + "\n")
+    result = invoke("init", data, "--out", tmp_path, "--force")
+    assert result.exit_code == 2, result.output
+    assert "is a folder" in result.output
+
+
+def test_messages_about_fields_stay_short_on_a_wide_file(tmp_path: Path) -> None:
+    data = tmp_path / "wide.jsonl"
+    data.write_text(json.dumps({f"f{i}": "x" * i for i in range(3000)}) + "\n")
+    named = invoke("check", data, "--text-field", "nosuch", "--no-smoke", "--out",
+                   tmp_path / "a")
+    assert named.exit_code == 2 and "and 2,980 more" in named.output, named.output
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfields: {text: ''}\nrules:\n  - {id: e, check: empty}\n")
+    declared = invoke("check", data, "--rules", rules, "--no-smoke", "--out", tmp_path / "b")
+    assert declared.exit_code == 1
+    assert "field(s) '' not found in the data" in declared.output  # was "field(s)  not"
+    assert "and 2,980 more" in declared.output and len(declared.output) < 6000
+
+
+def test_init_names_per_token_labels_as_token_labels(tmp_path: Path) -> None:
+    # `labels` holding a list per record (beside input_ids) was written as the class
+    # label (classification preset), whose rules then could not run; check's own
+    # inference calls it token_labels.
+    data = tmp_path / "tok.jsonl"
+    data.write_text("".join(json.dumps({"input_ids": [1, 2, 3], "labels": [1, 2, -100]})
+                            + "\n" for _ in range(3)))
+    rules = tmp_path / "rules.yaml"
+    assert invoke("init", data, "--out", rules).exit_code == 0
+    fields = load_rules(rules).fields
+    assert fields.token_labels == "labels" and fields.label is None

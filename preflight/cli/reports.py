@@ -37,16 +37,42 @@ def report_render(report_json: Path, html_path: Path | None, junit_path: Path | 
 
     no_stdin_outputs(html=(html_path, "file"), junit=(junit_path, "file"),
                      md=(md_path, "file"))
-    loaded = load_report(report_json)
     targets = {"html": html_path, "junit": junit_path, "md": md_path}
     if not any(targets.values()):
         targets = {fmt: report_json.with_name(FILE_NAMES[fmt]) for fmt in targets}
+    _check_targets(report_json, targets)
+    loaded = load_report(report_json)
     console = out_console()
     for fmt, path in targets.items():
         if path is not None:
             write_text(path, render(loaded, fmt, md_max_chars=md_max_chars))
             with stdout_may_close():
                 console.print(f"{fmt}: {path}", style="dim", markup=False, highlight=False)
+
+
+def _check_targets(report_json: Path, targets: dict[str, Path | None]) -> None:
+    """Exit 2 before writing when an output would replace the report being rendered (it was
+    overwritten by its own Markdown), another format's output (the second write silently
+    replaced the first), or a folder."""
+    from preflight.errors import ConfigError
+
+    source = report_json.resolve()
+    seen: dict[Path, str] = {}
+    for fmt, path in targets.items():
+        if path is None:
+            continue
+        resolved = path.resolve()
+        if resolved == source:
+            raise ConfigError(f"--{fmt} {path} is the report being rendered; write the "
+                              f"{fmt} elsewhere (with no option, beside it as "
+                              f"{FILE_NAMES[fmt]})")
+        if resolved in seen:
+            raise ConfigError(f"--{seen[resolved]} and --{fmt} are the same file ({path}); "
+                              "give each format its own path")
+        if path.is_dir():
+            raise ConfigError(f"--{fmt} {path} is a folder; name a file, e.g. "
+                              f"{path / FILE_NAMES[fmt]}")
+        seen[resolved] = fmt
 
 
 @click.command()

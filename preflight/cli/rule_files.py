@@ -5,6 +5,7 @@ written from what inference finds in DATA)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
@@ -115,6 +116,14 @@ def init(data: Path, out: Path, force: bool, fields: dict[str, str | None],
     if str(data) == STDIN:
         raise ConfigError("preflight init needs a file: - (standard input) is for check, "
                           "smoke and fix; save the data to a file and pass its path")
+    if out.is_dir():  # was exit 3 after the read: "cannot write ...: Is a directory"
+        raise ConfigError(f"--out {out} is a folder; name the rules file, e.g. "
+                          f"--out {out / 'preflight.yaml'}")
+    if out.resolve() == data.resolve() or (
+            out.exists() and data.exists() and os.path.samefile(out, data)):
+        # with --force, the data was replaced by its own rules file
+        raise ConfigError(f"--out {out} is the data; init never modifies what it reads: "
+                          "name the rules file, e.g. --out preflight.yaml")
     if (out.exists() or out.is_symlink()) and not force:
         raise ConfigError(f"{out} exists; preflight init does not overwrite it (--force "
                           "does, or --out another file)")

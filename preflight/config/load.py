@@ -44,6 +44,12 @@ def load_rules(
     """
     if source is not None and preset is not None:
         raise ConfigError("give either a rules file or --preset, not both")
+    if not isinstance(source, str | os.PathLike | dict | None):
+        raise ConfigError(f"rules must be a path to a rules file, a dict of the same shape, a "
+                          f"RuleSet or None, got {type(source).__name__}")
+    if isinstance(source, str) and not source.strip():  # Path('') is the working directory
+        raise ConfigError("rules is empty (an unset variable?); give a rules file, or None "
+                          "for the default rules")
     if isinstance(source, dict):
         return _validate(source, where="<dict>", sha256=None, preset=None)
     if source is None:

@@ -68,6 +68,8 @@ def preflight_asset_checks(
     file). ``name`` prefixes every check name and names the op.
     """
     dg = require("dagster", "dagster")
+    if isinstance(rules, RuleSet) and preset is not None:  # the preset was ignored
+        raise ConfigError("give either rules or preset, not both")
     ruleset = rules if isinstance(rules, RuleSet) else load_rules(rules, preset=preset)
     run_smoke = ruleset.smoke.enabled if smoke is None else smoke
 

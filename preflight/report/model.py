@@ -297,11 +297,13 @@ class Report(BaseModel):
                               "deleted: run the gate again") from e
 
     def rule(self, rule_id: str) -> RuleResult:
-        """The result of one rule by id."""
+        """The result of one rule by id; a ``KeyError`` naming the report's rule ids when
+        there is none by that id (the rules that ran were inferred or renamed)."""
         for r in self.rules:
             if r.id == rule_id:
                 return r
-        raise KeyError(rule_id)
+        ids = ", ".join(r.id for r in self.rules) or "none"
+        raise KeyError(f"no rule {rule_id!r} in this report; its rules: {ids}")
 
 
 def load_report(path: str | Path) -> Report:

@@ -8,7 +8,13 @@ import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from preflight.choices import DEFAULT_FORMATS, FILE_NAMES, FORMATS, MD_MAX_CHARS, REPLAY_NAME
+from preflight.choices import (
+    DEFAULT_FORMATS,
+    FILE_NAMES,
+    FORMATS,
+    MD_MAX_CHARS,
+    OUT_NAMES,
+)
 from preflight.errors import ConfigError
 from preflight.report.model import Report
 from preflight.tempfiles import atomic_write, write_error
@@ -69,7 +75,7 @@ def write_report(report: Report, out_dir: Path, formats: Iterable[str] = DEFAULT
     return paths
 
 
-def clear_stale(out_dir: Path) -> None:
+def clear_stale(out_dir: Path, *, keep: Path | None = None) -> None:
     """Remove the files an earlier run left in ``out_dir`` under the names a run writes
     (``findings.parquet`` and the report in every format): a run killed or stopped before
     it writes its own must not leave the last run's verdict there to be read as its own,
@@ -78,10 +84,13 @@ def clear_stale(out_dir: Path) -> None:
     A file that cannot be removed stays (the write that follows says why). The smoke
     test's replay file goes too: beside a ``--no-smoke`` run's passing report it told of a
     data fault in data this run may not even have read (a smoke stage removes it as it
-    starts)."""
-    for name in ("findings.parquet", REPLAY_NAME, *FILE_NAMES.values()):
+    starts). ``keep`` (a resolved path, the input) is never removed, whatever its name."""
+    for name in OUT_NAMES:
+        path = out_dir / name
+        if keep is not None and path.resolve() == keep:
+            continue
         with contextlib.suppress(OSError):
-            (out_dir / name).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
 
 def write_text(path: Path, text: str) -> None:

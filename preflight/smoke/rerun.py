@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from preflight.arguments import check_path_like
 from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
@@ -34,6 +35,9 @@ def replay(path: str | Path, *, model: str | None = None, device: str = "auto") 
     runs only if the caller names a model too (``model``, the CLI's ``--model``): a replay
     file from elsewhere must not import code on its own. The model given is the one used
     (a fixed version of the recorded one, say); a different spec is noted in the result."""
+    if path is None:  # a path argument that may be None elsewhere; here one is required
+        raise ConfigError("path must name a replay file (smoke-replay.pt), got None")
+    check_path_like("path", path)  # 5 or '' said 'expected str...' or '. is a folder'
     data = load_replay(path)
     recorded = data["model"]
     if model is None and is_hf_spec(recorded):
