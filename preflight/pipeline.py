@@ -49,7 +49,7 @@ from preflight.source.stdin import is_stdin, stdin_note
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter
 from preflight.verdict import could_not_run, decide, rule_result
-from preflight.wrapped import one_object_note, wrapped_records
+from preflight.wrapped import nothing_checked, one_object_note, wrapped_records
 
 __all__ = ["Progress", "check_out_dir", "clear_unread", "run"]
 
@@ -155,7 +155,8 @@ def _gate(src: Source, rules: RuleSet, *, out_dir: Path | None, findings_dir: Pa
         report = _report(src, rules, read, verdict=verdict, reasons=reasons, results=results,
                          notes=notes, added=added, timings=timings, smoke=smoke_result,
                          strict=strict, limit=limit, executor=executor)
-        if wrapped := wrapped_records(report, src.files[0] if len(src.files) == 1 else None):
+        if wrapped := (wrapped_records(report, src.files[0] if len(src.files) == 1 else None)
+                       or nothing_checked(report, read.seen)):
             # nothing inside was checked: fail closed
             report.verdict, report.reasons = "fail", [wrapped, *report.reasons]
         _write(report, sink, out_dir=out_dir, findings_dir=findings_dir, formats=formats,

@@ -13,8 +13,9 @@ import yaml
 
 from preflight.batch import Batch
 from preflight.checks.class_names import suspect_names
-from preflight.config import Fields, preset_path, yaml_load
-from preflight.defaults import suggest_preset
+from preflight.checks.string_fields import holds_strings
+from preflight.config import Fields, load_rules, preset_path, yaml_load
+from preflight.defaults import applicable, inferred_rules, suggest_preset
 from preflight.errors import InputError
 from preflight.infer import CHAT_NAMES, LABEL_NAMES, infer_fields
 from preflight.source import open_source
@@ -47,6 +48,10 @@ class Scaffold:
     preset: str
     facts: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    # For the default preset, as check runs it with no rules file (``_default_rules``): its
+    # rules that apply, the rules the fields add, and those left out (rule, why).
+    rules: list[dict[str, Any]] | None = None
+    left_out: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     def render(self, data: str) -> str:
         """The rules file's text, with comments saying where each value came from."""
@@ -77,8 +82,10 @@ class Scaffold:
             else:
                 lines.append(f"  # {key}: {example}  # {meaning}")
         lines.append("rules:")
-        for rule in preset["rules"]:
+        for rule in preset["rules"] if self.rules is None else self.rules:
             lines.append(f"  - {_flow(rule)}")
+        for rule, why in self.left_out:
+            lines.append(f"  # - {_flow(rule)}  # left out: {why}")
         return "\n".join(lines) + "\n"
 
 
@@ -110,7 +117,24 @@ def scaffold(data: Path, *, given: dict[str, str] | None = None) -> Scaffold:
     out = Scaffold(fields=fields, why={**inferred, **why}, preset=preset)
     if preset == "classification":
         _label_facts(out, batch)
+    if preset == "default":
+        _default_rules(out, batch)
     return out
+
+
+def _default_rules(out: Scaffold, batch: Batch) -> None:
+    """The default preset's rules as check runs them on this data with no rules file: the
+    text checks left out when there is no text (they could not run: a file init wrote
+    failed where check alone passed), the rules the fields add (token ids, numbers) in."""
+    rules = load_rules()
+    strings = holds_strings(batch, tuple(out.fields.text_fields()), out.fields.messages)
+    keep, drop = applicable(rules, rules.rules, out.fields, strings=strings)
+    written = {r["id"]: r for r in _preset_data("default")["rules"]}
+    out.rules = [written[r.id] for r in keep] + [
+        {"id": r.id, "check": r.check, "severity": r.severity, "fix": r.fix, **r.params}
+        for r in inferred_rules(rules, out.fields)]
+    out.left_out = [(written[r.id], "the data has no text field (set fields.text to run it)")
+                    for r in drop]
 
 
 def _label_facts(out: Scaffold, batch: Batch) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from preflight.columnar import layout
+from preflight.config import DEFAULT_PRESET
 from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_command, jq_extract
 from preflight.report.model import Report, SourceInfo
@@ -115,6 +116,23 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     where = ".".join(keys)
     return (f"{name} is one JSON object whose records are in a list inside it ({where!r}; "
             f"none of them was checked): extract them first, {hint}")
+
+
+def nothing_checked(report: Report, seen: set[str]) -> str | None:
+    """Why the gate fails when, with no rules file, no rule read anything in the records:
+    no text, messages, label, numbers, token ids or strings among their fields (records of
+    ``{}``, of nulls, of booleans), so only their format was judged; else None. (A rules
+    file that asks only for the format is the user's call.)"""
+    checks = {r.check for r in report.rules}
+    if (report.rules_file.preset != DEFAULT_PRESET or not report.source.records
+            or not checks <= _FORMAT_ONLY):
+        return None
+    fields = ", ".join(sorted(seen)[:20]) or "none"
+    more = f" and {len(seen) - 20:,} more" if len(seen) > 20 else ""
+    return ("none of the records' fields was checked: no text, messages, label, numbers, "
+            f"token ids or strings among them (fields seen: {fields}{more}), so only their "
+            "format was; name the fields to check (--text-field, --label-field, --set "
+            "fields.numeric=NAME) or give a rules file")
 
 
 def _text_by_name(report: Report) -> bool:

@@ -291,3 +291,49 @@ def test_init_names_per_token_labels_as_token_labels(tmp_path: Path) -> None:
     assert invoke("init", data, "--out", rules).exit_code == 0
     fields = load_rules(rules).fields
     assert fields.token_labels == "labels" and fields.label is None
+
+
+TEXT_RULES = ["empty", "hidden-chars", "encoding", "exact-dupes"]
+
+
+@pytest.mark.parametrize(("records", "kept", "dropped"), [
+    ([{"input_ids": [1, 2, 3]}, {"input_ids": [4, -5]}], ["malformed", "schema", "labels"],
+     TEXT_RULES),
+    ([{"tokens": ["a", "b\u200b"]}, {"tokens": ["c"]}],
+     ["malformed", "schema", "hidden-chars", "encoding"], ["empty", "exact-dupes"]),
+], ids=["token-ids", "strings-only"])
+def test_init_writes_the_default_rules_as_check_runs_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, records: list[dict],
+        kept: list[str], dropped: list[str]) -> None:
+    # With no text field init wrote the default preset's text rules, which check then
+    # could not run (exit 1, "could not run"), while check with no rules file passed; and
+    # it left out the rules the fields call for (token ids, numbers), checking less.
+    text, _ = _init(tmp_path, records, monkeypatch)
+    rules = load_rules(tmp_path / "preflight.yaml")
+    assert [r.id for r in rules.rules] == kept
+    left_out = [line for line in text.splitlines() if "# left out:" in line]
+    assert all("the data has no text field" in line for line in left_out)
+    assert [line.split("{id: ")[1].split(",")[0] for line in left_out] == dropped
+    report = _check(tmp_path)
+    assert not [r for r in report["rules"] if r["status"] == "error"]
+    alone = invoke("check", tmp_path / "data.jsonl", "--no-smoke", "--out", tmp_path / "z",
+                   "--preset", "default")  # as with no rules file (one is in the folder)
+    zero = json.loads((tmp_path / "z" / "report.json").read_text(encoding="utf-8"))
+    assert alone.exit_code in (0, 1)
+    assert _codes(report) == _codes(zero)  # the same findings as with no rules file
+
+
+@pytest.mark.parametrize("records", [[{}, {}], [{"a": None}, {"a": None}],
+                                     [{"flag": True}, {"flag": False}]],
+                         ids=["empty-objects", "nulls", "booleans"])
+def test_check_with_nothing_to_read_fails_saying_so(tmp_path: Path,
+                                                    records: list[dict]) -> None:
+    # Only the format was judged, and the gate passed.
+    data = write_jsonl(tmp_path / "data.jsonl", records)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    assert result.exit_code == 1, result.output
+    assert "FAIL none of the records' fields was checked" in flat(result.output)
+    rules = tmp_path / "format.yaml"  # a rules file that asks for the format only: its call
+    rules.write_text("version: 1\nrules:\n  - {id: malformed, check: malformed}\n")
+    assert invoke("check", data, "--no-smoke", "--rules", rules, "--out",
+                  tmp_path / "r2").exit_code == 0

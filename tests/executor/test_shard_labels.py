@@ -88,7 +88,8 @@ def test_a_label_field_no_shard_holds_is_the_rules_error(tmp_path: Path) -> None
     result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--label-field",
                                        "lable", "--out", str(tmp_path / "r")])
     assert result.exit_code == 1, result.output
-    assert "field(s) lable not found in the data (fields seen: label, text)" in result.output
+    said = " ".join(result.output.split())  # as wrapped to the terminal's width
+    assert "field(s) 'lable' not found in the data (fields seen: 'label', 'text')" in said
 
 
 def test_shards_that_all_hold_the_label_have_no_such_finding(tmp_path: Path) -> None:
