@@ -84,7 +84,7 @@ class PreflightOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         """Run the gate, push the summary to XCom, raise ``AirflowFailException`` on fail."""
         try:
-            report = run_preflight(self.path, rules=self.rules, out=self.out or None,
+            report = run_preflight(self.path, rules=self.rules, out=self.out,
                                    preset=self.preset, smoke=self.smoke, strict=self.strict,
                                    limit=self.limit, formats=self.formats)
         except ConfigError as e:  # a wrong rules file stays wrong on retry

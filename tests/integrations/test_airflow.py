@@ -165,6 +165,18 @@ def test_a_wrong_rules_file_fails_without_retry(airflow_home: Path, tmp_path: Pa
         op.execute({"ti": _TI()})
 
 
+def test_an_out_that_renders_empty_fails_the_task(airflow_home: Path, tmp_path: Path) -> None:
+    # out="{{ var.value.reports }}" with the variable unset renders "": the gate ran and
+    # passed with no report written, and nothing said so.
+    from preflight.integrations.airflow import AirflowFailException, PreflightOperator
+
+    data = tmp_path / "clean.jsonl"
+    _write_jsonl(data, CLEAN)
+    op = PreflightOperator(task_id="gate", path=str(data), rules=RULES, out="")
+    with pytest.raises(AirflowFailException, match="out is empty"):
+        op.execute({"ti": _TI()})
+
+
 def test_missing_airflow_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from preflight.errors import ConfigError
 
