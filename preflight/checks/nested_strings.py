@@ -22,6 +22,7 @@ import polars as pl
 
 Path = tuple[str | int, ...]
 _NAMED = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
+_WIDE = 256  # string leaves past which (and past the rows) a column is read value by value
 
 
 def shown(path: Path) -> str:
@@ -62,13 +63,25 @@ def typed_items(col: pl.Series) -> pl.DataFrame:
     column of objects and lists; nulls left out. A column holding maps (Parquet's
     ``map<string, string>``, metadata from Spark) is read value by value: a key names its
     value there (``meta.source``), as in the JSON the map stands for."""
-    if _has_map(col.dtype):
+    if _has_map(col.dtype) or _leaves(col.dtype) > max(len(col), _WIDE):
+        # A wide object (pandas' df.to_json() read as one record: a field per row) is
+        # read value by value too: each of its fields costs the typed walk polars calls
+        # whatever the rows, minutes for 10,000 fields.
         return raw_items(col.name, col.to_list())
     n = len(col)
     parts = [pl.DataFrame(schema=_NAMED)]
     _walk(pl.Series("i", np.arange(n, dtype=np.uint32)),
           pl.Series("field", [col.name] * n, dtype=pl.String), col, parts)
     return pl.concat(parts)
+
+
+def _leaves(dtype: Any) -> int:
+    """How many strings a value of ``dtype`` holds at fixed paths (a list counts once)."""
+    if isinstance(dtype, pl.Struct):
+        return sum(_leaves(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _leaves(dtype.inner)
+    return 1
 
 
 def _has_map(dtype: Any) -> bool:
@@ -87,9 +100,10 @@ def _walk(i: pl.Series, field: pl.Series, col: pl.Series, parts: list[pl.DataFra
         part = pl.DataFrame({"i": i, "field": field, "text": col.cast(pl.String)})
         parts.append(part.filter(pl.col("text").is_not_null()))
     elif isinstance(dtype, pl.Struct):
-        for f in dtype.fields:
+        # All fields at once: struct.field looks a name up among all of them.
+        for f, inner in zip(dtype.fields, col.struct.unnest().get_columns(), strict=True):
             if _has_strings(f.dtype):
-                _walk(i, field + f".{f.name}", col.struct.field(f.name), parts)
+                _walk(i, field + f".{f.name}", inner, parts)
     elif isinstance(dtype, pl.List | pl.Array) and _has_strings(dtype.inner):
         if isinstance(dtype, pl.Array):
             col = col.cast(pl.List(dtype.inner))
