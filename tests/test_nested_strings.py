@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from preflight import run_preflight
-from preflight.checks.nested_strings import mended, typed_items
+from preflight.checks.nested_strings import mended, named, typed_items, typed_parts
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
@@ -265,3 +265,14 @@ def test_a_wide_object_is_read_value_by_value(tmp_path: Path,
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
     assert report.verdict == "fail"
     assert any("lays out its records" in r for r in report.reasons)
+
+
+def test_paths_are_written_out_only_for_the_strings_kept() -> None:
+    # A path string for each of 200 strings per record cost gigabytes (2.5 GB for 100k
+    # Parquet records); the walk now keeps the list indexes, and names what a check keeps.
+    col = pl.Series("p", [[{"t": f"a{i}", "u": ["x", f"y{ZW}"]}] for i in range(5)])
+    parts = typed_parts(col)
+    assert all(pieces is not None and "field" not in frame.columns for pieces, frame in parts)
+    kept = named(parts, pl.col("text").str.contains(ZW))
+    assert kept.rows() == [(i, "p[0].u[1]", f"y{ZW}") for i in range(5)]
+    assert named(parts).height == 15

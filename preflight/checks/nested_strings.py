@@ -60,19 +60,45 @@ def _has_strings(dtype: Any) -> bool:
 
 def typed_items(col: pl.Series) -> pl.DataFrame:
     """``i`` (the record), ``field`` (the path) and ``text`` of every string in a typed
-    column of objects and lists; nulls left out. A column holding maps (Parquet's
-    ``map<string, string>``, metadata from Spark) is read value by value: a key names its
-    value there (``meta.source``), as in the JSON the map stands for."""
+    column of objects and lists; nulls left out (``typed_parts``, named)."""
+    return named(typed_parts(col))
+
+
+# Strings found at one shape of path: the path's text around its list indexes, and a
+# frame of ``i``, ``text`` and one index column (``k0``, ``k1`` ...) per list on the way;
+# or, read value by value, None and a frame already named (``i``, ``field``, ``text``).
+Part = tuple[tuple[str, ...] | None, pl.DataFrame]
+
+
+def typed_parts(col: pl.Series) -> list[Part]:
+    """Every string in a typed column of objects and lists, its path not yet written out:
+    a check keeps few of them (those it flags), so only those are named (``named``); a
+    path string for each of 200 strings per record cost gigabytes. A column holding maps
+    (Parquet's ``map<string, string>``, metadata from Spark) is read value by value: a key
+    names its value there (``meta.source``), as in the JSON the map stands for."""
     if _has_map(col.dtype) or _leaves(col.dtype) > max(len(col), _WIDE):
         # A wide object (pandas' df.to_json() read as one record: a field per row) is
         # read value by value too: each of its fields costs the typed walk polars calls
         # whatever the rows, minutes for 10,000 fields.
-        return raw_items(col.name, col.to_list())
-    n = len(col)
-    parts = [pl.DataFrame(schema=_NAMED)]
-    _walk(pl.Series("i", np.arange(n, dtype=np.uint32)),
-          pl.Series("field", [col.name] * n, dtype=pl.String), col, parts)
-    return pl.concat(parts)
+        return [(None, raw_items(col.name, col.to_list()))]
+    parts: list[Part] = []
+    _walk(pl.Series("i", np.arange(len(col), dtype=np.uint32)), [], (col.name,), col, parts)
+    return parts
+
+
+def named(parts: list[Part], where: pl.Expr | None = None) -> pl.DataFrame:
+    """``i``, ``field``, ``text`` of the strings in ``parts`` that ``where`` holds for."""
+    out = [pl.DataFrame(schema=_NAMED)]
+    for pieces, frame in parts:
+        if where is not None:
+            frame = frame.filter(where)
+        if pieces is not None:
+            path: list[pl.Expr] = [pl.lit(pieces[0])]
+            for n, piece in enumerate(pieces[1:]):
+                path += [pl.lit("["), pl.col(f"k{n}").cast(pl.String), pl.lit("]" + piece)]
+            frame = frame.select("i", pl.concat_str(path).alias("field"), "text")
+        out.append(frame)
+    return pl.concat(out).sort("i", maintain_order=True)
 
 
 def _leaves(dtype: Any) -> int:
@@ -94,22 +120,24 @@ def _has_map(dtype: Any) -> bool:
     return False
 
 
-def _walk(i: pl.Series, field: pl.Series, col: pl.Series, parts: list[pl.DataFrame]) -> None:
+def _walk(i: pl.Series, ks: list[pl.Series], pieces: tuple[str, ...], col: pl.Series,
+          parts: list[Part]) -> None:
     dtype = col.dtype
     if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
-        part = pl.DataFrame({"i": i, "field": field, "text": col.cast(pl.String)})
-        parts.append(part.filter(pl.col("text").is_not_null()))
+        frame = pl.DataFrame({"i": i, "text": col.cast(pl.String),
+                              **{f"k{n}": k for n, k in enumerate(ks)}})
+        parts.append((pieces, frame.filter(pl.col("text").is_not_null())))
     elif isinstance(dtype, pl.Struct):
         # All fields at once: struct.field looks a name up among all of them.
         for f, inner in zip(dtype.fields, col.struct.unnest().get_columns(), strict=True):
             if _has_strings(f.dtype):
-                _walk(i, field + f".{f.name}", inner, parts)
+                _walk(i, ks, (*pieces[:-1], f"{pieces[-1]}.{f.name}"), inner, parts)
     elif isinstance(dtype, pl.List | pl.Array) and _has_strings(dtype.inner):
         if isinstance(dtype, pl.Array):
             col = col.cast(pl.List(dtype.inner))
         at, k, items = exploded(col)
         rows = pl.Series(at)
-        _walk(i.gather(rows), field.gather(rows) + "[" + pl.Series(k).cast(pl.String) + "]",
+        _walk(i.gather(rows), [*(x.gather(rows) for x in ks), pl.Series(k)], (*pieces, ""),
               items, parts)
 
 
@@ -125,10 +153,10 @@ def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
     return np.repeat(np.flatnonzero(full), counts), k, col.filter(pl.Series(full)).explode()
 
 
-def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> pl.DataFrame:
+def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> list[Part]:
     """The strings of each turn of a messages field but its ``content`` (read as the text):
     its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), as
-    ``typed_items``; ``values`` for a column of mixed types, else the typed ``col``."""
+    ``typed_parts``; ``values`` for a column of mixed types, else the typed ``col``."""
     if values is not None or col is None or _has_map(col.dtype) or not (
             isinstance(col.dtype, pl.List) and isinstance(col.dtype.inner, pl.Struct)):
         turns = values if values is not None else (col.to_list() if col is not None else [])
@@ -138,16 +166,15 @@ def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> pl
                 out["i"].append(i)
                 out["field"].append(shown(path))
                 out["text"].append(text)
-        return pl.DataFrame(out, schema=_NAMED)
+        return [(None, pl.DataFrame(out, schema=_NAMED))]
     at, k, items = exploded(col)
-    i = pl.Series(at.astype(np.uint32))
-    field = (pl.Series([name] * len(at), dtype=pl.String) + "["
-             + pl.Series(k).cast(pl.String) + "]")
-    parts = [pl.DataFrame(schema=_NAMED)]
-    for f in col.dtype.inner.fields:
+    i, ks = pl.Series(at.astype(np.uint32)), [pl.Series(k)]
+    parts: list[Part] = []
+    inner = items.struct.unnest().get_columns()
+    for f, values_of in zip(col.dtype.inner.fields, inner, strict=True):
         if f.name != "content" and _has_strings(f.dtype):
-            _walk(i, field + f".{f.name}", items.struct.field(f.name), parts)
-    return pl.concat(parts).sort("i", maintain_order=True)
+            _walk(i, ks, (name, f".{f.name}"), values_of, parts)
+    return parts
 
 
 def turn_strings(turns: Any, name: str) -> Iterator[tuple[Path, str]]:

@@ -22,13 +22,15 @@ from pydantic import Field, StrictBool
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params
 from preflight.checks.nested_strings import (
+    Part,
     Path,
     exploded,
     holds_nested_strings,
+    named,
     raw_items,
     strings_in,
     turn_items,
-    typed_items,
+    typed_parts,
 )
 
 _ITEMS = {"i": pl.UInt32, "name": pl.String, "k": pl.Int64, "text": pl.String}
@@ -77,12 +79,16 @@ def nested_columns(batch: Batch, text_fields: tuple[str, ...], messages: str | N
     return tuple(out)
 
 
-def nested_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
-    """``i``, ``field`` (the path: ``answers.text[0]``) and ``text`` of every string inside
-    the ``names`` columns (``nested_columns``)."""
-    parts = [raw_items(name, batch.raw[name]) if name in batch.raw
-             else typed_items(batch.frame.get_column(name)) for name in names]
-    return pl.concat(parts).sort("i", maintain_order=True)
+def nested_items(batch: Batch, names: tuple[str, ...]) -> list[Part]:
+    """Every string inside the ``names`` columns (``nested_columns``), to be ``named`` (the
+    path: ``answers.text[0]``) once filtered."""
+    parts: list[Part] = []
+    for name in names:
+        if name in batch.raw:
+            parts.append((None, raw_items(name, batch.raw[name])))
+        else:
+            parts += typed_parts(batch.frame.get_column(name))
+    return parts
 
 
 def _textual(dtype: Any) -> bool:
@@ -180,9 +186,9 @@ class CharacterCheck(Check):
                                       "text"))
         if nested:
             deep = batch.shared(("nested items", nested), lambda: nested_items(batch, nested))
-            parts.append(deep if where is None else deep.filter(where))
+            parts.append(named(deep, where))
         if messages and batch.has(messages):
             turns = batch.shared(("turn items", messages), lambda: turn_items(
                 messages, batch.frame.get_column(messages), batch.raw.get(messages)))
-            parts.append(turns if where is None else turns.filter(where))
+            parts.append(named(turns, where))
         return pl.concat(parts).sort("i", maintain_order=True)
