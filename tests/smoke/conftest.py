@@ -150,6 +150,17 @@ def read_report(out: Path) -> dict[str, Any]:
 
 # sqrt(x0**2 * gain): finite forward, but at x0 == 0 the backward is inf * 0 = NaN
 # (format with eps="" for the fault, eps=" + 1e-6" for the fix).
+# A linear regressor over the built-in collate's {"features": (rows, 4)}: the class only.
+LINEAR_NET = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, inputs):
+        return self.lin(inputs["features"]).squeeze(-1)
+"""
+
 SQRT_OF_FEATURE = """
 class Net(nn.Module):
     def __init__(self):

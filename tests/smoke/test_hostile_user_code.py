@@ -12,6 +12,7 @@ import pytest
 
 from preflight.smoke.training_args import TrainingArgs, real_length
 from tests.smoke.conftest import (
+    LINEAR_NET,
     flat,
     gate,
     invoke,
@@ -189,14 +190,7 @@ def test_os_exit_is_the_real_one_again_after_the_stage_and_in_forked_children(
     assert os._exit is REAL_EXIT
 
 
-DROPPING_COLLATE = """
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-
-    def forward(self, inputs):
-        return self.lin(inputs["features"]).squeeze(-1)
+DROPPING_COLLATE = LINEAR_NET + """
 
 
 def collate(rows):

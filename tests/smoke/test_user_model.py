@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.smoke.conftest import (
+    LINEAR_NET,
     SQRT_OF_FEATURE,
     codes,
     finding,
@@ -27,15 +28,7 @@ from tests.smoke.conftest import (
 )
 
 # A linear regressor over the built-in collate's {"features": (rows, 4)}.
-LINEAR = """
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 1)
-
-    def forward(self, inputs):
-        return self.lin(inputs["features"]).squeeze(-1)
-
+LINEAR = LINEAR_NET + """
 
 def build():
     return Net(), F.mse_loss, None
