@@ -49,6 +49,10 @@ def _records(n: int = 40) -> list[dict[str, Any]]:
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     if path.suffix:
         return write_records(path, rows)
+    if path.name.endswith("dataset"):  # a datasets save_to_disk folder
+        datasets = pytest.importorskip("datasets")
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
+        return path
     path.mkdir()  # a folder of two Parquet shards
     half = len(rows) // 2
     write_records(path / "part-0.parquet", rows[:half])
@@ -64,7 +68,8 @@ def _found(report: Any) -> dict[int, tuple[str, str]]:
                                          strict=True)}
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "shards"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "shards",
+                                    "dataset"])
 def test_nested_strings_are_read_by_path(tmp_path: Path, suffix: str) -> None:
     data = _write(tmp_path / f"d{suffix}", _records())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
@@ -89,7 +94,8 @@ def test_a_column_of_mixed_types_is_read_inside_its_objects(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("suffix", "out"), [
     (".jsonl", "clean.jsonl"), (".json", "clean.jsonl"), (".parquet", "clean.parquet"),
-    (".arrow", "clean.arrow"), (".parquet", "clean.jsonl"), ("shards", "clean.parquet")])
+    (".arrow", "clean.arrow"), (".parquet", "clean.jsonl"), ("shards", "clean.parquet"),
+    ("dataset", "clean.parquet")])
 def test_fix_mends_nested_strings_in_place(tmp_path: Path, suffix: str, out: str) -> None:
     rows = _records()
     data = _write(tmp_path / f"d{suffix}", rows)
@@ -107,8 +113,14 @@ def test_fix_mends_nested_strings_in_place(tmp_path: Path, suffix: str, out: str
             after[i] for i in PLANTED]
         assert after[3] == before[3].replace(ZW.encode(), b"")
     if suffix != ".json" and out.endswith(".parquet"):
-        source = data if suffix != "shards" else data / "part-0.parquet"
-        assert pq.read_schema(clean) == pq.read_schema(source)  # the schema kept
+        if suffix == "dataset":  # the dataset's own Arrow schema, its features' metadata aside
+            import datasets
+
+            kept = datasets.load_from_disk(str(data)).data.schema.remove_metadata()
+            assert pq.read_schema(clean).remove_metadata() == kept
+        else:
+            source = data if suffix != "shards" else data / "part-0.parquet"
+            assert pq.read_schema(clean) == pq.read_schema(source)  # the schema kept
     again = run_preflight(clean, smoke=False, out=tmp_path / "again")
     assert again.verdict == "pass", again.reasons
 
