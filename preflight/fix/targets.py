@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from preflight.config import RuleSet
 from preflight.errors import ConfigError
 from preflight.fix.writers import OUTPUT_FORMATS
-from preflight.paths import find_beside
+from preflight.paths import find_beside, rules_base
 from preflight.source.names import format_of
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def read_files(rules: RuleSet) -> dict[str, Path]:
     """The files besides the data that fix reads, which no output may replace: the rules
     file, the eval file and a tokenizer given as a path (each as the gate finds it)."""
     found = {"the rules file": Path(rules.path)} if rules.path else {}
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     for what, name in (("the eval file", rules.eval), ("the tokenizer", rules.model.tokenizer)):
         if name and not name.startswith("tiktoken:"):
             with contextlib.suppress(ConfigError):  # a hub name, or missing: the gate says
