@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
-from preflight import FixOptions, run_preflight
+from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
 
 
@@ -116,3 +117,34 @@ def test_a_refused_fix_leaves_no_folder_it_made(tmp_path: Path) -> None:
     result = invoke("fix", src, "--out", out, "--quarantine", out.with_name("q.jsonl"))
     assert result.exit_code == 1, result.output
     assert not (tmp_path / "new").exists()
+
+
+def test_a_second_fix_in_another_thread_of_the_process_is_refused(tmp_path: Path) -> None:
+    # A library step run twice at once (a thread pool): both runs have one process id, so
+    # they wrote the same temporary names, each over the other's.
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text('{"text": "one\u200btwo"}\n{"text": "three"}\n')
+    second.write_text('{"text": "four"}\n')
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    errors: list[BaseException] = []
+    started: list[threading.Thread] = []
+
+    def other() -> None:
+        try:
+            run_preflight(second, RULES, smoke=False, fix=FixOptions(out=out, quarantine=q))
+        except BaseException as e:
+            errors.append(e)
+
+    def during_the_gate(done: int, total: int, stage: str) -> None:
+        if not started:
+            started.append(threading.Thread(target=other))
+            started[0].start()
+            started[0].join()
+
+    report = run_preflight(
+        first, RULES, smoke=False, progress=during_the_gate, fix=FixOptions(out=out, quarantine=q)
+    )
+    [error] = errors
+    assert isinstance(error, ConfigError), error
+    assert "another preflight run (another thread of this process)" in str(error)
+    assert report.fix is not None and len(out.read_text().splitlines()) == 2
