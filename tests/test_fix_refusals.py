@@ -4,6 +4,7 @@ runs into one output, and the Python API's missing argument."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -148,3 +149,19 @@ def test_a_second_fix_in_another_thread_of_the_process_is_refused(tmp_path: Path
     assert isinstance(error, ConfigError), error
     assert "another preflight run (another thread of this process)" in str(error)
     assert report.fix is not None and len(out.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"out": None, "quarantine": "q.jsonl"}, "FixOptions.out is None"),
+        ({"out": "c.jsonl", "quarantine": None}, "FixOptions.quarantine is None"),
+        ({"out": 5, "quarantine": "q.jsonl"}, "FixOptions.out must be a path"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "manifest": 1.5}, "FixOptions.manifest"),
+    ],
+)
+def test_fix_options_that_are_no_paths_are_config_errors(given: dict, said: str) -> None:
+    # They were an AttributeError ('NoneType' object has no attribute 'suffix') or a
+    # TypeError from deep inside the run.
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        FixOptions(**given)

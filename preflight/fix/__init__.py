@@ -71,9 +71,16 @@ class FixOptions:
 
     def __post_init__(self) -> None:
         """Paths given as strings (the Python API) become Paths, as the CLI's do; an empty
-        one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused."""
+        one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused, as
+        is a missing ``out`` or ``quarantine`` or one that is no path (exit 2, not a
+        ``TypeError`` from inside the run)."""
         for name in ("out", "quarantine", "manifest"):
             value = getattr(self, name)
+            if value is None and name != "manifest":
+                raise ConfigError(f"FixOptions.{name} is None; give a file path")
+            if value is not None and not isinstance(value, str | os.PathLike):
+                raise ConfigError(f"FixOptions.{name} must be a path (str or pathlib.Path), "
+                                  f"got {value!r:.60} ({type(value).__name__})")
             if isinstance(value, str):
                 if not value.strip():
                     raise ConfigError(f"FixOptions.{name} is empty; give a file path")
