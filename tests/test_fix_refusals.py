@@ -158,6 +158,10 @@ def test_a_second_fix_in_another_thread_of_the_process_is_refused(tmp_path: Path
         ({"out": "c.jsonl", "quarantine": None}, "FixOptions.quarantine is None"),
         ({"out": 5, "quarantine": "q.jsonl"}, "FixOptions.out must be a path"),
         ({"out": "c.jsonl", "quarantine": "q.jsonl", "manifest": 1.5}, "FixOptions.manifest"),
+        # a true string ran a dry run; None as the marker failed only once a text was cut
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "dry_run": "no"}, "FixOptions.dry_run"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "marker": None}, "FixOptions.marker"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "format": 5}, "FixOptions.format"),
     ],
 )
 def test_fix_options_that_are_no_paths_are_config_errors(given: dict, said: str) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 import polars as pl
 
+from preflight.arguments import check_flag
 from preflight.checks.base import Context
 from preflight.config import Fields, Rule, RuleSet
 from preflight.errors import ConfigError, InputError, OutputError, PreflightFailed
@@ -48,6 +49,7 @@ from preflight.fix.output import dry_round, merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.targets import check_paths, manifest_path, output_format, read_files
 from preflight.fix.units import Input, open_input
+from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
@@ -74,6 +76,13 @@ class FixOptions:
         one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused, as
         is a missing ``out`` or ``quarantine`` or one that is no path (exit 2, not a
         ``TypeError`` from inside the run)."""
+        check_flag("FixOptions.dry_run", self.dry_run)  # dry_run="no" ran a dry run
+        if not isinstance(self.marker, str):
+            raise ConfigError(f"FixOptions.marker must be a string ('' for none), got "
+                              f"{self.marker!r:.60} ({type(self.marker).__name__})")
+        if self.format is not None and self.format not in OUTPUT_FORMATS:
+            raise ConfigError(f"FixOptions.format must be one of {', '.join(OUTPUT_FORMATS)} "
+                              f"or None, got {self.format!r:.60}")
         for name in ("out", "quarantine", "manifest"):
             value = getattr(self, name)
             if value is None and name != "manifest":
