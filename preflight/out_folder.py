@@ -20,16 +20,13 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from preflight.choices import OUT_NAMES
 from preflight.errors import ConfigError
 from preflight.report.writer import clear_stale
 from preflight.source import Source
 from preflight.tempfiles import write_error
-
-if TYPE_CHECKING:
-    from preflight.config import RuleSet
 
 try:
     import fcntl
@@ -76,11 +73,6 @@ def _lock(out_dir: Path) -> int | None:
             ) from e
         return None
     return fd
-
-
-def rules_base(rules: RuleSet) -> Path | None:
-    """The folder a rules file's relative paths are also looked up in (its own)."""
-    return Path(rules.path).parent if rules.path else None
 
 
 def clear_unread(out_dir: Path, source: Any) -> None:

@@ -23,8 +23,8 @@ from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
-from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir, rules_base
-from preflight.paths import find_beside
+from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir
+from preflight.paths import find_beside, rules_base
 from preflight.report.model import (
     Report,
     RuleResult,
@@ -304,7 +304,7 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
     if smoke is not None:
         report.environment.update(seed=smoke.seed, cuda=smoke.cuda, cudnn=smoke.cudnn,
                                   gpu=smoke.gpu)
-        base = Path(rules.path).parent if rules.path else None
+        base = rules_base(rules)
         spec = smoke.model or ""
         if base is not None and ".py:" in spec and not Path(spec.split(":")[0]).exists():
             spec = str(base / spec)  # a module named beside the rules file

@@ -9,14 +9,13 @@ beside the rules file: a problem there is a config error, before any data is rea
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from preflight.config import Fields, Rule, RuleSet
 from preflight.defaults import applicable, inferred_rules
 from preflight.hf_folder import folder_of, is_hf_spec, read_facts
 from preflight.infer import quoted_names
-from preflight.paths import find_beside
+from preflight.paths import find_beside, rules_base
 from preflight.tokenizer.counter import TokenCounter
 from preflight.tokenizer.load import load_tokenizer
 
@@ -83,7 +82,7 @@ def with_model_folder(rules: RuleSet) -> tuple[RuleSet, list[str]]:
     if not is_hf_spec(spec):
         return rules, []
     assert spec is not None
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     folder = folder_of(spec, base=base)
     facts = read_facts(folder)
     update: dict[str, Any] = {}
@@ -103,7 +102,7 @@ def rules_tokenizer(rules: RuleSet) -> TokenCounter | None:
     """Load the tokenizer the rules name (relative paths also tried beside the rules file)."""
     if not rules.model.tokenizer:
         return None
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     return load_tokenizer(rules.model.tokenizer, base=base)
 
 
@@ -111,5 +110,5 @@ def rules_eval_path(rules: RuleSet) -> str | None:
     """The eval file the rules name, tried as given and beside the rules file."""
     if not rules.eval:
         return None
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     return str(find_beside(rules.eval, base, what="eval file"))

@@ -91,8 +91,13 @@ def test_non_string_column_names_are_refused() -> None:
 def test_other_objects_and_fix_on_a_dataframe_say_what_to_pass(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=re.escape("pass lf.collect()")):
         run_preflight(pl.DataFrame({"text": ["a"]}).lazy(), smoke=False)
-    with pytest.raises(InputError, match=re.escape("cannot read a builtins.dict: pass a path")):
+    # the wrong argument, not unreadable data: exit 2 naming it
+    with pytest.raises(ConfigError, match=re.escape("source must be a path, a hub dataset")):
         run_preflight({"text": ["a"]}, smoke=False)
+    for wrong in (None, 3, b"train.jsonl"):
+        with pytest.raises(ConfigError, match=re.escape(f"got {wrong!r} (builtins.")) as info:
+            run_preflight(wrong, smoke=False)
+        assert info.value.exit_code == 2
     from preflight import FixOptions
 
     options = FixOptions(out=tmp_path / "c.jsonl", quarantine=tmp_path / "q.jsonl")

@@ -348,3 +348,19 @@ def test_two_bad_sets_are_each_named() -> None:
     assert lines[0] == "invalid command-line settings:"
     assert sorted(line.split(":")[0].strip() for line in lines[1:]) == [
         "--set 'exact-dupes.max_count=-1'", "--set 'smoke.steps=-1'"]
+
+
+def test_a_set_that_breaks_its_whole_rule_names_the_rule_by_id() -> None:
+    # bands without rows is wrong only as a whole rule: the message was "<rules> with
+    # command-line overrides: invalid rules file: rules[5]: Value error, ...", a position the
+    # user never wrote, and no word of the --set that caused it.
+    rules = load_rules({"fields": {"text": "text"}, "rules": [
+        {"id": "empty", "check": "empty"},
+        {"id": "near", "check": "near_duplicate"}]})
+    with pytest.raises(ConfigError) as info:
+        with_overrides(rules, sets=["near.threshold=0.5", "near.bands=4"])
+    message = str(info.value)
+    assert message.startswith(
+        "--set 'near.threshold=0.5', 'near.bands=4': rule 'near': give both bands and rows"
+    ), message
+    assert "rules[1]" not in message and "Value error" not in message

@@ -166,3 +166,17 @@ def test_true_and_false_as_labels_say_to_quote_them(tmp_path: Path, labels: str)
     assert "model.labels: true" in said and "read as booleans" in said
     assert 'quote them, e.g. labels: ["true"' in said
     assert "valid string" not in said and "valid integer" not in said
+
+
+@pytest.mark.parametrize("rule", [
+    "{id: a, check: empty, max_fraction: .nan}",
+    "{id: a, check: near_duplicate, threshold: .nan}",
+    "{id: a, check: label_range, max_class_share: .nan}",
+])
+def test_a_nan_share_is_named_as_not_finite(tmp_path: Path, rule: str) -> None:
+    # It was "Input should be less than or equal to 1 (got nan)": true of NaN, but no help.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(f"rules: [{rule}]\n")
+    result = invoke("rules", "validate", str(rules))
+    assert result.exit_code == 2, result.output
+    assert "Input should be a finite number (got nan)" in flat(result.output)

@@ -74,6 +74,7 @@ class LabelRangeParams(Params):
         None,
         gt=0,
         le=1,
+        allow_inf_nan=False,
         description="Flag a class holding more than this share of the valid class labels "
         "(class_dominant). None: do not flag.",
     )

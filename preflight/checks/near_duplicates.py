@@ -54,7 +54,8 @@ _PAIRS_PER_CHUNK = 1 << 13  # at most 16,384 sets mapped in at a time
 
 class NearDuplicateParams(Params):
     threshold: StrictFloat = Field(
-        0.8, gt=0, le=1, description="Jaccard similarity that counts (above 0, up to 1)."
+        0.8, gt=0, le=1, allow_inf_nan=False,
+        description="Jaccard similarity that counts (above 0, up to 1).",
     )
     num_perm: StrictInt = Field(128, ge=8, le=1024, description="MinHash permutations (8 to 1024).")
     bands: StrictInt | None = Field(

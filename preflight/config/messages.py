@@ -44,7 +44,9 @@ def _messages(
             out.append(f"{loc}: unknown key for {owner}{hint}; allowed: {', '.join(known)}")
         else:
             hint = "; write true or false, unquoted" if err["type"] == "bool_type" else ""
-            out.append(f"{loc}: {err['msg']} (got {_shown.repr(err.get('input'))}){hint}")
+            # a validator's own message, without pydantic's "Value error, " before it
+            msg = err["msg"].removeprefix("Value error, ")
+            out.append(f"{loc}: {msg} (got {_shown.repr(err.get('input'))}){hint}")
     if booleans:
         out.insert(0, _boolean_labels(prefix, booleans))
     return out

@@ -230,7 +230,8 @@ class Rule(_Strict):
         None, ge=0, le=INT64_MAX, description="Violations allowed (default 0)."
     )
     max_fraction: StrictFloat | None = Field(
-        None, ge=0, le=1, description="Fraction of records allowed to violate (0 to 1)."
+        None, ge=0, le=1, allow_inf_nan=False,
+        description="Fraction of records allowed to violate (0 to 1).",
     )
     fix: FixAction | None = Field(None, description="What `preflight fix` does with violations.")
     enabled: StrictBool = Field(True, description="false: the rule is listed but not run.")

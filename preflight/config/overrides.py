@@ -90,9 +90,14 @@ def with_overrides(
         except yaml.YAMLError as e:
             raise ConfigError(f"--set {_shown(item)}: the value is not valid YAML: "
                               f"{getattr(e, 'problem', None) or e}") from e
-        at = (f"{rule_id}.{key}" if rule_id in _SET_SECTIONS else
-              f"rules[{next(i for i, r in enumerate(data['rules']) if r is section)}].{key}")
+        rule_at = ("" if rule_id in _SET_SECTIONS else
+                   f"rules[{next(i for i, r in enumerate(data['rules']) if r is section)}]")
+        at = f"{rule_at}.{key}" if rule_at else f"{rule_id}.{key}"
         origins[at] = (f"--set {_shown(item)}", target)
+        if rule_at:  # a mistake of the whole rule (bands without rows) is its --set's too
+            option, _ = origins.get(rule_at, ("", ""))
+            origins[rule_at] = (f"{option}, {_shown(item)}" if option
+                                else f"--set {_shown(item)}", f"rule {rule_id!r}")
         if rule_id == "fields":
             _check_field_set(item, key, section[key], fields or {})
             given[key] = f"--set {target}"
@@ -113,7 +118,8 @@ def _blamed(error: InvalidRules, origins: dict[str, tuple[str, str]]) -> ConfigE
     before the options)."""
     lines, all_options = [], True
     for line in error.lines:
-        at = next((at for at in origins
+        # the longest match: rules[5].bands before rules[5] (a mistake of the whole rule)
+        at = next((at for at in sorted(origins, key=len, reverse=True)
                    if line.startswith(at) and line[len(at):len(at) + 1] in (":", ".", "[")), None)
         all_options &= at is not None
         if at is None:

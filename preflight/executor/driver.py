@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from preflight.config import Rule, RuleSet
-from preflight.paths import find_beside
+from preflight.paths import find_beside, rules_base
 from preflight.shards import ShardShapes
 from preflight.source import Source
 
@@ -98,7 +98,7 @@ def portable(rules: RuleSet) -> RuleSet:
     may not run in the driver's folder."""
     from preflight.resolve import rules_eval_path
 
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     model = rules.model
     if model.tokenizer and not model.tokenizer.startswith("tiktoken:"):
         found = find_beside(model.tokenizer, base, what="tokenizer")

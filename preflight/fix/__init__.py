@@ -31,31 +31,32 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from preflight.arguments import check_flag
 from preflight.checks.base import Context
 from preflight.config import Fields, Rule, RuleSet
 from preflight.errors import ConfigError, InputError, OutputError, PreflightFailed
 from preflight.fix import manifest as manifests
+from preflight.fix.claims import claimed
 from preflight.fix.mend import Mender
 from preflight.fix.output import dry_round, merge_quarantine, part, write_round
 from preflight.fix.plan import ORDER, Plan, default_fix, plan
+from preflight.fix.targets import check_paths, manifest_path, output_format, read_files
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
-from preflight.paths import find_beside
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
-from preflight.source.names import format_of
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
-from preflight.wrapped import wrapped_records
+from preflight.wrapped import nothing_checked, wrapped_records
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
-MANIFEST_NAME = "fix-manifest.json"
 _BLIND_TO_TEXT = frozenset({"label_range", "numeric", "malformed", "schema"})
 
 
@@ -72,9 +73,23 @@ class FixOptions:
 
     def __post_init__(self) -> None:
         """Paths given as strings (the Python API) become Paths, as the CLI's do; an empty
-        one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused."""
+        one or one ending in a slash (a folder: ``Path("out/")`` is ``out``) is refused, as
+        is a missing ``out`` or ``quarantine`` or one that is no path (exit 2, not a
+        ``TypeError`` from inside the run)."""
+        check_flag("FixOptions.dry_run", self.dry_run)  # dry_run="no" ran a dry run
+        if not isinstance(self.marker, str):
+            raise ConfigError(f"FixOptions.marker must be a string ('' for none), got "
+                              f"{self.marker!r:.60} ({type(self.marker).__name__})")
+        if self.format is not None and self.format not in OUTPUT_FORMATS:
+            raise ConfigError(f"FixOptions.format must be one of {', '.join(OUTPUT_FORMATS)} "
+                              f"or None, got {self.format!r:.60}")
         for name in ("out", "quarantine", "manifest"):
             value = getattr(self, name)
+            if value is None and name != "manifest":
+                raise ConfigError(f"FixOptions.{name} is None; give a file path")
+            if value is not None and not isinstance(value, str | os.PathLike):
+                raise ConfigError(f"FixOptions.{name} must be a path (str or pathlib.Path), "
+                                  f"got {value!r:.60} ({type(value).__name__})")
             if isinstance(value, str):
                 if not value.strip():
                     raise ConfigError(f"FixOptions.{name} is empty; give a file path")
@@ -102,7 +117,7 @@ def run_fix(
     found = open_input(src_path, delimiter=delimiter)
     found.limit = limit
     out_format = output_format(options, found.format)
-    _check_paths(src_path, options, _read_files(rules))
+    check_paths(src_path, options, read_files(rules))
     # The verification rounds rerun the rules a fix could give a new finding: those with a
     # fix action that read text (a fix changes only text; labels, numbers and the records'
     # shape stay as they were, and a CSV read back from JSON Lines output would be all text).
@@ -112,8 +127,7 @@ def run_fix(
     for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
         sweep(folder)  # what killed runs left
     sweep_temp_dirs()
-    work = temp_dir("fix")
-    try:
+    with _workspace(options) as work:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
         if wrapped := wrapped_records(report, found.files[0][1] if len(found.files) == 1 else None):
@@ -168,8 +182,20 @@ def run_fix(
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
         return report, manifest
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _workspace(options: FixOptions) -> Iterator[Path]:
+    """A work folder under ``TMPDIR`` for the gate's reports, removed at the end; unless
+    this is a dry run, the outputs claimed first: two runs writing them at once would mix
+    their files (``claims``)."""
+    finals = (options.out, options.quarantine, manifest_path(options))
+    with contextlib.nullcontext() if options.dry_run else claimed(finals):
+        work = temp_dir("fix")
+        try:
+            yield work
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _write_failure(e: OSError, options: FixOptions) -> OutputError:
@@ -186,128 +212,11 @@ def _write_failure(e: OSError, options: FixOptions) -> OutputError:
     return OutputError(f"{error}; nothing was put in place")
 
 
-def manifest_path(options: FixOptions) -> Path:
-    """Where the manifest goes: ``--manifest``, else beside ``--out``."""
-    return options.manifest or options.out.with_name(MANIFEST_NAME)
-
-
-_SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-                   ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow",
-                   ".feather": "arrow", ".ipc": "arrow"}
-
-
-def output_format(options: FixOptions, input_format: str) -> str:
-    """The clean output's format: ``--format``, else ``--out``'s suffix, else the input's
-    (Parquet and Arrow keep their own; everything else becomes JSON Lines)."""
-    named = _SUFFIX_FORMATS.get(options.out.suffix.lower())
-    if options.format and named and named != options.format:
-        raise ConfigError(f"--format {options.format} but --out {options.out} names "
-                          f"{named}: make them agree (the file would not read back as its "
-                          "name says)")
-    fmt = options.format or named
-    if fmt is None:
-        fmt = {"parquet": "parquet", "arrow": "arrow", "datasets": "arrow"}.get(input_format,
-                                                                              "jsonl")
-    if fmt not in OUTPUT_FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(OUTPUT_FORMATS)}, got {fmt!r}")
-    if fmt == "csv" and input_format != "csv":
-        raise ConfigError(f"CSV output needs CSV input ({input_format} given): "
-                          "name --out .jsonl or .parquet, or pass --format")
-    jsonl = {"jsonl", "json"}  # a .json file of JSON Lines reads back as JSON Lines
-    _refuse_unreadable_name("--out", options.out, fmt, jsonl if fmt == "jsonl" else {fmt})
-    _refuse_unreadable_name("--quarantine", options.quarantine, "jsonl", jsonl)
-    return fmt
-
-
-def _refuse_unreadable_name(flag: str, path: Path, fmt: str, reads: set[str]) -> None:
-    """Exit 2 when ``path``'s name would not read back as ``fmt`` (no suffix, an unknown
-    one, or another format's): ``preflight check`` picks a file's reader by its name."""
-    named = format_of(path)
-    if not path.name or path.name in (".", "..") or named in reads:
-        return  # a missing name is refused with its own message in _check_paths
-    if named:
-        said, better = f"names {_FORMAT_NAMES[named]}", path.with_suffix(f".{fmt}")
-    else:
-        said = f"has the suffix {path.suffix!r}" if path.suffix else "has no suffix"
-        better = path.with_name(f"{path.name}.{fmt}")
-    raise ConfigError(f"{flag} {path} {said}, but it would hold {_FORMAT_NAMES[fmt]}, which "
-                      "preflight could not read back (it picks a file's format by its "
-                      f"suffix): name it {better}")
-
-
-_FORMAT_NAMES = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "parquet": "Parquet",
-                 "arrow": "Arrow"}
-
-
-def _read_files(rules: RuleSet) -> dict[str, Path]:
-    """The files besides the data that fix reads, which no output may replace: the rules
-    file, the eval file and a tokenizer given as a path (each as the gate finds it)."""
-    found = {"the rules file": Path(rules.path)} if rules.path else {}
-    base = Path(rules.path).parent if rules.path else None
-    for what, name in (("the eval file", rules.eval), ("the tokenizer", rules.model.tokenizer)):
-        if name and not name.startswith("tiktoken:"):
-            with contextlib.suppress(ConfigError):  # a hub name, or missing: the gate says
-                found[what] = find_beside(name, base, what=what)
-    return found
-
-
-def _check_paths(src: Path, options: FixOptions, read: dict[str, Path]) -> None:
-    """Exit 2 before any work when an output cannot be used: no file name, the input (or
-    another file fix reads: ``read``), a symbolic link, folder, device or pipe (renaming
-    over it would replace it), two outputs on one path, inside an input folder, a
-    compressed name."""
-    if not options.out.name or options.out.name in (".", ".."):
-        raise ConfigError(f"--out {str(options.out)!r} names no file; give a file name")
-    manifest = manifest_path(options)
-    named = {"--out": options.out, "--quarantine": options.quarantine,
-             "--manifest" if options.manifest else "the manifest (beside --out)": manifest}
-    inputs = {"the input": src, **read}
-    folders = {what: p.resolve() for what, p in inputs.items() if p.is_dir()}
-    seen: dict[Path, str] = {}
-    for flag, target in named.items():
-        if not target.name or target.name in (".", ".."):
-            raise ConfigError(f"{flag} {str(target)!r} names no file; give a file name")
-        for what, path in inputs.items():
-            if _same_file(target, path):
-                raise ConfigError(f"{flag} {target} is {what}; fix never modifies what it "
-                                  "reads")
-        blocked = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
-        if blocked is not None:
-            raise ConfigError(f"{flag} {target}: {blocked} is a file, not a folder; name a "
-                              "path in a folder")
-        if target.is_symlink() or (target.exists() and not target.is_file()):
-            kind = "a symbolic link" if target.is_symlink() else (
-                "a folder" if target.is_dir() else "not a regular file (a device or pipe)")
-            raise ConfigError(f"{flag} {target} is {kind}; fix writes a new file and renames "
-                              "it into place, which would replace it: name a regular file "
-                              "(or a path that does not exist yet)")
-        resolved = target.resolve()
-        if resolved in seen:
-            raise ConfigError(f"{seen[resolved]} and {flag} are the same file ({target}); "
-                              "give each output its own path")
-        seen[resolved] = flag
-        for what, folder in folders.items():
-            if folder in resolved.parents:
-                raise ConfigError(f"{flag} {target} is inside {what} ({folder}); write "
-                                  "outputs elsewhere")
-        if target.suffix.lower() in (".gz", ".zst", ".zstd"):
-            raise ConfigError(f"{flag} {target}: fix writes plain files; compress them "
-                              "afterwards")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def _refuse_errored_rules(report: Report) -> None:
     """A rule that could not run leaves its faults unknown: fix must not pretend to clean.
-    An input with no readable record has nothing to clean: that is the gate's failure."""
-    if report.source.records == 0:
+    An input with no readable record, or whose records no rule read (``{}``, booleans only,
+    with no rules file), has nothing to clean: that is the gate's failure, exit 1."""
+    if report.source.records == 0 or nothing_checked(report, set()):
         raise PreflightFailed(report)
     errored = [r for r in report.rules if r.status == "error"]
     if errored:

@@ -20,7 +20,7 @@ import torch
 from preflight.config import Fields, RuleSet, SmokeConfig
 from preflight.errors import ConfigError
 from preflight.hf_folder import is_hf_spec
-from preflight.paths import find_beside
+from preflight.paths import find_beside, rules_base
 from preflight.report.model import SmokeFinding, SmokeResult
 from preflight.sampling import SampleRow
 from preflight.smoke import deadline, diagnose, hf, hf_load
@@ -73,7 +73,7 @@ def check_setup(rules: RuleSet) -> SmokeConfig:
 
 
 def _check_setup(rules: RuleSet) -> SmokeConfig:
-    base = Path(rules.path).parent if rules.path else None
+    base = rules_base(rules)
     cfg = resolve_settings(rules.smoke, base=base).cfg
     check_optimizer(cfg)
     device, _ = resolve_device(cfg)
@@ -118,7 +118,7 @@ def _run_smoke(sample: list[SampleRow], rules: RuleSet, *, fields: Fields,
                progress: Progress | None, sampled_in: float,
                records: int | None) -> SmokeResult:
     started = time.perf_counter()
-    base = Path(rules.path).absolute().parent if rules.path else None
+    base = None if (found := rules_base(rules)) is None else found.absolute()
     settings = resolve_settings(rules.smoke, base=base, records=records)
     cfg = settings.cfg
     task = infer_task(rules.task, fields)

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from preflight.batch import Batch
-from preflight.errors import InputError
+from preflight.errors import ConfigError, InputError
 from preflight.source import Source
 from preflight.source.arrow import BATCH_ROWS, table_to_batch
 from preflight.source.jsonl import block_batch
@@ -59,9 +59,11 @@ def _kind(obj: Any) -> str:
         raise InputError("a polars LazyFrame is a query, not data: pass lf.collect()")
     if name in ("DatasetDict", "IterableDatasetDict"):
         raise InputError("a DatasetDict holds several splits: pick one, e.g. ds['train']")
-    raise InputError(
-        f"cannot read a {type(obj).__module__}.{name}: pass a path, a hub dataset name, a "
-        "datasets.Dataset, a polars or pandas DataFrame, a pyarrow Table or a list of dicts")
+    # Not data preflight could fail to read but the wrong argument: a usage error (exit 2).
+    raise ConfigError(
+        f"source must be a path, a hub dataset name, a datasets.Dataset, a polars or pandas "
+        f"DataFrame, a pyarrow Table or a list of dicts; got {obj!r:.60} "
+        f"({type(obj).__module__}.{name})")
 
 
 def _table(obj: Any, kind: str) -> pa.Table:

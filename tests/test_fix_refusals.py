@@ -1,0 +1,171 @@
+"""Fix refuses what the gate refuses, found by a hostile review: records no rule read, two
+runs into one output, and the Python API's missing argument."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from preflight import ConfigError, FixOptions, run_preflight
+from preflight.cli import main
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("lines", ["{}\n{}\n", '{"a": true}\n{"a": false}\n'])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_fix_refuses_records_no_rule_read(tmp_path: Path, lines: str, dry_run: bool) -> None:
+    # The gate fails (exit 1) on records of which nothing was checked; fix wrote a "clean"
+    # copy of them, exit 0, as if they had been cleaned.
+    src = tmp_path / "in.jsonl"
+    src.write_text(lines)
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    result = invoke(
+        "fix",
+        src,
+        "--out",
+        out,
+        "--quarantine",
+        q,
+        "--no-progress",
+        *(["--dry-run"] if dry_run else []),
+    )
+    assert result.exit_code == 1, result.output
+    assert "none of the records' fields was checked" in result.output
+    assert not out.exists() and not q.exists()
+
+
+RULES = {
+    "fields": {"text": "text"},
+    "rules": [{"id": "invisible", "check": "invisible_unicode"}],
+}
+
+
+def test_a_second_fix_into_the_same_outputs_is_refused_while_the_first_runs(
+    tmp_path: Path,
+) -> None:
+    # Two runs renamed their outputs into place one after the other, interleaved: the clean
+    # output of one beside the quarantine and manifest of the other. The second run (another
+    # process, started while the first is in its gate) now stops at once, exit 2.
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text('{"text": "one\u200btwo"}\n{"text": "three"}\n')
+    second.write_text('{"text": "four"}\n')
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(json.dumps(RULES))
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    seen: list[subprocess.CompletedProcess[str]] = []
+
+    def during_the_gate(done: int, total: int, stage: str) -> None:
+        if not seen:
+            cmd = [
+                sys.executable,
+                "-m",
+                "preflight",
+                "fix",
+                str(second),
+                "--out",
+                str(out),
+                "--quarantine",
+                str(q),
+                "--rules",
+                str(rules),
+                "--no-progress",
+            ]
+            seen.append(subprocess.run(cmd, capture_output=True, text=True, check=False))
+
+    report = run_preflight(
+        first, RULES, smoke=False, progress=during_the_gate, fix=FixOptions(out=out, quarantine=q)
+    )
+    [other] = seen
+    assert other.returncode == 2, other.stderr
+    assert "another preflight run" in other.stderr and str(out) in other.stderr
+    assert report.fix is not None and report.fix["input"]["records"] == 2
+    assert len(out.read_text().splitlines()) == 2  # the first run's, whole
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_dead_runs_leftovers_block_nothing(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "one\u200btwo"}\n')
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    out.parent.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = out.parent / f".clean.jsonl.preflight-{int(dead.stdout)}-claim.tmp"
+    left.touch()
+    run_preflight(src, RULES, smoke=False, fix=FixOptions(out=out, quarantine=q))
+    assert out.read_text() == '{"text": "onetwo"}\n'
+    assert not left.exists()
+
+
+def test_a_refused_fix_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("{}\n")
+    out = tmp_path / "new" / "deep" / "clean.jsonl"
+    result = invoke("fix", src, "--out", out, "--quarantine", out.with_name("q.jsonl"))
+    assert result.exit_code == 1, result.output
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_second_fix_in_another_thread_of_the_process_is_refused(tmp_path: Path) -> None:
+    # A library step run twice at once (a thread pool): both runs have one process id, so
+    # they wrote the same temporary names, each over the other's.
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text('{"text": "one\u200btwo"}\n{"text": "three"}\n')
+    second.write_text('{"text": "four"}\n')
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    errors: list[BaseException] = []
+    started: list[threading.Thread] = []
+
+    def other() -> None:
+        try:
+            run_preflight(second, RULES, smoke=False, fix=FixOptions(out=out, quarantine=q))
+        except BaseException as e:
+            errors.append(e)
+
+    def during_the_gate(done: int, total: int, stage: str) -> None:
+        if not started:
+            started.append(threading.Thread(target=other))
+            started[0].start()
+            started[0].join()
+
+    report = run_preflight(
+        first, RULES, smoke=False, progress=during_the_gate, fix=FixOptions(out=out, quarantine=q)
+    )
+    [error] = errors
+    assert isinstance(error, ConfigError), error
+    assert "another preflight run (another thread of this process)" in str(error)
+    assert report.fix is not None and len(out.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"out": None, "quarantine": "q.jsonl"}, "FixOptions.out is None"),
+        ({"out": "c.jsonl", "quarantine": None}, "FixOptions.quarantine is None"),
+        ({"out": 5, "quarantine": "q.jsonl"}, "FixOptions.out must be a path"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "manifest": 1.5}, "FixOptions.manifest"),
+        # a true string ran a dry run; None as the marker failed only once a text was cut
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "dry_run": "no"}, "FixOptions.dry_run"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "marker": None}, "FixOptions.marker"),
+        ({"out": "c.jsonl", "quarantine": "q.jsonl", "format": 5}, "FixOptions.format"),
+    ],
+)
+def test_fix_options_that_are_no_paths_are_config_errors(given: dict, said: str) -> None:
+    # They were an AttributeError ('NoneType' object has no attribute 'suffix') or a
+    # TypeError from deep inside the run.
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        FixOptions(**given)
