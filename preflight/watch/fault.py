@@ -41,6 +41,7 @@ from preflight.smoke.user import resolve_spec
 from preflight.tempfiles import atomic_write
 from preflight.text import first_line
 from preflight.watch import amp, snapshot
+from preflight.watch.accum import failing_batch
 from preflight.watch.rows import batch_rows, batch_size, take
 from preflight.watch.stats import num as _num
 
@@ -120,9 +121,10 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
         setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg,
                       device=device, precision="fp32", user=True, step_fn=core.rerun,
                       exempt=exempt)
-    batch = (s.batch, None)
-    deadline.run("failing batch's re-run")
-    again = train(setup, [batch], steps=1)
+    failing, again = failing_batch(setup, s, result, kind)
+    if failing is not s.batch:  # gradient accumulation: an earlier micro-batch's
+        bad_inputs = _nonfinite_input_rows(failing)
+    batch = (failing, None)
     result.first_bad_module = again.first_bad_module
     result.first_bad_param = again.first_bad_param
     if not again.failed:
@@ -144,7 +146,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
              " and a control batch of rows that already trained does not")
     if control is not None:  # attributed now: a limit that stops the narrowing keeps it
         result.verdict, result.reason = "data_fault", blame
-    keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
+    keep, why, healthy = _narrow(setup, failing, bad_inputs)
     if control is None and not (keep and healthy):
         # The first step has no control: only some of its own rows failing alone tells.
         result.reason += ("; not attributed: no control batch yet (the first step) and the "
@@ -155,7 +157,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     if why:
         result.findings.append(SmokeFinding(code="rows_not_narrowed", detail=why))
     _minimal(result, keep)
-    minimal = take(s.batch, keep) if keep else s.batch
+    minimal = take(failing, keep) if keep else failing
     _save_replay(core, result, setup, (minimal, None), state, again.run.failure)
 
 
