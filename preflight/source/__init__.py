@@ -340,8 +340,9 @@ def _listed_shards(path: Path) -> list[Path]:
 
 
 def _dataset_object(ds: Any) -> Source:
-    source = Source(format="datasets.Dataset", path=f"<Dataset {getattr(ds, '_fingerprint', '')}>",
-                    total=ds.num_rows, unit="records", global_rows=True)
+    name = type(ds).__name__  # Dataset, or a streamed IterableDataset (no num_rows)
+    source = Source(format="datasets.Dataset", path=f"<{name} {getattr(ds, '_fingerprint', '')}>",
+                    total=getattr(ds, "num_rows", None), unit="records", global_rows=True)
 
     def batches() -> Iterator[Batch]:
         row = 0
