@@ -23,16 +23,18 @@ def failing_batch(setup: Setup, s: Step, result: SmokeResult,
     again = train(setup, [(s.batch, None)], steps=1)
     if again.failed or kind != "grad" or len(s.micro) < 2:
         return s.batch, again
-    first, last = s.micro[0][0], s.micro[-1][0]
-    for step, batch in s.micro[:-1]:
-        deadline.run(f"re-run of step {step}'s batch (accumulated)")
+    first, last, n = s.micro[0][0], s.micro[-1][0], len(s.micro)
+    span = f"step {first}" if first == last else f"steps {first}-{last}"  # HF: one step
+    for i, (step, batch) in enumerate(s.micro[:-1]):
+        deadline.run(f"re-run of accumulated batch {i + 1} of {n}")
         out = train(setup, [(batch, None)], steps=1)
         if out.failed:
-            result.reason += (f" (the optimizer step applied the gradients accumulated over "
-                              f"steps {first}-{last}; step {step}'s batch fails alone)")
+            result.reason += (f" (the optimizer step applied the gradients of {n} "
+                              f"accumulated batches, {span}; batch {i + 1} of them, at step "
+                              f"{step}, fails alone)")
             result.step = step
             result.batch_rows, result.batch_ids = batch_rows(batch)
             return batch, out
-    result.reason += (f" (the gradients accumulated over steps {first}-{last}: no one "
-                      "batch fails alone)")
+    result.reason += (f" (the gradients of {n} accumulated batches, {span}: none fails "
+                      "alone)")
     return s.batch, again

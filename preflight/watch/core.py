@@ -132,8 +132,10 @@ class WatchCore:
         except OSError as e:
             raise ConfigError(f"watch: cannot create out={str(self.cfg.out)!r}: {e}") from e
         self.stats_path = self.cfg.out / "stats.jsonl"
-        if self.rank in (None, 0):  # a claim left by an earlier run
-            (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
+        if self.rank in (None, 0):  # an earlier run's claim, fault and replay
+            from preflight.watch.files import clear_stale
+
+            clear_stale(self.cfg.out)
         self.buffers = BufferSnapshot(self.model)  # before each forward (fault re-runs)
         self.order = amp.OrderCheck(self, optimizer, scaler)
         self.handle = optimizer.register_step_pre_hook(self._pre_step) if step_hook else None
@@ -346,7 +348,8 @@ class WatchCore:
 
     def _fault(self, s: Step, detail: str, *, kind: str) -> bool:
         """Investigate the first fault, write it, then stop, skip or warn (False: skip)."""
-        from preflight.watch.fault import investigate, write
+        from preflight.watch.fault import investigate
+        from preflight.watch.files import write
 
         with self.lock:  # another thread's fault waits for this one's record
             s.checked = True

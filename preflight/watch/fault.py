@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,17 +36,16 @@ from preflight.smoke.replay_file import WATCH_TASK
 from preflight.smoke.replay_file import save as save_replay
 from preflight.smoke.spy import bad_param, named, rows_of
 from preflight.smoke.user import resolve_spec
-from preflight.tempfiles import atomic_write
 from preflight.text import first_line
 from preflight.watch import amp, snapshot
 from preflight.watch.accum import failing_batch
+from preflight.watch.files import REPLAY_NAME
 from preflight.watch.rows import batch_rows, batch_size, take
 from preflight.watch.stats import num as _num
 
 if TYPE_CHECKING:
     from preflight.watch.core import Step, WatchCore
 
-REPLAY_NAME = "replay.pt"
 NEEDS_STEP_FN = ("attribution needs step_fn: watch(model, optimizer, step_fn=...) re-runs "
                  "the batch and its rows")
 
@@ -351,28 +348,6 @@ def _link_gate(core: WatchCore, result: SmokeResult) -> None:
         row = result.batch_rows[i] if i < len(result.batch_rows) else None
         id_ = result.batch_ids[i] if i < len(result.batch_ids) else None
         result.gate.append(gate.link(row, id_))
-
-
-def write(core: WatchCore, result: SmokeResult) -> Path | None:
-    """Write ``fault.json`` (or ``fault-rank{N}.json``); None when it cannot be written."""
-    try:  # claiming (DDP) touches out= too, which may be gone
-        path = claim(core.cfg.out, core.rank)
-        with atomic_write(path) as tmp:
-            tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    except Exception:
-        return None
-    return path
-
-
-def claim(out: Path, rank: int | None) -> Path:
-    """Where this rank's fault goes: ``fault.json`` for the first rank to claim it."""
-    if rank is None:
-        return out / "fault.json"
-    try:
-        os.close(os.open(out / ".fault-claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        return out / "fault.json"
-    except FileExistsError:
-        return out / f"fault-rank{rank}.json"
 
 
 @contextlib.contextmanager

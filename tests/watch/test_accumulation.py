@@ -70,4 +70,4 @@ def test_an_accumulated_gradient_fault_blames_the_batch_that_fails(tmp_path: Pat
     assert fault.step == 5
     assert fault.batch_ids == ["r20", "r21", "r22", "r23"]
     assert fault.minimal_ids == ["r21"]
-    assert "accumulated over steps 4-7" in fault.reason
+    assert "4 accumulated batches, steps 4-7; batch 2 of them, at step 5" in fault.reason
