@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from preflight.errors import ConfigError
+from preflight.smoke.spy import same_kind
 
 
 class _Carries:
@@ -179,8 +180,9 @@ def _take(obj: Any, idx: list[int], size: int) -> Any:
             isinstance(v, str | int | float | None) for v in obj):
         return [obj[i] for i in idx]  # one plain value per row (texts, say)
     if isinstance(obj, list | tuple):
-        return type(obj)(_take(v, idx, size) for v in obj) if type(obj) in (list, tuple) else [
-            _take(v, idx, size) for v in obj]
+        items = [_take(v, idx, size) for v in obj]
+        named_tuple = isinstance(obj, tuple) and hasattr(obj, "_fields")
+        return same_kind(obj, items) if type(obj) in (list, tuple) or named_tuple else items
     return obj
 
 
