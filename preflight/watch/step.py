@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-MICRO_LIMIT = 256  # micro-batches kept for one optimizer step (gradient accumulation)
+MICRO_LIMIT = 64  # micro-batches kept for one optimizer step (gradient accumulation)
 
 
 @dataclass
