@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from preflight import ConfigError, run_preflight
+from preflight import ConfigError, InputError, run_preflight
 from preflight.cli import main
 
 ZW = "\u200b"
@@ -76,3 +77,15 @@ def test_a_streamed_iterable_dataset_is_read() -> None:
     assert rows == [1]
 
 
+
+
+def test_a_relative_path_not_found_says_where_it_was_looked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline worker's working directory is rarely the one the path was written for."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=rf"data/train.jsonl \(relative to the working "
+                                         rf"directory {re.escape(str(tmp_path))}\)"):
+        run_preflight("data/train.jsonl", smoke=False)
+    with pytest.raises(InputError) as absolute:
+        run_preflight(tmp_path / "train.jsonl", smoke=False)
+    assert "(relative to" not in str(absolute.value)
