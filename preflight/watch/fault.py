@@ -299,7 +299,10 @@ def _nonfinite_input_rows(batch: Any) -> list[int]:
     bad: set[int] = set()
     if batch is None:
         return []
+    carried = len(batch_rows(batch)[0])  # rows with ids: only tensors whose rows they are
     for _, t in named(("", batch)):
+        if carried and t.ndim > 0 and t.shape[0] != carried:
+            continue
         # a tensor on the meta device has no values to read (reading one raises)
         if (t.is_floating_point() or t.is_complex()) and t.ndim > 0 and not t.is_meta:
             mask = ~torch.isfinite(t)

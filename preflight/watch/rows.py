@@ -157,7 +157,13 @@ def batch_size(batch: Any) -> int:
         why = ("it holds no tensor with a first dimension" if not sizes else
                f"its tensors differ in their first dimension ({sorted(sizes)})")
         raise ConfigError(f"the batch cannot be sliced into rows: {why}")
-    return sizes.pop()
+    size = sizes.pop()
+    carried = len(batch_rows(batch)[0])
+    if carried and size != carried:  # sliced, it blamed time steps as rows (wrong ids)
+        raise ConfigError(f"the batch cannot be sliced into rows: it carries {carried} rows "
+                          f"but its tensors' first dimension is {size} (the rows must come "
+                          "first, not a sequence-first layout)")
+    return size
 
 
 def take(batch: Any, index: Sequence[int]) -> Any:

@@ -41,3 +41,36 @@ def test_take_keeps_a_namedtuple() -> None:
     batch = Pair(torch.arange(4.0), torch.arange(4.0) * 2)
     part = take(batch, [1, 3])
     assert isinstance(part, Pair) and part.y.tolist() == [2.0, 6.0]
+
+
+def _seq_step_fn(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    """A sequence-first batch ([time, rows, features]): the model sees one time step."""
+    return F.mse_loss(model(batch["x"]), batch["y"])
+
+
+@pytest.mark.parametrize("with_step_fn", [True, False])
+def test_a_sequence_first_batch_never_blames_a_time_step_as_a_row(tmp_path: Path,
+                                                                  with_step_fn: bool) -> None:
+    """Sliced along dimension 0, time step 2 was taken for row 2 and its id (r26) blamed
+    for row r29's NaN; the narrowing then failed with an IndexError."""
+    rows = [{"id": f"r{i}"} for i in range(32)]
+    data = preflight.watch.with_ids(rows)
+
+    def collate(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        x = torch.ones(20, len(items), tiny.WIDTH)
+        for j, r in enumerate(items):
+            if r["id"] == "r29":
+                x[2, j, 1] = float("nan")
+        return {"x": x, "y": torch.zeros(20, len(items))}
+
+    loader = torch.utils.data.DataLoader(data, batch_size=8,
+                                         collate_fn=data.collate(collate))
+    model, opt = tiny.fresh()
+    step_fn = _seq_step_fn if with_step_fn else None
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path / "watch") as w:
+        tiny.train(w, model, opt, loader, loss_of=_seq_step_fn)
+    fault = caught.value.fault
+    assert fault.batch_ids == [f"r{i}" for i in range(24, 32)]
+    assert fault.minimal_ids == []  # not r26: the rows are not the first dimension
+    assert "watch_investigation_failed" not in [f.code for f in fault.findings]
