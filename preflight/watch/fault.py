@@ -46,6 +46,8 @@ from preflight.watch.stats import num as _num
 if TYPE_CHECKING:
     from preflight.watch.core import Step, WatchCore
 
+EMPTY = ("the batch is empty (0 rows along dimension 0: a mean over no rows is NaN); look "
+         "for a collate or filter that can drop every row")
 NEEDS_STEP_FN = ("attribution needs step_fn: watch(model, optimizer, step_fn=...) re-runs "
                  "the batch and its rows")
 
@@ -144,6 +146,8 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     if control is not None:  # attributed now: a limit that stops the narrowing keeps it
         result.verdict, result.reason = "data_fault", blame
     keep, why, healthy = _narrow(setup, failing, bad_inputs)
+    if why == EMPTY:
+        blame, result.reason = f"{blame}; {EMPTY}", f"{result.reason}; {EMPTY}"
     if control is None and not (keep and healthy):
         # The first step has no control: only some of its own rows failing alone tells.
         result.reason += ("; not attributed: no control batch yet (the first step) and the "
@@ -197,6 +201,8 @@ def _narrow(setup: Setup, batch: Any,
         n = batch_size(batch)
     except ConfigError as e:
         return [], str(e), False
+    if n == 0:
+        return [], EMPTY, False
     deadline.run("per-row losses")
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
     deadline.run("re-runs narrowing the rows")

@@ -74,3 +74,17 @@ def test_a_sequence_first_batch_never_blames_a_time_step_as_a_row(tmp_path: Path
     assert fault.batch_ids == [f"r{i}" for i in range(24, 32)]
     assert fault.minimal_ids == []  # not r26: the rows are not the first dimension
     assert "watch_investigation_failed" not in [f.code for f in fault.findings]
+
+
+def test_an_empty_batch_is_named_in_the_reason(tmp_path: Path) -> None:
+    """A batch of 0 rows (its mean loss is NaN) was a data_fault naming no row, and nothing
+    said the batch was empty."""
+    loader = [*tiny.batches(tiny.make_rows(24)),
+              {"x": torch.zeros(0, tiny.WIDTH), "y": torch.zeros(0)}]
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path / "watch") as w:
+        tiny.train(w, model, opt, loader)
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault"
+    assert "the batch is empty (0 rows" in fault.reason
