@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from preflight.batch import Batch, arrow_numbers, record_key, repeated
 from preflight.config import Rule
-from preflight.report.model import Example
+from preflight.report.model import Example, utf8_safe
 from preflight.sampling import FlaggedKeys
 from preflight.tempfiles import temp_path, write_error
 from preflight.text import redact, visible
@@ -91,7 +91,7 @@ class FindingsSink:
     def open_batch(self, batch: Batch, id_field: str | None, *, keep_ids: bool) -> None:
         """Start a batch: remember its file label and the records' ids (kept for the whole
         run only when corpus-wide findings will need them)."""
-        self._labels[batch.file_index] = batch.file
+        self.label(batch.file_index, batch.file)
         self._batch_ids = batch_ids(batch, id_field)
         if keep_ids and self._batch_ids is not None:
             self.keep_ids(record_key(np.full(len(batch), batch.file_index), batch.rows),
@@ -103,8 +103,9 @@ class FindingsSink:
         self._ids.append(ids.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
     def label(self, file_index: int, file: str | None) -> None:
-        """The ``file`` value of findings in file ``file_index``."""
-        self._labels[file_index] = file
+        """The ``file`` value of findings in file ``file_index`` (a name that is not UTF-8
+        shows its bytes escaped: Arrow strings are UTF-8)."""
+        self._labels[file_index] = None if file is None else utf8_safe(file)
 
     def add(self, rule: Rule, *, frame: pl.DataFrame | None, batch: Batch | None = None,
             remember: bool = False) -> None:

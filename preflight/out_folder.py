@@ -24,6 +24,7 @@ from typing import Any
 
 from preflight.choices import OUT_NAMES
 from preflight.errors import ConfigError
+from preflight.report.model import utf8_safe
 from preflight.report.writer import clear_stale
 from preflight.source import Source
 from preflight.tempfiles import write_error
@@ -92,7 +93,15 @@ def check_out_dir(
     folder: it is a file (the input, say), or it lies in a folder being read, where the
     next run would read the reports as data, or the input (or eval file) is one of the
     files the run writes there (``out/report.json``): the run removes those first, so it
-    deleted the data it was asked to check."""
+    deleted the data it was asked to check. A path that is not UTF-8 too: Arrow cannot
+    write ``findings.parquet`` there (it was an internal error after the whole scan)."""
+    try:
+        str(out).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"--out {utf8_safe(str(out))}: the folder's name is not valid UTF-8, and Arrow "
+            "cannot write findings.parquet there; choose a UTF-8 name"
+        ) from None
     for probe in (out, *out.parents):
         if probe.is_dir():
             break

@@ -66,7 +66,7 @@ class PreflightOperator(BaseOperator):
         smoke: bool | None = False,
         strict: bool = False,
         limit: int | None = None,
-        formats: Iterable[str] = DEFAULT_FORMATS,
+        formats: str | Iterable[str] = DEFAULT_FORMATS,
         xcom_key: str = XCOM_KEY,
         **kwargs: Any,
     ) -> None:
@@ -78,7 +78,9 @@ class PreflightOperator(BaseOperator):
         self.smoke = smoke
         self.strict = strict
         self.limit = limit
-        self.formats = tuple(formats)
+        # one comma-separated string, as run_preflight and --format take it (a tuple of
+        # its characters was refused at run time: unknown format 'j')
+        self.formats = formats if isinstance(formats, str) else tuple(formats)
         self.xcom_key = xcom_key
 
     def execute(self, context: Any) -> dict[str, Any]:

@@ -9,11 +9,44 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, SerializationInfo, model_serializer
 
 SCHEMA_VERSION = "1.0"
 
 Status = Literal["pass", "fail", "error"]
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` as valid UTF-8: a POSIX file name that is not UTF-8 (Python holds its bytes
+    as surrogates) shows them escaped, ``caf\\xe9.jsonl``, as in a terminal."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that is no byte of a name
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if value.isascii() else utf8_safe(value)
+    if isinstance(value, dict):
+        return {k: _utf8(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    return value
+
+
+class _Utf8Json(BaseModel):
+    """A model whose JSON never fails on a path that is not UTF-8 (pydantic raised
+    ``PydanticSerializationError`` and report.json, fault.json and --json were lost)."""
+
+    @model_serializer(mode="wrap")
+    def _utf8_json(self, handler: Any, info: SerializationInfo) -> Any:
+        data = handler(self)
+        return _utf8(data) if info.mode_is_json() else data
 
 
 class Example(BaseModel):
@@ -185,7 +218,7 @@ class GateLink(BaseModel):
     detail: str = ""
 
 
-class SmokeResult(BaseModel):
+class SmokeResult(_Utf8Json):
     """The smoke test: a seeded micro-training on a sample, and whose fault a failure is."""
 
     verdict: Literal["pass", "data_fault", "code_fault", "skipped"]
@@ -246,7 +279,7 @@ class SmokeResult(BaseModel):
         return self.verdict in ("data_fault", "code_fault")
 
 
-class Report(BaseModel):
+class Report(_Utf8Json):
     """A gate run: the verdict, each rule's result, and how it was reached."""
 
     schema_version: str = SCHEMA_VERSION

@@ -16,7 +16,7 @@ from preflight.choices import (
     OUT_NAMES,
 )
 from preflight.errors import ConfigError
-from preflight.report.model import Report
+from preflight.report.model import Report, utf8_safe
 from preflight.tempfiles import atomic_write, write_error
 
 OUTPUT_KEYS = {"json": "report", "html": "html", "junit": "junit", "md": "markdown"}
@@ -94,6 +94,7 @@ def clear_stale(out_dir: Path, *, keep: Path | None = None) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder."""
+    """Write ``text`` to ``path`` through a temporary file in the same folder (a file name
+    that is not UTF-8 shows its bytes escaped, as in report.json)."""
     with atomic_write(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(utf8_safe(text), encoding="utf-8")

@@ -142,8 +142,20 @@ def to_device(obj: Any, device: torch.device) -> Any:
         except Exception:
             return moved
     if isinstance(obj, list | tuple):
-        return type(obj)(to_device(v, device) for v in obj)
+        return same_kind(obj, [to_device(v, device) for v in obj])
     return obj
+
+
+def same_kind(obj: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` as a list or tuple of ``obj``'s own type: a namedtuple takes them as
+    arguments (it failed as one iterable, so a namedtuple batch was never re-run); a
+    subclass that cannot be rebuilt so gives a plain list or tuple."""
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*items)
+    try:
+        return type(obj)(items)
+    except Exception:
+        return tuple(items) if isinstance(obj, tuple) else items
 
 
 def tensors(obj: Any) -> Iterator[torch.Tensor]:

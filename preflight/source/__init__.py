@@ -158,8 +158,19 @@ def _stat(path: Path) -> os.stat_result:
                 raise InputError(f"{path} is a broken symbolic link (its target "
                                  f"{os.readlink(path)} does not exist); fix or remove it") from e
         if e.errno == errno.ENOENT:
-            raise InputError(f"input not found: {path}") from e
+            raise InputError(f"input not found: {path}{_relative(path)}") from e
         raise InputError(f"cannot read {path}: {e.strerror}") from e
+
+
+def _relative(path: Path) -> str:
+    """Where a relative path was looked for: a pipeline's worker (Airflow, Dagster) runs in
+    a working directory of its own, not the one the DAG was written in."""
+    if path.is_absolute():
+        return ""
+    try:
+        return f" (relative to the working directory {Path.cwd()})"
+    except OSError:  # the working directory was removed
+        return " (relative to a working directory that no longer exists)"
 
 
 def _kind(mode: int) -> str:
@@ -340,8 +351,9 @@ def _listed_shards(path: Path) -> list[Path]:
 
 
 def _dataset_object(ds: Any) -> Source:
-    source = Source(format="datasets.Dataset", path=f"<Dataset {getattr(ds, '_fingerprint', '')}>",
-                    total=ds.num_rows, unit="records", global_rows=True)
+    name = type(ds).__name__  # Dataset, or a streamed IterableDataset (no num_rows)
+    source = Source(format="datasets.Dataset", path=f"<{name} {getattr(ds, '_fingerprint', '')}>",
+                    total=getattr(ds, "num_rows", None), unit="records", global_rows=True)
 
     def batches() -> Iterator[Batch]:
         row = 0

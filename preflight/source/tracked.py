@@ -167,7 +167,7 @@ def file_fingerprint(state: dict[str, Any]) -> dict[str, Any]:
     hashes = state.get("hashes", [])
     combined = xxhash.xxh3_128()
     for name, digest, size in hashes:
-        combined.update(f"{name}\0{digest}\0{size}\n".encode())
+        combined.update(f"{name}\0{digest}\0{size}\n".encode("utf-8", "surrogateescape"))
     return {
         "xxh3_128": combined.hexdigest(),
         "bytes": state.get("bytes", 0),

@@ -45,11 +45,9 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +60,7 @@ from preflight.text import first_line
 from preflight.watch import amp, stats
 from preflight.watch.buffers import BufferSnapshot
 from preflight.watch.options import WatchConfig
+from preflight.watch.step import MICRO_LIMIT, Step
 
 
 class TrainingFault(PreflightError):
@@ -78,23 +77,6 @@ class TrainingFault(PreflightError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.fault, self.path))
-
-
-@dataclass
-class Step:
-    """One training step as the core saw it (tensors until checked, then floats)."""
-
-    step: int
-    batch: Any
-    loss: Any = None
-    norm: Any = None
-    scale: float | None = None
-    lr: float | None = None
-    grad_max: dict[str, float] | None = None
-    skipped: bool = False
-    checked: bool = False
-    notes: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)  # when its batch came (step time)
 
 
 class WatchCore:
@@ -127,6 +109,8 @@ class WatchCore:
         self.sync_every = self.cfg.sync_every or (1 if device.type == "cpu" else 10)
         self.history: deque[Step] = deque(maxlen=self.cfg.history)
         self.pending: list[Step] = []  # steps not yet checked (sync_every > 1)
+        # the batches since the last gradient check (gradient accumulation), bounded
+        self.micro: deque[tuple[int, Any]] = deque(maxlen=MICRO_LIMIT)
         self.current: Step | None = None
         self.control: Any = None  # the last batch that trained without a fault
         self.count = 0
@@ -148,8 +132,10 @@ class WatchCore:
         except OSError as e:
             raise ConfigError(f"watch: cannot create out={str(self.cfg.out)!r}: {e}") from e
         self.stats_path = self.cfg.out / "stats.jsonl"
-        if self.rank in (None, 0):  # a claim left by an earlier run
-            (self.cfg.out / ".fault-claim").unlink(missing_ok=True)
+        if self.rank in (None, 0):  # an earlier run's claim, fault and replay
+            from preflight.watch.files import clear_stale
+
+            clear_stale(self.cfg.out)
         self.buffers = BufferSnapshot(self.model)  # before each forward (fault re-runs)
         self.order = amp.OrderCheck(self, optimizer, scaler)
         self.handle = optimizer.register_step_pre_hook(self._pre_step) if step_hook else None
@@ -162,6 +148,8 @@ class WatchCore:
             self.end_step()
         self.current = Step(step=self.count if step is None else int(step), batch=batch)
         self.count += 1
+        if batch is not None:
+            self.micro.append((self.current.step, batch))
 
     def loss(self, loss: Any) -> bool:
         """The loss after forward, before backward: False means skip this step."""
@@ -211,7 +199,10 @@ class WatchCore:
         before the optimizer applies them. The norm is computed here (a clip that runs
         later is the framework's). False: skip this step (its gradients are dropped)."""
         self.order.take_norm()  # a clip since the last check belongs to an earlier step
-        return self._gradients(optimizer, None)
+        try:
+            return self._gradients(optimizer, None)
+        finally:
+            self.micro.clear()
 
     def flush(self) -> None:
         """Judge the steps not checked yet (``sync_every`` > 1): call it where the loop
@@ -245,7 +236,10 @@ class WatchCore:
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         """The optimizer's step pre-hook: the loop's clip norm, if it clipped, is reused."""
         with self.lock:
-            self._gradients(optimizer, self.order.take_norm())
+            try:
+                self._gradients(optimizer, self.order.take_norm())
+            finally:
+                self.micro.clear()
 
     def _gradients(self, optimizer: torch.optim.Optimizer, norm: torch.Tensor | None) -> bool:
         """Before the optimizer applies the gradients: their norm, checked (or kept for the
@@ -256,6 +250,7 @@ class WatchCore:
             self.batch(None)
         entry = self.current
         assert entry is not None
+        entry.micro = list(self.micro)
         try:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"]
                      if p.grad is not None]
@@ -332,6 +327,10 @@ class WatchCore:
         elif bad is None and not s.skipped:
             self.control = s.batch
         s.checked = True
+        # Judged: only the control (and a fault's own step, investigated above) needs its
+        # batch. The history keeps curves, not batches: 200 batches held there kept 200
+        # batches' tensors alive (GPU memory) for the whole run.
+        s.batch, s.micro = None, []
 
     def _alarm(self, s: Step) -> None:
         self.alarms += 1
@@ -349,7 +348,8 @@ class WatchCore:
 
     def _fault(self, s: Step, detail: str, *, kind: str) -> bool:
         """Investigate the first fault, write it, then stop, skip or warn (False: skip)."""
-        from preflight.watch.fault import investigate, write
+        from preflight.watch.fault import investigate
+        from preflight.watch.files import write
 
         with self.lock:  # another thread's fault waits for this one's record
             s.checked = True

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import random
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,16 +36,18 @@ from preflight.smoke.replay_file import WATCH_TASK
 from preflight.smoke.replay_file import save as save_replay
 from preflight.smoke.spy import bad_param, named, rows_of
 from preflight.smoke.user import resolve_spec
-from preflight.tempfiles import atomic_write
 from preflight.text import first_line
 from preflight.watch import amp, snapshot
+from preflight.watch.accum import failing_batch
+from preflight.watch.files import REPLAY_NAME
 from preflight.watch.rows import batch_rows, batch_size, take
 from preflight.watch.stats import num as _num
 
 if TYPE_CHECKING:
     from preflight.watch.core import Step, WatchCore
 
-REPLAY_NAME = "replay.pt"
+EMPTY = ("the batch is empty (0 rows along dimension 0: a mean over no rows is NaN); look "
+         "for a collate or filter that can drop every row")
 NEEDS_STEP_FN = ("attribution needs step_fn: watch(model, optimizer, step_fn=...) re-runs "
                  "the batch and its rows")
 
@@ -120,9 +120,10 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
         setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg,
                       device=device, precision="fp32", user=True, step_fn=core.rerun,
                       exempt=exempt)
-    batch = (s.batch, None)
-    deadline.run("failing batch's re-run")
-    again = train(setup, [batch], steps=1)
+    failing, again = failing_batch(setup, s, result, kind)
+    if failing is not s.batch:  # gradient accumulation: an earlier micro-batch's
+        bad_inputs = _nonfinite_input_rows(failing)
+    batch = (failing, None)
     result.first_bad_module = again.first_bad_module
     result.first_bad_param = again.first_bad_param
     if not again.failed:
@@ -144,7 +145,9 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
              " and a control batch of rows that already trained does not")
     if control is not None:  # attributed now: a limit that stops the narrowing keeps it
         result.verdict, result.reason = "data_fault", blame
-    keep, why, healthy = _narrow(setup, s.batch, bad_inputs)
+    keep, why, healthy = _narrow(setup, failing, bad_inputs)
+    if why == EMPTY:
+        blame, result.reason = f"{blame}; {EMPTY}", f"{result.reason}; {EMPTY}"
     if control is None and not (keep and healthy):
         # The first step has no control: only some of its own rows failing alone tells.
         result.reason += ("; not attributed: no control batch yet (the first step) and the "
@@ -155,7 +158,7 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
     if why:
         result.findings.append(SmokeFinding(code="rows_not_narrowed", detail=why))
     _minimal(result, keep)
-    minimal = take(s.batch, keep) if keep else s.batch
+    minimal = take(failing, keep) if keep else failing
     _save_replay(core, result, setup, (minimal, None), state, again.run.failure)
 
 
@@ -198,6 +201,8 @@ def _narrow(setup: Setup, batch: Any,
         n = batch_size(batch)
     except ConfigError as e:
         return [], str(e), False
+    if n == 0:
+        return [], EMPTY, False
     deadline.run("per-row losses")
     losses = per_row_losses(setup, [(take(batch, [i]), None) for i in range(n)])
     deadline.run("re-runs narrowing the rows")
@@ -300,7 +305,10 @@ def _nonfinite_input_rows(batch: Any) -> list[int]:
     bad: set[int] = set()
     if batch is None:
         return []
+    carried = len(batch_rows(batch)[0])  # rows with ids: only tensors whose rows they are
     for _, t in named(("", batch)):
+        if carried and t.ndim > 0 and t.shape[0] != carried:
+            continue
         # a tensor on the meta device has no values to read (reading one raises)
         if (t.is_floating_point() or t.is_complex()) and t.ndim > 0 and not t.is_meta:
             mask = ~torch.isfinite(t)
@@ -349,28 +357,6 @@ def _link_gate(core: WatchCore, result: SmokeResult) -> None:
         row = result.batch_rows[i] if i < len(result.batch_rows) else None
         id_ = result.batch_ids[i] if i < len(result.batch_ids) else None
         result.gate.append(gate.link(row, id_))
-
-
-def write(core: WatchCore, result: SmokeResult) -> Path | None:
-    """Write ``fault.json`` (or ``fault-rank{N}.json``); None when it cannot be written."""
-    try:  # claiming (DDP) touches out= too, which may be gone
-        path = claim(core.cfg.out, core.rank)
-        with atomic_write(path) as tmp:
-            tmp.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    except Exception:
-        return None
-    return path
-
-
-def claim(out: Path, rank: int | None) -> Path:
-    """Where this rank's fault goes: ``fault.json`` for the first rank to claim it."""
-    if rank is None:
-        return out / "fault.json"
-    try:
-        os.close(os.open(out / ".fault-claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        return out / "fault.json"
-    except FileExistsError:
-        return out / f"fault-rank{rank}.json"
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from preflight.errors import ConfigError
+from preflight.smoke.spy import same_kind
 
 
 class _Carries:
@@ -156,7 +157,13 @@ def batch_size(batch: Any) -> int:
         why = ("it holds no tensor with a first dimension" if not sizes else
                f"its tensors differ in their first dimension ({sorted(sizes)})")
         raise ConfigError(f"the batch cannot be sliced into rows: {why}")
-    return sizes.pop()
+    size = sizes.pop()
+    carried = len(batch_rows(batch)[0])
+    if carried and size != carried:  # sliced, it blamed time steps as rows (wrong ids)
+        raise ConfigError(f"the batch cannot be sliced into rows: it carries {carried} rows "
+                          f"but its tensors' first dimension is {size} (the rows must come "
+                          "first, not a sequence-first layout)")
+    return size
 
 
 def take(batch: Any, index: Sequence[int]) -> Any:
@@ -179,8 +186,9 @@ def _take(obj: Any, idx: list[int], size: int) -> Any:
             isinstance(v, str | int | float | None) for v in obj):
         return [obj[i] for i in idx]  # one plain value per row (texts, say)
     if isinstance(obj, list | tuple):
-        return type(obj)(_take(v, idx, size) for v in obj) if type(obj) in (list, tuple) else [
-            _take(v, idx, size) for v in obj]
+        items = [_take(v, idx, size) for v in obj]
+        named_tuple = isinstance(obj, tuple) and hasattr(obj, "_fields")
+        return same_kind(obj, items) if type(obj) in (list, tuple) or named_tuple else items
     return obj
 
 

@@ -177,6 +177,20 @@ def test_an_out_that_renders_empty_fails_the_task(airflow_home: Path, tmp_path: 
         op.execute({"ti": _TI()})
 
 
+def test_formats_as_one_comma_separated_string(airflow_home: Path, tmp_path: Path) -> None:
+    """As run_preflight takes it: the operator made a tuple of its characters."""
+    from preflight.integrations.airflow import PreflightOperator
+
+    data = tmp_path / "clean.jsonl"
+    _write_jsonl(data, CLEAN)
+    op = PreflightOperator(task_id="gate", path=str(data), rules=RULES,
+                           out=str(tmp_path / "out"), formats="json,md")
+    summary = op.execute({"ti": _TI()})
+    assert sorted(p.name for p in (tmp_path / "out").glob("report.*")) == ["report.json",
+                                                                          "report.md"]
+    assert summary["verdict"] == "pass"
+
+
 def test_missing_airflow_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from preflight.errors import ConfigError
 

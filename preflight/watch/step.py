@@ -1,0 +1,29 @@
+"""One training step as the watch saw it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MICRO_LIMIT = 64  # micro-batches kept for one optimizer step (gradient accumulation)
+
+
+@dataclass
+class Step:
+    """One training step as the core saw it (tensors until checked, then floats)."""
+
+    step: int
+    batch: Any
+    loss: Any = None
+    norm: Any = None
+    scale: float | None = None
+    lr: float | None = None
+    grad_max: dict[str, float] | None = None
+    skipped: bool = False
+    checked: bool = False
+    # the (step, batch) of each step whose gradients this optimizer step applies (more
+    # than one with gradient accumulation), kept until it is judged
+    micro: list[tuple[int, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)  # when its batch came (step time)

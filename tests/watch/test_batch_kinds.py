@@ -1,0 +1,90 @@
+"""Batch types a loop may hand the watch, re-run and sliced as the loop built them."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import preflight
+from preflight.watch.rows import take
+from tests.watch import tiny
+
+Pair = namedtuple("Pair", "x y")
+
+
+def _step_fn(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    return F.mse_loss(model(batch.x), batch.y)
+
+
+def test_a_namedtuple_batch_is_re_run_and_narrowed_to_its_row(tmp_path: Path) -> None:
+    """Moving it to the device rebuilt it from one iterable (TypeError: missing 'y'): the
+    re-run failed and the fault was judged from the inputs alone."""
+    loader = [Pair(b["x"], b["y"]) for b in
+              [*tiny.batches(tiny.make_rows(24)), tiny.collate(tiny.make_rows(8, nan_row=3))]]
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=_step_fn, out=tmp_path / "watch") as w:
+        tiny.train(w, model, opt, loader, loss_of=_step_fn)
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault", fault.reason
+    assert "fails again from the pre-step weights" in fault.reason
+    assert fault.batch_positions == [3]
+    assert "watch_investigation_failed" not in [f.code for f in fault.findings]
+
+
+def test_take_keeps_a_namedtuple() -> None:
+    batch = Pair(torch.arange(4.0), torch.arange(4.0) * 2)
+    part = take(batch, [1, 3])
+    assert isinstance(part, Pair) and part.y.tolist() == [2.0, 6.0]
+
+
+def _seq_step_fn(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+    """A sequence-first batch ([time, rows, features]): the model sees one time step."""
+    return F.mse_loss(model(batch["x"]), batch["y"])
+
+
+@pytest.mark.parametrize("with_step_fn", [True, False])
+def test_a_sequence_first_batch_never_blames_a_time_step_as_a_row(tmp_path: Path,
+                                                                  with_step_fn: bool) -> None:
+    """Sliced along dimension 0, time step 2 was taken for row 2 and its id (r26) blamed
+    for row r29's NaN; the narrowing then failed with an IndexError."""
+    rows = [{"id": f"r{i}"} for i in range(32)]
+    data = preflight.watch.with_ids(rows)
+
+    def collate(items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        x = torch.ones(20, len(items), tiny.WIDTH)
+        for j, r in enumerate(items):
+            if r["id"] == "r29":
+                x[2, j, 1] = float("nan")
+        return {"x": x, "y": torch.zeros(20, len(items))}
+
+    loader = torch.utils.data.DataLoader(data, batch_size=8,
+                                         collate_fn=data.collate(collate))
+    model, opt = tiny.fresh()
+    step_fn = _seq_step_fn if with_step_fn else None
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=step_fn, out=tmp_path / "watch") as w:
+        tiny.train(w, model, opt, loader, loss_of=_seq_step_fn)
+    fault = caught.value.fault
+    assert fault.batch_ids == [f"r{i}" for i in range(24, 32)]
+    assert fault.minimal_ids == []  # not r26: the rows are not the first dimension
+    assert "watch_investigation_failed" not in [f.code for f in fault.findings]
+
+
+def test_an_empty_batch_is_named_in_the_reason(tmp_path: Path) -> None:
+    """A batch of 0 rows (its mean loss is NaN) was a data_fault naming no row, and nothing
+    said the batch was empty."""
+    loader = [*tiny.batches(tiny.make_rows(24)),
+              {"x": torch.zeros(0, tiny.WIDTH), "y": torch.zeros(0)}]
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path / "watch") as w:
+        tiny.train(w, model, opt, loader)
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault"
+    assert "the batch is empty (0 rows" in fault.reason
