@@ -29,6 +29,7 @@ from preflight.config import SmokeConfig
 from preflight.errors import ConfigError
 from preflight.report.model import SmokeRun
 from preflight.smoke import deadline
+from preflight.smoke.broadcast import refuse_outer_comparison
 from preflight.smoke.encode import IGNORE
 from preflight.smoke.optim import build_optimizer, build_scheduler, run_warmup
 from preflight.smoke.spy import IndexFault, Spy, bad_param, named, rows_of, to_device
@@ -58,6 +59,7 @@ class Setup:
     # The in-flight watch's form: ``step_fn(model, batch) -> loss`` replaces
     # ``loss_fn(model(inputs), targets)``; a batch is then ``(batch, None)``.
     step_fn: Callable[[nn.Module, Any], Any] | None = None
+    shapes_seen: bool = False  # the loss's first call, checked once (smoke/broadcast.py)
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
@@ -211,8 +213,10 @@ def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
     try:
         with torch.autograd.set_detect_anomaly(anomaly):
             # Autocast covers the forward and the loss only; backward runs outside.
-            with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
+            with (torch.autocast(setup.device.type, dtype=dtype, enabled=amp),
+                  refuse_outer_comparison(not setup.shapes_seen and setup.step_fn is None)):
                 loss = forward_loss(setup, model, inputs, targets)
+            setup.shapes_seen = True
             _check_loss(loss, setup.user, step=setup.step_fn is not None)
             loss_value = float(loss.detach().float())
             if not math.isfinite(loss_value):

@@ -128,18 +128,57 @@ def test_a_thread_left_running_does_not_hold_the_command(tmp_path: Path) -> None
     assert len(found) == 1 and "stuck" in found[0]["detail"]
 
 
-def test_a_warning_from_the_loss_is_not_repeated_every_step(tmp_path: Path) -> None:
-    """A loss that broadcasts (outputs [rows, 1] against targets [rows]): torch warns; the
-    warning shows once per run, not once per step."""
-    model = write_model(tmp_path / "model.py", LINEAR.format(forward="pass", build="pass")
-                        .replace(".squeeze(-1)\n", "\n"))
+def test_a_warning_from_user_code_is_not_repeated_every_step(tmp_path: Path) -> None:
+    """A forward that warns at every step: the warning shows once per run, not once per
+    step."""
+    model = _model(tmp_path, header="import warnings\n",
+                   forward="warnings.warn('features look odd', UserWarning)")
     write_jsonl(tmp_path / "data.jsonl", regression_records(40))
     write_rules(tmp_path / "rules.yaml", regression_rules())
     proc = run_cli("smoke", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
                    "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    shown = proc.stderr.count("Using a target size")
-    assert 1 <= shown <= 5, proc.stderr[:2000]
+    shown = proc.stderr.count("features look odd")
+    steps = json.loads((tmp_path / "out" / "report.json").read_text())["smoke"]["steps"]
+    assert steps >= 30  # each of the runs (control, real, replays) takes this many
+    assert 1 <= shown <= 10, proc.stderr[:2000]
+
+
+@pytest.mark.parametrize(("forward", "shapes"), [
+    # outputs (rows, 1) against targets (rows,): every output against every target
+    ('return self.lin(inputs["features"])', "outputs (40, 1) with targets (40,): torch "
+                                            "broadcast them to (40, 40)"),
+    # three outputs, whatever the batch: (3, 1) against (40,)
+    ('return self.lin(inputs["features"][:3])', "outputs (3, 1) with targets (40,): torch "
+                                                "broadcast them to (3, 40)"),
+])
+def test_a_loss_comparing_every_output_with_every_target_is_exit_2(
+    tmp_path: Path, forward: str, shapes: str
+) -> None:
+    # torch only warned, the loss fell (towards the targets' mean) and the smoke test passed.
+    model = _model(tmp_path, forward=forward)
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules(batch_size=40))
+    proc = run_cli("check", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    said = flat(proc.stderr)
+    assert f"your loss compared {shapes}, every output against every target" in said, said
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_loss_that_reshapes_the_outputs_itself_passes(tmp_path: Path) -> None:
+    # Outputs (rows, 1), a loss that squeezes them first: torch never warns, nothing to say.
+    model = write_model(tmp_path / "model.py", LINEAR.format(forward="pass", build="pass")
+                        .replace(".squeeze(-1)\n", "\n")
+                        .replace("return Net(), F.mse_loss, None",
+                                 "return Net(), lambda o, y: F.mse_loss(o.squeeze(-1), y), None"))
+    write_jsonl(tmp_path / "data.jsonl", regression_records(40))
+    write_rules(tmp_path / "rules.yaml", regression_rules())
+    proc = run_cli("check", "data.jsonl", "--rules", "rules.yaml", "--out", "out",
+                   "--no-progress", "--model", f"{model}:build", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["smoke"]["verdict"] == "pass"
 
 
 def test_an_endless_real_run_from_the_training_args_is_not_a_crash(tmp_path: Path) -> None:
