@@ -20,7 +20,7 @@ import shlex
 from pathlib import Path
 from typing import BinaryIO
 
-from preflight.columnar import layout
+from preflight.columnar import ONE_RECORD, Layout, layout
 from preflight.config import DEFAULT_PRESET
 from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_command, jq_extract
@@ -61,9 +61,10 @@ def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -
     if not head.startswith("{") or (records == 1 and not one_line(path)):
         return []  # JSON Lines under a .json name, read with --limit 1
     if (found := layout(_parsed(path))) is not None:
+        other = _one_record(found, path.name, " — ", "")
         return [f"{path.name} {ONE_OBJECT}, not an array of records: it lays out the "
-                f"records as {found[0]}; turn them into records first (e.g. "
-                f"{jq_command(found[1], path.name)})"]
+                f"records as {found.name}{other}; turn them into records first (e.g. "
+                f"{jq_command(found.jq, path.name)})"]
     return [f"{path.name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. "
@@ -93,11 +94,12 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     if keys is None and (found := layout(_parsed(path))) is not None:
         # {"text": [...], "label": [...]}, df.to_json(): read as one record, its labels
         # were token labels and its index a number field, and a bad label passed.
-        command = jq_command(found[1], None if stdin else str(path))
+        command = jq_command(found.jq, None if stdin else str(path))
         how = f"by piping it through {command}" if stdin else command
-        return (f"{name} is one JSON object that lays out its records as {found[0]}, and "
-                f"none of them was checked as a record: turn them into records first, e.g. "
-                f"{how}")
+        return (f"{name} is one JSON object that lays out its records as {found.name}, and "
+                f"none of them was checked as a record"
+                f"{_one_record(found, None if stdin else str(path), ' (', ')')}: turn them "
+                f"into records first, e.g. {how}")
     hint = (f"e.g. by piping it through {jq_extract(keys or ('data',), None)}" if stdin
             else f"e.g. {jq_extract(keys or ('data',), str(path))}")
     if keys is None:
@@ -133,6 +135,15 @@ def nothing_checked(report: Report, seen: set[str]) -> str | None:
             f"token ids or strings among them (fields seen: {fields}{more}), so only their "
             "format was; name the fields to check (--text-field, --label-field, --set "
             "fields.numeric=NAME) or give a rules file")
+
+
+def _one_record(found: Layout, file: str | None, before: str, after: str) -> str:
+    """The other reading of a list-per-field layout (one record of lists of one length) and
+    how to check it as that, between ``before`` and ``after``; empty for other layouts."""
+    if not found.maybe_one_record:
+        return ""
+    said = ONE_RECORD.format(command=jq_command("[.]", file, out="record.json"))
+    return before + said + after
 
 
 def _text_by_name(report: Report) -> bool:
