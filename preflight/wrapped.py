@@ -12,7 +12,6 @@ columnar formats the hint is a polars command, as jq reads only text.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import re
@@ -22,7 +21,6 @@ from typing import BinaryIO
 
 from preflight.columnar import ONE_RECORD, Layout, layout
 from preflight.config import DEFAULT_PRESET
-from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_command, jq_extract
 from preflight.report.model import Report, SourceInfo
 from preflight.source.stdin import STDIN, is_spooled
@@ -162,11 +160,10 @@ def _wrapped_each(report: Report) -> str | None:
     per line (a paged API dump), per array element or per shard — and no field was found
     to check in them: none of the records inside was read. Else None."""
     fields = report.rules_file.fields
-    found = re.match(rf"none: (.+?) {LISTED_OBJECTS}", report.rules_file.inferred.get("text", ""))
+    key = report.rules_file.records_in  # as inference found it
     # Numbers beside the list (a page number, a count) are read, but not the records.
-    if found is None or set(fields) - {"id", "numeric"} or not report.source.records:
+    if key is None or set(fields) - {"id", "numeric"} or not report.source.records:
         return None
-    key = ast.literal_eval(found.group(1))
     src = report.source
     if src.format in _COLUMNAR or src.format in _OBJECTS:
         hint = (f"pass the records inside instead, e.g. {_object_hint(key, src.format)}"
