@@ -14,6 +14,8 @@ to the strings), a column of mixed JSON types value by value.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,14 +25,37 @@ import polars as pl
 Path = tuple[str | int, ...]
 _NAMED = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
 _WIDE = 256  # string leaves past which (and past the rows) a column is read value by value
+_PLAIN = re.compile(r'[^.\[\]"\\]+')  # a key that a path names as it is
 
 
 def shown(path: Path) -> str:
-    """A path as the findings name it: ``answers.text[0]``."""
-    out = str(path[0])
+    """A path as the findings name it: ``answers.text[0]``; a key that would make it name
+    another place (``k.v[0]``) or hides characters is quoted (``m["k.v[0]"]``: ``key_step``)."""
+    out = key_step(str(path[0]), first=True)
     for step in path[1:]:
-        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+        out += f"[{step}]" if isinstance(step, int) else key_step(step)
     return out
+
+
+def key_step(key: str, *, first: bool = False) -> str:
+    """One key of a path: ``.key`` (``key`` first), or ``["key"]`` — a JSON string, every
+    character that is not printable escaped (``["k\\u200b"]``) — for a key that holds
+    ``.``, ``[``, ``]``, ``"`` or ``\\``, is empty, or holds such a character."""
+    if _PLAIN.fullmatch(key) and key.isprintable():
+        return key if first else f".{key}"
+    return f'["{escaped(key)}"]'
+
+
+def escaped(key: str) -> str:
+    """``key`` as the inside of a JSON string, every character that is not printable (a
+    zero-width space, a bidi control, a tag character) as ``\\uXXXX`` (a pair past U+FFFF)."""
+    out = []
+    for ch in json.dumps(key, ensure_ascii=False)[1:-1]:
+        if ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(json.dumps(ch)[1:-1])  # \u200b, \udb40\udc41
+    return "".join(out)
 
 
 def holds_nested_strings(dtype: Any) -> bool:
@@ -82,7 +107,8 @@ def typed_parts(col: pl.Series) -> list[Part]:
         # whatever the rows, minutes for 10,000 fields.
         return [(None, raw_items(col.name, col.to_list()))]
     parts: list[Part] = []
-    _walk(pl.Series("i", np.arange(len(col), dtype=np.uint32)), [], (col.name,), col, parts)
+    _walk(pl.Series("i", np.arange(len(col), dtype=np.uint32)), [],
+          (key_step(col.name, first=True),), col, parts)
     return parts
 
 
@@ -131,7 +157,7 @@ def _walk(i: pl.Series, ks: list[pl.Series], pieces: tuple[str, ...], col: pl.Se
         # All fields at once: struct.field looks a name up among all of them.
         for f, inner in zip(dtype.fields, col.struct.unnest().get_columns(), strict=True):
             if _has_strings(f.dtype):
-                _walk(i, ks, (*pieces[:-1], f"{pieces[-1]}.{f.name}"), inner, parts)
+                _walk(i, ks, (*pieces[:-1], pieces[-1] + key_step(f.name)), inner, parts)
     elif isinstance(dtype, pl.List | pl.Array) and _has_strings(dtype.inner):
         if isinstance(dtype, pl.Array):
             col = col.cast(pl.List(dtype.inner))
@@ -173,7 +199,7 @@ def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> li
     inner = items.struct.unnest().get_columns()
     for f, values_of in zip(col.dtype.inner.fields, inner, strict=True):
         if f.name != "content" and _has_strings(f.dtype):
-            _walk(i, ks, (name, f".{f.name}"), values_of, parts)
+            _walk(i, ks, (key_step(name, first=True), key_step(f.name)), values_of, parts)
     return parts
 
 
