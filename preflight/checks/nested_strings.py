@@ -181,7 +181,8 @@ def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
 
 def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> list[Part]:
     """The strings of each turn of a messages field but its ``content`` (read as the text):
-    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), as
+    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), a
+    content's parts when it is a list of them (``messages[0].content[1].text``), as
     ``typed_parts``; ``values`` for a column of mixed types, else the typed ``col``."""
     if values is not None or col is None or _has_map(col.dtype) or not (
             isinstance(col.dtype, pl.List) and isinstance(col.dtype.inner, pl.Struct)):
@@ -198,20 +199,28 @@ def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> li
     parts: list[Part] = []
     inner = items.struct.unnest().get_columns()
     for f, values_of in zip(col.dtype.inner.fields, inner, strict=True):
-        if f.name != "content" and _has_strings(f.dtype):
+        if (f.name != "content" or _is_parts(f.dtype)) and _has_strings(f.dtype):
             _walk(i, ks, (key_step(name, first=True), key_step(f.name)), values_of, parts)
     return parts
 
 
 def turn_strings(turns: Any, name: str) -> Iterator[tuple[Path, str]]:
-    """``(path, string)`` of each string in a messages value but the turns' contents."""
+    """``(path, string)`` of each string in a messages value but the turns' contents read
+    as the text: a content given as a list of parts (multimodal, ``[{"type": "text",
+    "text": ...}, {"type": "image_url", ...}]``) is read inside, as a turn's other strings
+    (``messages[0].content[0].text``)."""
     if not isinstance(turns, list):
         return
     for t, turn in enumerate(turns):
         if isinstance(turn, dict):
             for key, value in turn.items():
-                if key != "content":
+                if key != "content" or isinstance(value, list):
                     yield from strings_in(value, (name, t, key))
+
+
+def _is_parts(dtype: Any) -> bool:
+    """Whether a typed ``content`` is a list of parts (not the string read as the text)."""
+    return isinstance(dtype, pl.List | pl.Array)
 
 
 def raw_items(name: str, values: list[Any]) -> pl.DataFrame:

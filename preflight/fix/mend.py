@@ -72,8 +72,12 @@ class Mender:
                for key, value in turn.items() if key != "content"}
         content = turn.get("content")
         if "content" in turn:
-            out["content"] = (self._text(content, actions - {"truncate"})
-                              if isinstance(content, str) else content)
+            if isinstance(content, str):
+                out["content"] = self._text(content, actions - {"truncate"})
+            elif isinstance(content, list) and others:  # parts: read as the turn's strings
+                out["content"] = mended(content, lambda text: self._text(text, others))
+            else:
+                out["content"] = content
         return {key: out[key] for key in turn}  # the keys in their order
 
     def unmendable(self, record: dict[str, Any]) -> str | None:
