@@ -22,12 +22,14 @@ from pydantic import Field, StrictBool
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params
 from preflight.checks.nested_strings import (
+    KEY,
     Part,
     Path,
     exploded,
     holds_nested_strings,
     key_step,
     named,
+    odd_key,
     raw_items,
     strings_in,
     turn_items,
@@ -144,6 +146,19 @@ def inner_fields(record: dict[str, Any], ctx: Context) -> list[str]:
             and name not in ctx.text_fields and name != ctx.messages]
 
 
+def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.DataFrame:
+    """A record's own keys that may hide characters (``odd_key``), as strings to read: one
+    per record that holds a value under it, named ``["te\\u200bxt"] (key)``."""
+    parts = []
+    for name in names:
+        held = batch.frame.get_column(name).is_not_null()
+        frame = pl.DataFrame({"i": np.flatnonzero(held.to_numpy()).astype(np.uint32)})
+        frame = frame.with_columns(pl.lit(key_step(name, first=True) + KEY).alias("field"),
+                                   pl.lit(name).alias("text"))
+        parts.append(frame if where is None else frame.filter(where))
+    return pl.concat(parts)
+
+
 def _quoted_names(texts: pl.DataFrame, fields: tuple[str, ...], messages: str | None
                   ) -> pl.DataFrame:
     """``texts`` with the top-level names that a path would misread (``k.v[0]``) quoted as
@@ -195,6 +210,8 @@ class CharacterCheck(Check):
         if where is not None:
             texts = texts.filter(where)
         texts = _quoted_names(texts, fields, messages)
+        if odd := [name for name in batch.schema if odd_key(name)]:
+            texts = pl.concat([texts, _column_keys(batch, odd, where)])
         lists = string_lists(batch, self.ctx.text_fields, messages)
         nested = nested_columns(batch, self.ctx.text_fields, messages)
         if not lists and not nested and not messages:  # the common case: one look at the schema
