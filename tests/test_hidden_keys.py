@@ -124,3 +124,12 @@ def test_a_struct_field_is_schema_so_its_records_are_set_aside(tmp_path: Path,
     assert {a["reasons"][0]["code"] for a in aside} == {"key_not_mendable"}
     assert "schema" in aside[0]["reasons"][0]["detail"]
     assert json.loads(json.dumps(fixed[0]))["meta"] == {f"so{ZW}urce": None}
+
+
+def test_a_csv_header_name_is_schema_too(tmp_path: Path) -> None:
+    # The header was kept with its hidden character and every record counted as changed.
+    data = tmp_path / "d.csv"
+    data.write_bytes(f"text,sco{ZW}re\nhello world,1\nbye now,2\n".encode())
+    fixed, aside = fix_setting_aside(data, tmp_path / "clean.csv", tmp_path / "q.jsonl")
+    assert fixed == [] and [a["row"] for a in aside] == [0, 1]
+    assert aside[0]["reasons"][0]["code"] == "key_not_mendable"

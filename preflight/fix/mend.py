@@ -95,7 +95,8 @@ class Mender:
     def unmendable_keys(self, record: dict[str, Any], actions: set[str], *, schema: bool
                         ) -> str | None:
         """Why the record's keys cannot be mended by ``actions`` (``key_clash``: two keys
-        made one, or with ``schema`` a struct field or column renamed), if so: the record
+        made one, or with ``schema`` — Parquet, Arrow, CSV, whose column and struct field
+        names are the schema's, or the header's — such a name changed), if so: the record
         is set aside, as it is, rather than losing a value or keeping the hidden character."""
         others = actions & self._others
         if not others:

@@ -83,7 +83,7 @@ def write_round(
                                              "written back")], at)
                     continue
                 if why := mender.unmendable_keys(record, actions,
-                                                 schema=found.syntax == "arrow"):
+                                                 schema=found.syntax != "json"):
                     set_aside(unit, [_reason("invisible_unicode", "key_not_mendable",
                                              f"{why}, so {done} cannot be written")], at)
                     continue
