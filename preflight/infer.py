@@ -16,6 +16,9 @@ from preflight.jq import jq_extract
 # The text inference's words for records whose text is in a list of objects inside them
 # (``wrapped.wrapped_records`` reads them back).
 LISTED_OBJECTS = "holds a list of objects"
+# The inference's entry for the key of that list, the key itself (not a role: the pipeline
+# moves it to the report's ``records_in``, which ``wrapped`` reads).
+RECORDS_IN = "records_in"
 _TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
 CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
@@ -128,6 +131,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         why["text"] = (f"none: {listed!r} {LISTED_OBJECTS} (records wrapped in an "
                        "object?), and only top-level fields are read; extract them first "
                        f"(e.g. {jq_extract((listed,), 'FILE')})")
+        why[RECORDS_IN] = listed
     if "id" not in found:
         name = next((n for n in _ID_NAMES if n in schema and n not in taken), None)
         if name:

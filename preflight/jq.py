@@ -32,14 +32,14 @@ def jq_extract(keys: Sequence[str], file: str | None, *, each: bool = False) -> 
     return jq_command(('.[]' if each else '') + jq_path(keys) + '[]', file)
 
 
-def jq_command(jq_filter: str, file: str | None) -> str:
-    """``jq -c FILTER FILE > records.jsonl`` (``None``: standard input), as ``jq_extract``."""
+def jq_command(jq_filter: str, file: str | None, *, out: str = "records.jsonl") -> str:
+    """``jq -c FILTER FILE > records.jsonl`` (``None``: standard input), as ``jq_extract``;
+    ``out``: another output name."""
     jq = f"jq -c {shlex.quote(jq_filter)}"
     if file is None:
-        return f"{jq} > records.jsonl"
-    out = "records.jsonl"
+        return f"{jq} > {out}"
     if Path(file).resolve() == Path(out).resolve():
-        out = "records-extracted.jsonl"
+        out = Path(out).stem + "-extracted" + Path(out).suffix
     quoted = shlex.quote(file)
     suffix = Path(file).suffix.lower()
     if suffix in _UNPACK:

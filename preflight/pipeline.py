@@ -23,6 +23,7 @@ from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
+from preflight.infer import RECORDS_IN
 from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir
 from preflight.paths import find_beside, rules_base
 from preflight.report.model import (
@@ -285,7 +286,8 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
             preset=rules.preset,
             sha256=rules.sha256,
             fields=fields.model_dump(exclude_none=True),
-            inferred=read.inferred,
+            inferred={k: v for k, v in read.inferred.items() if k != RECORDS_IN},
+            records_in=read.inferred.get(RECORDS_IN),
             notes=notes,
             not_checked=not_checked(rules, fields, added),
             suggested_preset=(preset := suggest_preset(fields) if read.inferred else None),

@@ -12,7 +12,6 @@ columnar formats the hint is a polars command, as jq reads only text.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import re
@@ -20,9 +19,8 @@ import shlex
 from pathlib import Path
 from typing import BinaryIO
 
-from preflight.columnar import layout
+from preflight.columnar import ONE_RECORD, Layout, layout
 from preflight.config import DEFAULT_PRESET
-from preflight.infer import LISTED_OBJECTS
 from preflight.jq import jq_command, jq_extract
 from preflight.report.model import Report, SourceInfo
 from preflight.source.stdin import STDIN, is_spooled
@@ -61,9 +59,10 @@ def one_object_note(fmt: str, files: list[Path], records: int, *, stdin: bool) -
     if not head.startswith("{") or (records == 1 and not one_line(path)):
         return []  # JSON Lines under a .json name, read with --limit 1
     if (found := layout(_parsed(path))) is not None:
+        other = _one_record(found, path.name, " — ", "")
         return [f"{path.name} {ONE_OBJECT}, not an array of records: it lays out the "
-                f"records as {found[0]}; turn them into records first (e.g. "
-                f"{jq_command(found[1], path.name)})"]
+                f"records as {found.name}{other}; turn them into records first (e.g. "
+                f"{jq_command(found.jq, path.name)})"]
     return [f"{path.name} {ONE_OBJECT}, not an array of records: a .json "
             "file is read as a top-level array or as JSON Lines (one object per line); if "
             "its records are in a list inside it, extract them first (e.g. "
@@ -93,11 +92,12 @@ def wrapped_records(report: Report, data: Path | None = None) -> str | None:
     if keys is None and (found := layout(_parsed(path))) is not None:
         # {"text": [...], "label": [...]}, df.to_json(): read as one record, its labels
         # were token labels and its index a number field, and a bad label passed.
-        command = jq_command(found[1], None if stdin else str(path))
+        command = jq_command(found.jq, None if stdin else str(path))
         how = f"by piping it through {command}" if stdin else command
-        return (f"{name} is one JSON object that lays out its records as {found[0]}, and "
-                f"none of them was checked as a record: turn them into records first, e.g. "
-                f"{how}")
+        return (f"{name} is one JSON object that lays out its records as {found.name}, and "
+                f"none of them was checked as a record"
+                f"{_one_record(found, None if stdin else str(path), ' (', ')')}: turn them "
+                f"into records first, e.g. {how}")
     hint = (f"e.g. by piping it through {jq_extract(keys or ('data',), None)}" if stdin
             else f"e.g. {jq_extract(keys or ('data',), str(path))}")
     if keys is None:
@@ -135,6 +135,15 @@ def nothing_checked(report: Report, seen: set[str]) -> str | None:
             "fields.numeric=NAME) or give a rules file")
 
 
+def _one_record(found: Layout, file: str | None, before: str, after: str) -> str:
+    """The other reading of a list-per-field layout (one record of lists of one length) and
+    how to check it as that, between ``before`` and ``after``; empty for other layouts."""
+    if not found.maybe_one_record:
+        return ""
+    said = ONE_RECORD.format(command=jq_command("[.]", file, out="record.json"))
+    return before + said + after
+
+
 def _text_by_name(report: Report) -> bool:
     """Whether the record's text field was named (in the rules, or inferred by its name):
     then it is a record whose other lists are its own (spans, tool calls). A text taken as
@@ -151,11 +160,10 @@ def _wrapped_each(report: Report) -> str | None:
     per line (a paged API dump), per array element or per shard — and no field was found
     to check in them: none of the records inside was read. Else None."""
     fields = report.rules_file.fields
-    found = re.match(rf"none: (.+?) {LISTED_OBJECTS}", report.rules_file.inferred.get("text", ""))
+    key = report.rules_file.records_in  # as inference found it
     # Numbers beside the list (a page number, a count) are read, but not the records.
-    if found is None or set(fields) - {"id", "numeric"} or not report.source.records:
+    if key is None or set(fields) - {"id", "numeric"} or not report.source.records:
         return None
-    key = ast.literal_eval(found.group(1))
     src = report.source
     if src.format in _COLUMNAR or src.format in _OBJECTS:
         hint = (f"pass the records inside instead, e.g. {_object_hint(key, src.format)}"

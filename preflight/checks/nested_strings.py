@@ -14,6 +14,8 @@ to the strings), a column of mixed JSON types value by value.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,14 +25,49 @@ import polars as pl
 Path = tuple[str | int, ...]
 _NAMED = {"i": pl.UInt32, "field": pl.String, "text": pl.String}
 _WIDE = 256  # string leaves past which (and past the rows) a column is read value by value
+_PLAIN = re.compile(r'[^.\[\]"\\]+')  # a key that a path names as it is
+
+
+# Appended to a key's path (``meta["so\\u200burce"] (key)``): the finding is in the key,
+# not in its value. A key may hide what a value may (a zero-width space, a bidi control):
+# keys are read too, but only those that are not plain printable ASCII, so reading them
+# costs nothing on ordinary data.
+KEY = " (key)"
+
+
+def odd_key(key: Any) -> bool:
+    """Whether a key may hold what the character checks flag: not printable ASCII."""
+    return isinstance(key, str) and not (key.isascii() and key.isprintable())
 
 
 def shown(path: Path) -> str:
-    """A path as the findings name it: ``answers.text[0]``."""
-    out = str(path[0])
+    """A path as the findings name it: ``answers.text[0]``; a key that would make it name
+    another place (``k.v[0]``) or hides characters is quoted (``m["k.v[0]"]``: ``key_step``)."""
+    out = key_step(str(path[0]), first=True)
     for step in path[1:]:
-        out += f"[{step}]" if isinstance(step, int) else f".{step}"
+        out += f"[{step}]" if isinstance(step, int) else key_step(step)
     return out
+
+
+def key_step(key: str, *, first: bool = False) -> str:
+    """One key of a path: ``.key`` (``key`` first), or ``["key"]`` — a JSON string, every
+    character that is not printable escaped (``["k\\u200b"]``) — for a key that holds
+    ``.``, ``[``, ``]``, ``"`` or ``\\``, is empty, or holds such a character."""
+    if _PLAIN.fullmatch(key) and key.isprintable():
+        return key if first else f".{key}"
+    return f'["{escaped(key)}"]'
+
+
+def escaped(key: str) -> str:
+    """``key`` as the inside of a JSON string, every character that is not printable (a
+    zero-width space, a bidi control, a tag character) as ``\\uXXXX`` (a pair past U+FFFF)."""
+    out = []
+    for ch in json.dumps(key, ensure_ascii=False)[1:-1]:
+        if ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(json.dumps(ch)[1:-1])  # \u200b, \udb40\udc41
+    return "".join(out)
 
 
 def holds_nested_strings(dtype: Any) -> bool:
@@ -39,7 +76,7 @@ def holds_nested_strings(dtype: Any) -> bool:
     if isinstance(dtype, pl.Map):
         return _has_strings(dtype.key) or _has_strings(dtype.value)
     if isinstance(dtype, pl.Struct):
-        return any(_has_strings(f.dtype) for f in dtype.fields)
+        return _has_strings(dtype)
     if isinstance(dtype, pl.List | pl.Array):
         inner = dtype.inner
         return isinstance(inner, pl.Struct | pl.List | pl.Array) and _has_strings(inner)
@@ -49,8 +86,8 @@ def holds_nested_strings(dtype: Any) -> bool:
 def _has_strings(dtype: Any) -> bool:
     if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
         return True
-    if isinstance(dtype, pl.Struct):
-        return any(_has_strings(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.Struct):  # a field's name is read too (``odd_key``)
+        return any(odd_key(f.name) or _has_strings(f.dtype) for f in dtype.fields)
     if isinstance(dtype, pl.List | pl.Array):
         return _has_strings(dtype.inner)
     if isinstance(dtype, pl.Map):
@@ -82,7 +119,8 @@ def typed_parts(col: pl.Series) -> list[Part]:
         # whatever the rows, minutes for 10,000 fields.
         return [(None, raw_items(col.name, col.to_list()))]
     parts: list[Part] = []
-    _walk(pl.Series("i", np.arange(len(col), dtype=np.uint32)), [], (col.name,), col, parts)
+    _walk(pl.Series("i", np.arange(len(col), dtype=np.uint32)), [],
+          (key_step(col.name, first=True),), col, parts)
     return parts
 
 
@@ -130,8 +168,14 @@ def _walk(i: pl.Series, ks: list[pl.Series], pieces: tuple[str, ...], col: pl.Se
     elif isinstance(dtype, pl.Struct):
         # All fields at once: struct.field looks a name up among all of them.
         for f, inner in zip(dtype.fields, col.struct.unnest().get_columns(), strict=True):
+            at = (*pieces[:-1], pieces[-1] + key_step(f.name))
+            if odd_key(f.name):  # the key, where a value is held under it
+                held = inner.is_not_null()
+                frame = pl.DataFrame({"i": i, "text": pl.Series([f.name] * len(inner)),
+                                      **{f"k{n}": k for n, k in enumerate(ks)}})
+                parts.append(((*at[:-1], at[-1] + KEY), frame.filter(held)))
             if _has_strings(f.dtype):
-                _walk(i, ks, (*pieces[:-1], f"{pieces[-1]}.{f.name}"), inner, parts)
+                _walk(i, ks, at, inner, parts)
     elif isinstance(dtype, pl.List | pl.Array) and _has_strings(dtype.inner):
         if isinstance(dtype, pl.Array):
             col = col.cast(pl.List(dtype.inner))
@@ -155,7 +199,8 @@ def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
 
 def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> list[Part]:
     """The strings of each turn of a messages field but its ``content`` (read as the text):
-    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), as
+    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), a
+    content's parts when it is a list of them (``messages[0].content[1].text``), as
     ``typed_parts``; ``values`` for a column of mixed types, else the typed ``col``."""
     if values is not None or col is None or _has_map(col.dtype) or not (
             isinstance(col.dtype, pl.List) and isinstance(col.dtype.inner, pl.Struct)):
@@ -172,20 +217,28 @@ def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> li
     parts: list[Part] = []
     inner = items.struct.unnest().get_columns()
     for f, values_of in zip(col.dtype.inner.fields, inner, strict=True):
-        if f.name != "content" and _has_strings(f.dtype):
-            _walk(i, ks, (name, f".{f.name}"), values_of, parts)
+        if (f.name != "content" or _is_parts(f.dtype)) and _has_strings(f.dtype):
+            _walk(i, ks, (key_step(name, first=True), key_step(f.name)), values_of, parts)
     return parts
 
 
 def turn_strings(turns: Any, name: str) -> Iterator[tuple[Path, str]]:
-    """``(path, string)`` of each string in a messages value but the turns' contents."""
+    """``(path, string)`` of each string in a messages value but the turns' contents read
+    as the text: a content given as a list of parts (multimodal, ``[{"type": "text",
+    "text": ...}, {"type": "image_url", ...}]``) is read inside, as a turn's other strings
+    (``messages[0].content[0].text``)."""
     if not isinstance(turns, list):
         return
     for t, turn in enumerate(turns):
         if isinstance(turn, dict):
             for key, value in turn.items():
-                if key != "content":
+                if key != "content" or isinstance(value, list):
                     yield from strings_in(value, (name, t, key))
+
+
+def _is_parts(dtype: Any) -> bool:
+    """Whether a typed ``content`` is a list of parts (not the string read as the text)."""
+    return isinstance(dtype, pl.List | pl.Array)
 
 
 def raw_items(name: str, values: list[Any]) -> pl.DataFrame:
@@ -198,7 +251,24 @@ def raw_items(name: str, values: list[Any]) -> pl.DataFrame:
                 out["i"].append(i)
                 out["field"].append(shown(path))
                 out["text"].append(text)
+            for path, key in keys_in(value, (name,)):
+                out["i"].append(i)
+                out["field"].append(shown(path) + KEY)
+                out["text"].append(key)
     return pl.DataFrame(out, schema=_NAMED)
+
+
+def keys_in(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    """``(path, key)`` for each ``odd_key`` of an object inside ``value`` (``path`` names
+    the value the key holds)."""
+    if isinstance(value, list | tuple):
+        for k, item in enumerate(value):
+            yield from keys_in(item, (*path, k))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if odd_key(key):
+                yield (*path, key), key
+            yield from keys_in(item, (*path, key))
 
 
 def strings_in(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
@@ -215,24 +285,69 @@ def strings_in(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
 
 
 def value_at(value: Any, path: Path) -> Any:
-    """The value at ``path`` inside ``value`` (a path of ``strings_in``)."""
+    """The value at ``path`` inside ``value`` (a path of ``strings_in``); None where a key
+    on the way is gone (renamed by a fix: a hidden character stripped from it)."""
     for step in path:
-        value = value[step]
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
     return value
 
 
-def mended(value: Any, mend: Callable[[str], str]) -> Any:
-    """``value`` with every string inside it mended; the same object when nothing changed
-    (so a record's unchanged values stay as read), else a copy of what changed."""
+def mended(value: Any, mend: Callable[[str], str], *, keys: bool = False) -> Any:
+    """``value`` with every string inside it mended (with ``keys``, objects' keys too, but
+    in an object where two would become one: ``key_clash``); the same object when nothing
+    changed (so a record's unchanged values stay as read), else a copy of what changed."""
     if isinstance(value, str):
         new = mend(value)
         return value if new == value else new
     if isinstance(value, list | tuple):
-        items = [mended(item, mend) for item in value]
+        items = [mended(item, mend, keys=keys) for item in value]
         if all(a is b for a, b in zip(items, value, strict=True)):
             return value
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
-        fields = {key: mended(item, mend) for key, item in value.items()}
-        return value if all(fields[k] is v for k, v in value.items()) else fields
+        fields = {key: mended(item, mend, keys=keys) for key, item in value.items()}
+        if keys and any(odd_key(k) for k in value):
+            renamed = {(mend(k) if odd_key(k) else k): v for k, v in fields.items()}
+            if len(renamed) == len(fields):
+                fields = renamed
+        if list(fields) == list(value) and all(fields[k] is v for k, v in value.items()):
+            return value
+        return fields
     return value
+
+
+def key_clash(value: Any, mend: Callable[[str], str], path: Path, *, schema: bool
+              ) -> str | None:
+    """Why the keys inside ``value`` cannot be mended, naming the first such place: two
+    keys of one object (or map) that ``mend`` makes one (a value would be lost), or with
+    ``schema`` (Parquet, Arrow: an object is a struct) a struct field ``mend`` changes —
+    its name is the schema's; else None."""
+    if isinstance(value, dict):
+        olds = list(value)
+        news = [mend(k) if odd_key(k) else k for k in olds]
+        if schema and news != olds:
+            at = next(o for o, n in zip(olds, news, strict=True) if o != n)
+            return (f"{shown((*path, at)) if path else key_step(at, first=True)}{KEY}: a "
+                    "struct field or column name, which is the schema's: not renamed")
+        if len(set(news)) < len(news):
+            at = next(o for o, n in zip(olds, news, strict=True) if o != n and news.count(n) > 1)
+            return (f"{shown((*path, at)) if path else key_step(at, first=True)}{KEY}: "
+                    "would be another key of the same object once mended")
+        items: Iterator[tuple[Any, Any]] = iter(value.items())
+    elif isinstance(value, list | tuple):
+        pairs = [p for p in value if isinstance(p, tuple) and len(p) == 2
+                 and isinstance(p[0], str)]
+        if schema and pairs and len(pairs) == len(value):  # a map's entries
+            news = [mend(k) if odd_key(k) else k for k, _ in pairs]
+            if len(set(news)) < len(news) and any(odd_key(k) for k, _ in pairs):
+                return (f"{shown(path)}: two keys of a map would be one once mended")
+        items = enumerate(value)
+    else:
+        return None
+    for step, item in items:
+        if why := key_clash(item, mend, (*path, step), schema=schema):
+            return why
+    return None

@@ -22,11 +22,14 @@ from pydantic import Field, StrictBool
 from preflight.batch import Batch
 from preflight.checks.base import Check, Context, Params
 from preflight.checks.nested_strings import (
+    KEY,
     Part,
     Path,
     exploded,
     holds_nested_strings,
+    key_step,
     named,
+    odd_key,
     raw_items,
     strings_in,
     turn_items,
@@ -117,7 +120,8 @@ def list_items(batch: Batch, names: tuple[str, ...]) -> pl.DataFrame:
         at, k, items = exploded(col)
         part = pl.DataFrame({"i": at.astype(np.uint32), "k": k, "text": items}
                             ).filter(pl.col("text").is_not_null())
-        parts.append(part.select("i", pl.lit(name).alias("name"), "k", "text"))
+        parts.append(part.select("i", pl.lit(key_step(name, first=True)).alias("name"), "k",
+                                 "text"))
     return pl.concat(parts)
 
 
@@ -140,6 +144,38 @@ def inner_fields(record: dict[str, Any], ctx: Context) -> list[str]:
     where ``inner_strings`` reads."""
     return [name for name, value in record.items() if isinstance(value, list | dict)
             and name not in ctx.text_fields and name != ctx.messages]
+
+
+def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.DataFrame:
+    """A record's own keys that may hide characters (``odd_key``), as strings to read: one
+    per record that holds a value under it, named ``["te\\u200bxt"] (key)``."""
+    parts = []
+    for name in names:
+        held = batch.frame.get_column(name).is_not_null()
+        frame = pl.DataFrame({"i": np.flatnonzero(held.to_numpy()).astype(np.uint32)})
+        frame = frame.with_columns(pl.lit(key_step(name, first=True) + KEY).alias("field"),
+                                   pl.lit(name).alias("text"))
+        parts.append(frame if where is None else frame.filter(where))
+    return pl.concat(parts)
+
+
+def _quoted_names(texts: pl.DataFrame, fields: tuple[str, ...], messages: str | None
+                  ) -> pl.DataFrame:
+    """``texts`` with the top-level names that a path would misread (``k.v[0]``) quoted as
+    the paths inside them are (``["k.v[0]"]``: ``key_step``)."""
+    odd = {name: key_step(name, first=True) for name in (*fields, messages or "")
+           if name and key_step(name, first=True) != name}
+    if not odd or texts.is_empty():
+        return texts
+    field = pl.col("field")
+    out = field
+    for name, quoted in odd.items():
+        if name == messages:  # messages[2].content
+            out = (pl.when(field.str.starts_with(f"{name}["))
+                   .then(pl.lit(quoted) + field.str.slice(len(name))).otherwise(out))
+        else:
+            out = pl.when(field == name).then(pl.lit(quoted)).otherwise(out)
+    return texts.with_columns(out.alias("field"))
 
 
 class CharacterCheck(Check):
@@ -173,6 +209,9 @@ class CharacterCheck(Check):
         texts = batch.texts(fields, messages)
         if where is not None:
             texts = texts.filter(where)
+        texts = _quoted_names(texts, fields, messages)
+        if odd := [name for name in batch.schema if odd_key(name)]:
+            texts = pl.concat([texts, _column_keys(batch, odd, where)])
         lists = string_lists(batch, self.ctx.text_fields, messages)
         nested = nested_columns(batch, self.ctx.text_fields, messages)
         if not lists and not nested and not messages:  # the common case: one look at the schema

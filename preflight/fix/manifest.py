@@ -86,7 +86,7 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
                 pairs += [(path_shown(path), item, value_at(after, path))
                           for path, item in turn_strings(record.get(messages), messages)]
             for name, before, changed in pairs:
-                if before != changed:
+                if isinstance(changed, str) and before != changed:  # None: a key renamed
                     at = next(
                         (
                             k

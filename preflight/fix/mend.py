@@ -8,7 +8,14 @@ from typing import Any
 from preflight.checks.base import Context
 from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
-from preflight.checks.nested_strings import mended, shown, strings_in, value_at
+from preflight.checks.nested_strings import (
+    key_clash,
+    mended,
+    odd_key,
+    shown,
+    strings_in,
+    value_at,
+)
 from preflight.checks.string_fields import inner_fields, other_strings
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
@@ -56,7 +63,12 @@ class Mender:
             # every list's length and every other value kept (a copy of what changed: the
             # unit's record stays as read).
             for name in inner_fields(record, self.ctx):
-                record[name] = mended(record[name], lambda text: self._text(text, others))
+                record[name] = mended(record[name], lambda text: self._text(text, others),
+                                      keys=True)
+            if any(odd_key(name) for name in record):  # the record's own keys
+                renamed = {(self._text(k, others) if odd_key(k) else k): v
+                           for k, v in record.items()}
+                record = renamed if len(renamed) == len(record) else record
         messages = self.ctx.messages
         if messages and isinstance(record.get(messages), list):
             others = actions & self._others
@@ -72,9 +84,28 @@ class Mender:
                for key, value in turn.items() if key != "content"}
         content = turn.get("content")
         if "content" in turn:
-            out["content"] = (self._text(content, actions - {"truncate"})
-                              if isinstance(content, str) else content)
+            if isinstance(content, str):
+                out["content"] = self._text(content, actions - {"truncate"})
+            elif isinstance(content, list) and others:  # parts: read as the turn's strings
+                out["content"] = mended(content, lambda text: self._text(text, others))
+            else:
+                out["content"] = content
         return {key: out[key] for key in turn}  # the keys in their order
+
+    def unmendable_keys(self, record: dict[str, Any], actions: set[str], *, schema: bool
+                        ) -> str | None:
+        """Why the record's keys cannot be mended by ``actions`` (``key_clash``: two keys
+        made one, or with ``schema`` — Parquet, Arrow, CSV, whose column and struct field
+        names are the schema's, or the header's — such a name changed), if so: the record
+        is set aside, as it is, rather than losing a value or keeping the hidden character."""
+        others = actions & self._others
+        if not others:
+            return None
+        fields = {k: v for k, v in record.items()
+                  if k not in (self.ctx.messages, *self.ctx.text_fields)}
+        own = {k: None for k in record}  # the record's own keys: its columns
+        return key_clash(own, lambda text: self._text(text, others), (), schema=schema) or (
+            key_clash(fields, lambda text: self._text(text, others), (), schema=schema))
 
     def unmendable(self, record: dict[str, Any]) -> str | None:
         """A binary text field that is not valid UTF-8 (its checks read it with U+FFFD,

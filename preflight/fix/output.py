@@ -82,6 +82,11 @@ def write_round(
                                              f"is not valid UTF-8, so {done} cannot be "
                                              "written back")], at)
                     continue
+                if why := mender.unmendable_keys(record, actions,
+                                                 schema=found.syntax != "json"):
+                    set_aside(unit, [_reason("invisible_unicode", "key_not_mendable",
+                                             f"{why}, so {done} cannot be written")], at)
+                    continue
                 mended = mender.apply(record, actions)
                 emptied = mender.emptied(record, mended)
                 if emptied:  # nothing would be left to train on: set it aside instead

@@ -133,6 +133,9 @@ class RulesInfo(BaseModel):
     sha256: str | None = None
     fields: dict[str, Any] = Field(default_factory=dict)
     inferred: dict[str, str] = Field(default_factory=dict, description="Fields inferred, why.")
+    records_in: str | None = Field(
+        None, description="With no text found: the top-level field that holds a list of "
+                          "objects (records wrapped in records), as inference found it.")
     notes: list[str] = Field(default_factory=list)
     not_checked: list[str] = Field(
         default_factory=list,

@@ -43,6 +43,8 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | i
     """The paths whose values a fix changed, as deep as they go: a top-level field, a
     message's content, a string inside a list or an object (``("answers", "text", 0)``)."""
     out: dict[tuple[str | int, ...], Any] = {}
+    if list(after) != list(before):  # a key of the record renamed (a hidden character stripped)
+        return {(): after}
     for name, new in after.items():
         if name in before:
             _changes(before[name], new, (name,), out)
