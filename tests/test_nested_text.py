@@ -287,3 +287,11 @@ def test_near_duplicates_of_the_nested_text(tmp_path: Path) -> None:
     report = run_preflight(data, rules=rules, smoke=False, out=tmp_path / "r")
     frame = report.findings()
     assert frame.select("row", "code", "cluster").rows() == [(20, "near_duplicate_of", 5)]
+
+
+def test_dry_run_names_the_nested_text_once(tmp_path: Path) -> None:
+    data = _write(tmp_path / "d.jsonl", _records(loose=True))
+    result = invoke("fix", data, "--dry-run", "--show-text", "--out", tmp_path / "c.jsonl",
+                    "--quarantine", tmp_path / "q.jsonl")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("row 2 data.text:") == 1, result.output

@@ -82,9 +82,9 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
             text = mender.ctx.text_fields
             pairs = [(name, record_value(record, name), record_value(after, name))
                      for name in [*text, *other_strings(record, mender.ctx)]]
-            pairs += [(shown, item, value_at(after, path))
+            pairs += [(where, item, value_at(after, path))
                       for path, item in inner_strings(record, mender.ctx)
-                      if (shown := path_shown(path)) not in text]  # data.text: read above
+                      if (where := path_shown(path)) not in text]  # data.text: read above
             if messages := mender.ctx.messages:
                 pairs += [(path_shown(path), item, value_at(after, path))
                           for path, item in turn_strings(record.get(messages), messages)]
