@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from preflight.field_paths import Steps, path_column, split_path, value_at
 from preflight.format_expr import format_str
 from preflight.json_types import dtype_kind, json_type
 from preflight.text import as_text, fold
@@ -106,16 +107,47 @@ class Batch:
         return cached[1]
 
     def has(self, name: str) -> bool:
-        """True when the field appears in this batch (in any record)."""
-        return name in self.schema
+        """True when the field appears in this batch (in any record); a field nested in
+        objects (``data.text``, ``preflight.field_paths``) when some record holds it."""
+        if name in self.schema:
+            return True
+        return self.path(name) is not None and bool(self._nested(name).is_not_null().any())
+
+    def seen(self, text_fields: tuple[str, ...]) -> list[str]:
+        """The fields this batch shows for a rule's "not found in the data": its columns, and
+        the text fields nested in objects that some record holds (``data.text``)."""
+        return [*self.frame.columns,
+                *(name for name in text_fields if name not in self.schema and self.has(name))]
+
+    def path(self, name: str) -> Steps | None:
+        """The steps of a field nested in objects (``data.text``), or None for a top-level
+        one (or a name that is neither)."""
+        return split_path(name, self.schema)
 
     def values(self, name: str) -> list[Any]:
         """The field's Python values per record (``None`` where absent)."""
         if name in self.raw:
             return self.raw[name]
         if name not in self.schema:
-            return [None] * len(self)
+            return self._nested(name).to_list() if self.path(name) else [None] * len(self)
         return self.frame.get_column(name).to_list()
+
+    def _nested(self, name: str) -> pl.Series:
+        """The values of a field nested in objects, null where an object on the way is null,
+        missing or not an object; Python objects for a column of mixed JSON types."""
+        key = ("nested", name)
+        if key not in self._cache:
+            steps = self.path(name)
+            assert steps is not None
+            col = None
+            if steps[0] in self.raw:
+                values = [value_at(v, steps[1:]) for v in self.raw[steps[0]]]
+                col = pl.Series(name, values, dtype=pl.Object)
+            else:
+                col = path_column(self.frame.get_column(steps[0]), steps)
+            self._cache[key] = col if col is not None else repeated(None, len(self), pl.Null,
+                                                                    name)
+        return self._cache[key]
 
     def shared(self, key: Any, make: Any) -> Any:
         """``make()``, computed once per batch under ``key`` for every check that asks
@@ -132,9 +164,15 @@ class Batch:
         object or null (absent counts as null)."""
         key = ("json_types", name)
         if key not in self._cache:
-            if name in self.raw:
-                types = [json_type(v) for v in self.raw[name]]
+            if name in self.raw or (name not in self.schema and self.path(name)
+                                    and self._nested(name).dtype == pl.Object):
+                types = [json_type(v) for v in self.values(name)]
                 self._cache[key] = pl.Series(name, types, dtype=pl.String)
+            elif name not in self.schema and self.path(name):
+                col = self._nested(name)
+                kind = pl.lit(dtype_kind(col.dtype))
+                self._cache[key] = pl.select(pl.when(col.is_null()).then(pl.lit("null"))
+                                             .otherwise(kind)).to_series().alias(name)
             elif name not in self.schema:
                 self._cache[key] = repeated("null", len(self), pl.String, name)
             else:
@@ -171,11 +209,19 @@ class Batch:
         return self._cache[key]
 
     def _text_column(self, name: str) -> pl.DataFrame:
-        dtype = self.schema.get(name)
-        if dtype == pl.String:
-            col = self.frame.get_column(name)
+        col = (self.frame.get_column(name) if name in self.schema
+               else self._nested(name) if self.path(name) else None)
+        dtype = None if col is None else col.dtype
+        if dtype == pl.Object:  # a column of mixed JSON types: its strings
+            assert col is not None
+            col = pl.Series(name, [v if isinstance(v, str) else None for v in col],
+                            dtype=pl.String)
+        elif dtype == pl.String:
+            pass
         elif dtype == pl.Binary:
-            col = binary_text(self.frame.get_column(name))
+            col = binary_text(col)
+        elif isinstance(dtype, pl.Categorical | pl.Enum) and name not in self.schema:
+            col = col.cast(pl.String)
         else:
             col = pl.Series(name, [None] * len(self), dtype=pl.String)
         return pl.DataFrame(

@@ -10,6 +10,7 @@ import polars as pl
 from preflight.batch import Batch
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
+from preflight.field_paths import nested_text_paths, path_problem
 from preflight.infer_labels import LABEL_NAMES, candidates, infer_label
 from preflight.jq import jq_extract
 
@@ -49,18 +50,37 @@ def resolve_fields(rules: RuleSet, batch: Batch, *, shards: bool = False
     some shards have): there one no shard holds is the rules' error at the end, as for a
     field a rules file declares."""
     if not rules.fields.is_empty() and not rules.given_fields:
+        if not shards:
+            _check_paths(rules.fields.text_fields(), batch, "fields.text")
         return rules.fields, {}
     frame = batch.frame
     given = rules.fields.model_dump(exclude_none=True)
     for role, option in rules.given_fields.items():
-        missing = [c for c in _as_list(given.get(role)) if c not in frame.schema]
+        named = _as_list(given.get(role))
+        # A text field may name a string nested in objects (``data.text``).
+        paths = [c for c in named if role == "text" and batch.path(c)]
+        missing = [c for c in named if c not in frame.schema and c not in paths]
         if missing and not shards:
             shown = frame.columns[:20]  # a 5,000-column file's filled the console
             more = len(frame.columns) - len(shown)
             columns = (", ".join(shown) or "none") + (f" and {more:,} more" if more else "")
             raise ConfigError(f"{option}: no column {', '.join(map(repr, missing))} in the data; "
                               f"columns found: {columns}{nested_hint(missing[0], frame.schema)}")
+        if not shards:
+            _check_paths(paths, batch, option)
     return infer_fields(batch, given=given)
+
+
+def _check_paths(names: list[str], batch: Batch, option: str) -> None:
+    """A ``ConfigError`` for a text field's nested path that can name no string in the data
+    (a field its object lacks, a list on the way), saying what is there."""
+    for name in names:
+        if (steps := batch.path(name)) is None:
+            continue
+        head = steps[0]
+        values = batch.raw.get(head)
+        if problem := path_problem(name, steps, batch.schema[head], values):
+            raise ConfigError(f"{option}: {problem}")
 
 
 def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
@@ -102,6 +122,7 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     # its records are the `empty` check's findings, not a corpus with no text to check.
     hollow = next((n for n in _TEXT_NAMES if len(batch) and n in schema and n not in taken
                    and _present(batch, n) == 0.0), None)
+    nested: list[str] = []
     if "text" in found:
         pass
     elif named:
@@ -110,6 +131,10 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         found["text"], why["text"] = binary, f"{binary!r} (by name; bytes read as UTF-8)"
     elif hollow and "messages" not in found:
         found["text"], why["text"] = hollow, f"{hollow!r} (by name; every value null)"
+    elif len(nested := _nested_text(batch)) == 1 and "messages" not in found:
+        # A string by a text name inside an object column (``data.text``): read there.
+        found["text"] = nested[0]
+        why["text"] = f"{nested[0]!r} (nested in {(batch.path(nested[0]) or ('',))[0]!r})"
     elif strings and "messages" not in found:
         lengths = frame.select(pl.col(strings).str.len_chars().mean()).row(0)
         best = max(zip(lengths, strings, strict=True), key=lambda p: (p[0] or 0, p[1]))[1]
@@ -120,12 +145,11 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                 if others else "")
         found["text"] = best
         why["text"] = f"{best!r} (the string field with the longest values{also})"
-    if "text" not in found and "messages" not in found and (nested := _nested_text(schema)):
-        # Only top-level fields are read: say where the text is, or the text checks are
-        # left out with no word of why (and ``--text-field data.text`` names no column).
-        why["text"] = (f"none: {nested!r} is nested in an object, and only top-level fields "
-                       f"are read; flatten it first (e.g. jq -c '. + {{text: .{nested}}}')")
-    elif "text" not in found and "messages" not in found and (listed := _listed_objects(schema)):
+    elif nested and "messages" not in found:
+        # Several objects each hold a text by name: which is the text is the user's call.
+        why["text"] = (f"none: {quoted_names(nested)} are each nested in an object; name "
+                       f"the text with --text-field {nested[0]} (or a list in fields.text)")
+    elif "messages" not in found and (listed := _listed_objects(schema)):
         # A .json file written as one object holding the records ({"data": [...]}, as
         # json.dump writes it, on one line) reads as one record: say so, not just "no text".
         why["text"] = (f"none: {listed!r} {LISTED_OBJECTS} (records wrapped in an "
@@ -214,16 +238,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _nested_text(schema: Any) -> str | None:
-    """``column.field`` of the first string field by a text name inside an object column
-    (one level down), else None."""
-    for column, dtype in schema.items():
-        if isinstance(dtype, pl.Struct):
-            inner = {f.name: f.dtype for f in dtype.fields}
-            name = next((n for n in _TEXT_NAMES if inner.get(n) == pl.String), None)
-            if name is not None:
-                return f"{column}.{name}"
-    return None
+def _nested_text(batch: Batch) -> list[str]:
+    """The paths of the string fields by a text name inside object columns, one per column
+    (``preflight.field_paths``): exactly one is the text zero-config inference reads."""
+    return nested_text_paths(batch.schema, batch.raw, _TEXT_NAMES)
 
 
 def _listed_objects(schema: Any) -> str | None:
@@ -237,11 +255,11 @@ def _listed_objects(schema: Any) -> str | None:
 
 def nested_hint(name: str, schema: Any) -> str:
     """For a field name the data lacks: what to do when it names a field inside an object
-    column (``data.text``): nested fields are not read."""
+    column (``data.label``): only a text field is read there."""
     column, dot, _ = name.partition(".")
     if dot and isinstance(schema.get(column), pl.Struct):
-        return (f" ({column!r} is an object: only top-level fields are read; flatten it "
-                f"first, e.g. jq -c '. + {{{name.rpartition('.')[2]}: .{name}}}')")
+        return (f" ({column!r} is an object: only a text field may name a field inside "
+                f"one; flatten it first, e.g. jq -c '. + {{{name.rpartition('.')[2]}: .{name}}}')")
     return ""
 
 

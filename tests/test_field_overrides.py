@@ -175,25 +175,38 @@ NESTED = [{"id": i, "data": {"text": f"document {i}" + ("\u200b" if i == 1 else 
                              "lang": "en"}} for i in range(4)]
 
 
-def test_a_text_nested_in_an_object_is_named_when_nothing_is_inferred(tmp_path: Path) -> None:
-    # Only top-level fields are read: the text checks are left out, and the user is told
-    # where the text is and what to do (it was "the data has no text field", no more).
+def test_a_text_nested_in_an_object_is_inferred(tmp_path: Path) -> None:
+    # It was "none: 'data.text' is nested in an object ... flatten it first": no text check
+    # read it. Now it is the text (tests/test_nested_text.py has the checks and fix).
     data = write_jsonl(tmp_path / "nested.jsonl", NESTED)
     result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
     report = _report(tmp_path / "r")
+    assert report["rules_file"]["fields"]["text"] == "data.text"
+    assert report["rules_file"]["inferred"]["text"] == "'data.text' (nested in 'data')"
+    assert "inferred text: 'data.text' (nested in 'data')" in flat(result.output)
+    assert _hidden(report)["violations"] == 1
+
+
+def test_two_objects_each_holding_a_text_are_named_not_guessed(tmp_path: Path) -> None:
+    rows = [{"id": i, "a": {"text": f"one {i}"}, "b": {"body": f"two {i}"}} for i in range(3)]
+    data = write_jsonl(tmp_path / "two.jsonl", rows)
+    invoke("check", data, "--no-smoke", "--out", tmp_path / "r")
+    report = _report(tmp_path / "r")
     assert "text" not in report["rules_file"]["fields"]
-    why = report["rules_file"]["inferred"]["text"]
-    assert "'data.text' is nested in an object" in why and "flatten it" in why
-    assert "inferred text: none: 'data.text' is nested" in flat(result.output)
+    assert report["rules_file"]["inferred"]["text"] == (
+        "none: 'a.text', 'b.body' are each nested in an object; name the text with "
+        "--text-field a.text (or a list in fields.text)")
 
 
-def test_a_dotted_text_field_names_the_object_column(tmp_path: Path) -> None:
+def test_a_dotted_label_field_says_only_a_text_field_is_read_in_an_object(
+        tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "nested.jsonl", NESTED)
     result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
-                    "--text-field", "data.text")
+                    "--label-field", "data.lang")
     assert result.exit_code == 2, result.output
-    assert ("no column 'data.text' in the data; columns found: id, data ('data' is an "
-            "object: only top-level fields are read; flatten it first") in flat(result.output)
+    assert ("no column 'data.lang' in the data; columns found: id, data ('data' is an "
+            "object: only a text field may name a field inside one; flatten it first"
+            ) in flat(result.output)
 
 
 @pytest.mark.parametrize("records", [

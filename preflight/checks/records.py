@@ -117,9 +117,10 @@ class Empty(Check):
         for name in self.ctx.text_fields:
             frame = (
                 texts.filter(pl.col("field") == name)
-                .with_columns(missing=batch.json_types(name) == "null")
+                .with_columns(missing=batch.json_types(name) == "null",
+                              why=_not_an_object(batch, name))
                 .select(
-                    "i",
+                    "i", "why",
                     code=pl.when(pl.col("missing"))
                     .then(pl.lit("missing_field"))
                     .when(pl.col("text") == "")
@@ -131,6 +132,25 @@ class Empty(Check):
             )
             if frame.height:
                 codes = frame.get_column("code")
-                details = [f"{name}: {self._LABEL[c]}" for c in codes]
+                details = [f"{name}: {self._LABEL[c]}{why or ''}"
+                           for c, why in zip(codes, frame.get_column("why"), strict=True)]
                 parts.append(findings({"i": frame.get_column("i")}, codes, details))
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
+
+
+_A = {"string": "a string", "integer": "an integer", "number": "a number",
+      "boolean": "a boolean", "array": "a list"}
+
+
+def _not_an_object(batch: Batch, name: str) -> pl.Series:
+    """For a text field nested in objects (``data.text``): per record, where the path meets
+    a value that is not an object (``" ('data' is a string, not an object)"``), else null."""
+    out = pl.Series("why", [None] * len(batch), dtype=pl.String)
+    steps = batch.path(name) or ()
+    for k in range(1, len(steps)):
+        prefix = ".".join(steps[:k])
+        kinds = batch.json_types(prefix)
+        said = format_str(f" ({prefix!r} is {{}}, not an object)", pl.lit(kinds.replace(_A)))
+        out = pl.select(pl.when(out.is_null() & ~kinds.is_in(["object", "null"]))
+                        .then(said).otherwise(out)).to_series().alias("why")
+    return out

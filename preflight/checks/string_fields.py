@@ -82,15 +82,21 @@ def nested_columns(batch: Batch, text_fields: tuple[str, ...], messages: str | N
     return tuple(out)
 
 
-def nested_items(batch: Batch, names: tuple[str, ...]) -> list[Part]:
+def nested_items(batch: Batch, names: tuple[str, ...], text: tuple[str, ...] = ()
+                 ) -> list[Part]:
     """Every string inside the ``names`` columns (``nested_columns``), to be ``named`` (the
-    path: ``answers.text[0]``) once filtered."""
+    path: ``answers.text[0]``) once filtered; the strings a text field nested in those
+    objects names (``data.text``) aside, as they are read as the text."""
     parts: list[Part] = []
     for name in names:
         if name in batch.raw:
             parts.append((None, raw_items(name, batch.raw[name])))
         else:
             parts += typed_parts(batch.frame.get_column(name))
+    if skip := [name for name in text if batch.path(name)]:
+        parts = [(None, frame.filter(~pl.col("field").is_in(skip))) if pieces is None
+                 else (pieces, frame) for pieces, frame in parts
+                 if not (pieces is not None and len(pieces) == 1 and pieces[0] in skip)]
     return parts
 
 
@@ -224,7 +230,9 @@ class CharacterCheck(Check):
             parts.append(items.select("i", pl.format("{}[{}]", "name", "k").alias("field"),
                                       "text"))
         if nested:
-            deep = batch.shared(("nested items", nested), lambda: nested_items(batch, nested))
+            text = self.ctx.text_fields
+            deep = batch.shared(("nested items", nested, text),
+                                lambda: nested_items(batch, nested, text))
             parts.append(named(deep, where))
         if messages and batch.has(messages):
             turns = batch.shared(("turn items", messages), lambda: turn_items(

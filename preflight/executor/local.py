@@ -116,7 +116,7 @@ def scan_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                     shapes = ShardShapes(fields)
             # A shard unlike the first (chat among text): its lines are still read.
             same = shapes is None or shapes.matches(batch)
-            seen.update(batch.frame.columns)
+            seen.update(batch.seen(ctx.text_fields))
             records += len(batch)
             malformed += len(batch.malformed)
             sink.open_batch(batch, fields.id, keep_ids=keep_ids)

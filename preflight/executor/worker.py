@@ -86,7 +86,7 @@ class Worker:
         keys = record_key(np.full(len(batch), batch.file_index), batch.rows)
         out = Scanned(file_index=batch.file_index, file=batch.file, records=len(batch),
                       malformed=len(batch.malformed), progress=batch.progress,
-                      columns=list(batch.frame.columns), findings=found, states=states,
+                      columns=batch.seen(self.ctx.text_fields), findings=found, states=states,
                       keyed=keyed, ids=(keys, ids) if self.keep_ids and ids is not None else None,
                       seconds=seconds, shape=shape)
         if self.sampler is not None:

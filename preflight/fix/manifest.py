@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from preflight.checks.nested_strings import shown as path_shown
 from preflight.checks.nested_strings import turn_strings, value_at
 from preflight.checks.string_fields import inner_strings, other_strings
+from preflight.field_paths import record_value
 from preflight.fix.mend import Mender
 from preflight.fix.plan import ORDER, Plan
 from preflight.fix.units import Input, units
@@ -78,10 +79,12 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
         record = unit.record() if key in the_plan.transforms else None
         if record is not None:
             after = mender.apply(record, the_plan.transforms[key])
-            pairs = [(name, record.get(name), after.get(name))
-                     for name in [*mender.ctx.text_fields, *other_strings(record, mender.ctx)]]
-            pairs += [(path_shown(path), item, value_at(after, path))
-                      for path, item in inner_strings(record, mender.ctx)]
+            text = mender.ctx.text_fields
+            pairs = [(name, record_value(record, name), record_value(after, name))
+                     for name in [*text, *other_strings(record, mender.ctx)]]
+            pairs += [(where, item, value_at(after, path))
+                      for path, item in inner_strings(record, mender.ctx)
+                      if (where := path_shown(path)) not in text]  # data.text: read above
             if messages := mender.ctx.messages:
                 pairs += [(path_shown(path), item, value_at(after, path))
                           for path, item in turn_strings(record.get(messages), messages)]

@@ -19,6 +19,8 @@ from preflight.checks.nested_strings import (
 from preflight.checks.string_fields import inner_fields, other_strings
 from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
+from preflight.field_paths import record_value, split_path, with_value
+from preflight.field_paths import value_at as value_in
 from preflight.fix.plan import ORDER
 from preflight.text import as_text
 
@@ -49,8 +51,10 @@ class Mender:
             self.limit = token_limit(TokenLength.Params(**token_rule.params), rules.model)
 
     def apply(self, record: dict[str, Any], actions: set[str]) -> dict[str, Any]:
-        record = dict(record)
+        before, record = record, dict(record)
         for name in self.ctx.text_fields:
+            if name not in record:  # nested in objects (data.text): mended last, below
+                continue
             value = record.get(name)
             if isinstance(value, str):
                 record[name] = self._text(value, actions)
@@ -73,6 +77,14 @@ class Mender:
         if messages and isinstance(record.get(messages), list):
             others = actions & self._others
             record[messages] = [self._turn(t, actions, others) for t in record[messages]]
+        for name in self.ctx.text_fields:
+            # A text nested in objects (data.text): its object was mended above as another
+            # string's (with all_string_fields); the text gets every action, from as read.
+            steps = None if name in record else split_path(name, record)
+            if steps and isinstance(value := value_in(before, steps), str):
+                new = self._text(value, actions)
+                if new != value_in(record, steps):
+                    record = with_value(record, steps, new)
         return record
 
     def _turn(self, turn: Any, actions: set[str], others: set[str]) -> Any:
@@ -124,7 +136,8 @@ class Mender:
         list it did (``tokens[3]``, ``answers.text[0]``: an emptied token would be dropped
         by a tokenizer, shifting every tag after it)."""
         for name in self.ctx.text_fields:
-            old, new = as_text(before.get(name)), as_text(after.get(name))
+            old = as_text(record_value(before, name))
+            new = as_text(record_value(after, name))
             if old is not None and old.strip() and new is not None and not new.strip():
                 return name
         for name in inner_fields(after, self.ctx):

@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 from preflight.config import Fields, ModelFacts
+from preflight.field_paths import record_value
 from preflight.smoke.encode import Encoder
 
 WORDS = tuple(str.split(
@@ -84,7 +85,7 @@ def _length(row: dict[str, Any], fields: Fields, max_length: int, *,
     """Words for a control text: about the real row's (its text fields, or its chat turns:
     the assistant's for an answer, the others' for the prompt), capped near what the models
     see."""
-    chars = sum(len(str(row.get(n) or "")) for n in fields.text_fields())
+    chars = sum(len(str(record_value(row, n) or "")) for n in fields.text_fields())
     turns = row.get(fields.messages) if fields.messages else None
     if isinstance(turns, list):
         chars += sum(len(str(t.get("content") or "")) for t in turns if isinstance(t, dict)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from preflight.config import Fields, ModelFacts
+from preflight.field_paths import record_value
 from preflight.text import as_text, first_line
 from preflight.tokenizer.counter import TokenCounter, estimate_counter
 
@@ -158,8 +159,8 @@ class Encoder:
                     self._failed[id(row)] = f"the chat template rejects it: {first_line(e)}"
                     out.append(([], []))
             return out
-        texts = ["\n".join(as_text(row.get(name)) or str(row.get(name) or "")
-                           for name in f.text_fields())
+        texts = ["\n".join(as_text(value) or str(value or "")
+                           for value in (record_value(row, name) for name in f.text_fields()))
                  for row in rows]
         # Cut long texts first: the tiny models see max_length tokens, never more.
         return [(ids, None) for ids in self._encode_texts([t[: self.max_length * 16]
