@@ -35,6 +35,7 @@ from preflight.checks.nested_strings import (
     turn_items,
     typed_parts,
 )
+from preflight.field_paths import split_path
 
 _ITEMS = {"i": pl.UInt32, "name": pl.String, "k": pl.Int64, "text": pl.String}
 
@@ -165,12 +166,13 @@ def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.Da
     return pl.concat(parts)
 
 
-def _quoted_names(texts: pl.DataFrame, fields: tuple[str, ...], messages: str | None
-                  ) -> pl.DataFrame:
+def _quoted_names(texts: pl.DataFrame, fields: tuple[str, ...], messages: str | None,
+                  columns: list[str]) -> pl.DataFrame:
     """``texts`` with the top-level names that a path would misread (``k.v[0]``) quoted as
-    the paths inside them are (``["k.v[0]"]``: ``key_step``)."""
-    odd = {name: key_step(name, first=True) for name in (*fields, messages or "")
-           if name and key_step(name, first=True) != name}
+    the paths inside them are (``["k.v[0]"]``: ``key_step``). A text field nested in an
+    object (``data.text``: ``field_paths``) is a path already: only its odd keys are quoted."""
+    odd = {name: _named(name, columns) for name in (*fields, messages or "")
+           if name and _named(name, columns) != name}
     if not odd or texts.is_empty():
         return texts
     field = pl.col("field")
@@ -182,6 +184,14 @@ def _quoted_names(texts: pl.DataFrame, fields: tuple[str, ...], messages: str | 
         else:
             out = pl.when(field == name).then(pl.lit(quoted)).otherwise(out)
     return texts.with_columns(out.alias("field"))
+
+
+def _named(name: str, columns: list[str]) -> str:
+    """A text field's name as a path names it: a top-level column's name as one key, a
+    nested text field (``data.text``) step by step."""
+    if (steps := split_path(name, columns)) is None:
+        return key_step(name, first=True)
+    return key_step(steps[0], first=True) + "".join(key_step(s) for s in steps[1:])
 
 
 class CharacterCheck(Check):
@@ -215,7 +225,7 @@ class CharacterCheck(Check):
         texts = batch.texts(fields, messages)
         if where is not None:
             texts = texts.filter(where)
-        texts = _quoted_names(texts, fields, messages)
+        texts = _quoted_names(texts, fields, messages, batch.frame.columns)
         if odd := [name for name in batch.schema if odd_key(name)]:
             texts = pl.concat([texts, _column_keys(batch, odd, where)])
         lists = string_lists(batch, self.ctx.text_fields, messages)
