@@ -94,7 +94,8 @@ def nested_items(batch: Batch, names: tuple[str, ...], text: tuple[str, ...] = (
             parts.append((None, raw_items(name, batch.raw[name])))
         else:
             parts += typed_parts(batch.frame.get_column(name))
-    if skip := [name for name in text if batch.path(name)]:
+    # as ``named`` shows them: a column whose own name holds a dot is quoted (["a.b"].c)
+    if skip := [_named(name, batch.frame.columns) for name in text if batch.path(name)]:
         parts = [(None, frame.filter(~pl.col("field").is_in(skip))) if pieces is None
                  else (pieces, frame) for pieces, frame in parts
                  if not (pieces is not None and len(pieces) == 1 and pieces[0] in skip)]
