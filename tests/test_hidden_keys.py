@@ -133,3 +133,27 @@ def test_a_csv_header_name_is_schema_too(tmp_path: Path) -> None:
     fixed, aside = fix_setting_aside(data, tmp_path / "clean.csv", tmp_path / "q.jsonl")
     assert fixed == [] and [a["row"] for a in aside] == [0, 1]
     assert aside[0]["reasons"][0]["code"] == "key_not_mendable"
+
+
+def test_a_hidden_key_over_values_of_mixed_types_is_flagged_in_every_record(
+        tmp_path: Path) -> None:
+    """A key whose values are of two JSON types (a string, a number) is read value by value:
+    its own name was read only where the typed frame held a value (row 1 passed, and fix
+    wrote it with the key as it was)."""
+    rows = [{"text": "one", f"note{ZW}": "x"}, {"text": "two", f"note{ZW}": 5}]
+    data = write_records(tmp_path / "d.jsonl", rows)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    assert sorted(_found(report)) == [0, 1]
+    fixed = fix_cleanly(data, tmp_path / "clean.jsonl", tmp_path / "q.jsonl")
+    assert fixed == [{"text": "one", "note": "x"}, {"text": "two", "note": 5}]
+
+
+def test_a_renamed_key_over_a_list_is_fixed(tmp_path: Path) -> None:
+    """The rename of a top-level key holding a list: the check for items a fix emptied
+    looked the new key up in the record as read (internal error: KeyError 'note')."""
+    rows = [{"text": "one", f"note{ZW}": ["a", ZW, "c"]}, {"text": "two", f"note{ZW}": ["b"]}]
+    data = write_records(tmp_path / "d.jsonl", rows)
+    fixed, [aside] = fix_setting_aside(data, tmp_path / "clean.jsonl", tmp_path / "q.jsonl")
+    assert fixed == [{"text": "two", "note": ["b"]}]
+    assert aside["record"] == rows[0]
+    assert aside["reasons"][0]["code"] == "empty_after_fix"

@@ -159,8 +159,11 @@ def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.Da
     per record that holds a value under it, named ``["te\\u200bxt"] (key)``."""
     parts = []
     for name in names:
-        held = batch.frame.get_column(name).is_not_null()
-        frame = pl.DataFrame({"i": np.flatnonzero(held.to_numpy()).astype(np.uint32)})
+        if name in batch.raw:  # mixed JSON types: the frame holds only some of them
+            held = np.array([v is not None for v in batch.raw[name]], dtype=bool)
+        else:
+            held = batch.frame.get_column(name).is_not_null().to_numpy()
+        frame = pl.DataFrame({"i": np.flatnonzero(held).astype(np.uint32)})
         frame = frame.with_columns(pl.lit(key_step(name, first=True) + KEY).alias("field"),
                                    pl.lit(name).alias("text"))
         parts.append(frame if where is None else frame.filter(where))
