@@ -17,7 +17,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from preflight import run_preflight
+from preflight import FixOptions, run_preflight
 from tests.outputs import fix_cleanly, fix_setting_aside, write_records
 
 ZW, RLO, TAG = "\u200b", "\u202e", "\U000e0041"
@@ -157,3 +157,20 @@ def test_a_renamed_key_over_a_list_is_fixed(tmp_path: Path) -> None:
     assert fixed == [{"text": "two", "note": ["b"]}]
     assert aside["record"] == rows[0]
     assert aside["reasons"][0]["code"] == "empty_after_fix"
+
+
+def test_a_renamed_key_leaves_the_rest_of_the_line_as_written(tmp_path: Path) -> None:
+    """The rename re-serialised the whole record: 1e400 became Infinity (no JSON), 1.10 became
+    1.1, escapes and spacing changed; only the key is replaced now."""
+    line = ('{"text": "hello", "meta": {"so\\u200burce" : "w\\u00e9b", "x":1.10}, '
+            '"k\\u200b": 1, "big": 1e400, "n": 123456789012345678901234567890}')
+    data = tmp_path / "d.jsonl"
+    data.write_text(line + "\n")
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
+                     "  - {id: hc, check: invisible_unicode, severity: error, fix: strip}\n")
+    report = run_preflight(data, rules, smoke=False, out=tmp_path / "r",
+                           fix=FixOptions(out=tmp_path / "c.jsonl",
+                                          quarantine=tmp_path / "q.jsonl"))
+    assert report is not None
+    assert (tmp_path / "c.jsonl").read_text() == line.replace("\\u200b", "") + "\n"
