@@ -21,7 +21,6 @@ _STRUCT = re.compile(r'["\[\]{}]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
 
 
-
 class KeyOf(str):
     """A path's last step naming an object's key itself (``(*path, KeyOf("k\u200b"))``), not
     its value: a key renamed in place (a hidden character stripped)."""
