@@ -22,7 +22,7 @@ _SCALAR = re.compile(r"[^,\]}\s]+")
 
 
 class KeyOf(str):
-    """A path's last step naming an object's key itself (``(*path, KeyOf("k\u200b"))``), not
+    """A path's last step naming an object's key itself (``(*path, KeyOf("k\\u200b"))``), not
     its value: a key renamed in place (a hidden character stripped)."""
 
 
