@@ -17,7 +17,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from preflight import run_preflight
+from preflight import FixOptions, run_preflight
 from tests.outputs import fix_cleanly, fix_setting_aside, write_records
 
 ZW, RLO, TAG = "\u200b", "\u202e", "\U000e0041"
@@ -133,3 +133,44 @@ def test_a_csv_header_name_is_schema_too(tmp_path: Path) -> None:
     fixed, aside = fix_setting_aside(data, tmp_path / "clean.csv", tmp_path / "q.jsonl")
     assert fixed == [] and [a["row"] for a in aside] == [0, 1]
     assert aside[0]["reasons"][0]["code"] == "key_not_mendable"
+
+
+def test_a_hidden_key_over_values_of_mixed_types_is_flagged_in_every_record(
+        tmp_path: Path) -> None:
+    """A key whose values are of two JSON types (a string, a number) is read value by value:
+    its own name was read only where the typed frame held a value (row 1 passed, and fix
+    wrote it with the key as it was)."""
+    rows = [{"text": "one", f"note{ZW}": "x"}, {"text": "two", f"note{ZW}": 5}]
+    data = write_records(tmp_path / "d.jsonl", rows)
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    assert sorted(_found(report)) == [0, 1]
+    fixed = fix_cleanly(data, tmp_path / "clean.jsonl", tmp_path / "q.jsonl")
+    assert fixed == [{"text": "one", "note": "x"}, {"text": "two", "note": 5}]
+
+
+def test_a_renamed_key_over_a_list_is_fixed(tmp_path: Path) -> None:
+    """The rename of a top-level key holding a list: the check for items a fix emptied
+    looked the new key up in the record as read (internal error: KeyError 'note')."""
+    rows = [{"text": "one", f"note{ZW}": ["a", ZW, "c"]}, {"text": "two", f"note{ZW}": ["b"]}]
+    data = write_records(tmp_path / "d.jsonl", rows)
+    fixed, [aside] = fix_setting_aside(data, tmp_path / "clean.jsonl", tmp_path / "q.jsonl")
+    assert fixed == [{"text": "two", "note": ["b"]}]
+    assert aside["record"] == rows[0]
+    assert aside["reasons"][0]["code"] == "empty_after_fix"
+
+
+def test_a_renamed_key_leaves_the_rest_of_the_line_as_written(tmp_path: Path) -> None:
+    """The rename re-serialised the whole record: 1e400 became Infinity (no JSON), 1.10 became
+    1.1, escapes and spacing changed; only the key is replaced now."""
+    line = ('{"text": "hello", "meta": {"so\\u200burce" : "w\\u00e9b", "x":1.10}, '
+            '"k\\u200b": 1, "big": 1e400, "n": 123456789012345678901234567890}')
+    data = tmp_path / "d.jsonl"
+    data.write_text(line + "\n")
+    rules = tmp_path / "r.yaml"
+    rules.write_text("version: 1\nfields: {text: text}\nrules:\n"
+                     "  - {id: hc, check: invisible_unicode, severity: error, fix: strip}\n")
+    report = run_preflight(data, rules, smoke=False, out=tmp_path / "r",
+                           fix=FixOptions(out=tmp_path / "c.jsonl",
+                                          quarantine=tmp_path / "q.jsonl"))
+    assert report is not None
+    assert (tmp_path / "c.jsonl").read_text() == line.replace("\\u200b", "") + "\n"

@@ -295,3 +295,19 @@ def test_dry_run_names_the_nested_text_once(tmp_path: Path) -> None:
                     "--quarantine", tmp_path / "q.jsonl")
     assert result.exit_code == 0, result.output
     assert result.output.count("row 2 data.text:") == 1, result.output
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_text_inside_a_column_whose_name_holds_a_dot_is_read_once(tmp_path: Path,
+                                                                      suffix: str) -> None:
+    """``a.b.c`` with a column named ``a.b``: the nested string was set aside as ``a.b.c``
+    while it is shown ``["a.b"].c``, so the character checks read it twice (two findings
+    for one zero-width space)."""
+    rows = [{"id": i, "a.b": {"c": f"text number {i}"}} for i in range(3)]
+    rows[1]["a.b"]["c"] = f"text{ZW} number 1"
+    data = write_records(tmp_path / f"d{suffix}", rows)
+    result = invoke("check", data, "--no-smoke", "--out", tmp_path / "r",
+                    "--text-field", "a.b.c")
+    frame = pl.read_parquet(tmp_path / "r" / "findings.parquet")
+    hidden = frame.filter(pl.col("check") == "invisible_unicode")
+    assert hidden["row"].to_list() == [1], result.output

@@ -94,7 +94,8 @@ def nested_items(batch: Batch, names: tuple[str, ...], text: tuple[str, ...] = (
             parts.append((None, raw_items(name, batch.raw[name])))
         else:
             parts += typed_parts(batch.frame.get_column(name))
-    if skip := [name for name in text if batch.path(name)]:
+    # as ``named`` shows them: a column whose own name holds a dot is quoted (["a.b"].c)
+    if skip := [_named(name, batch.frame.columns) for name in text if batch.path(name)]:
         parts = [(None, frame.filter(~pl.col("field").is_in(skip))) if pieces is None
                  else (pieces, frame) for pieces, frame in parts
                  if not (pieces is not None and len(pieces) == 1 and pieces[0] in skip)]
@@ -158,8 +159,11 @@ def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.Da
     per record that holds a value under it, named ``["te\\u200bxt"] (key)``."""
     parts = []
     for name in names:
-        held = batch.frame.get_column(name).is_not_null()
-        frame = pl.DataFrame({"i": np.flatnonzero(held.to_numpy()).astype(np.uint32)})
+        if name in batch.raw:  # mixed JSON types: the frame holds only some of them
+            held = np.array([v is not None for v in batch.raw[name]], dtype=bool)
+        else:
+            held = batch.frame.get_column(name).is_not_null().to_numpy()
+        frame = pl.DataFrame({"i": np.flatnonzero(held).astype(np.uint32)})
         frame = frame.with_columns(pl.lit(key_step(name, first=True) + KEY).alias("field"),
                                    pl.lit(name).alias("text"))
         parts.append(frame if where is None else frame.filter(where))

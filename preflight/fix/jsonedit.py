@@ -20,6 +20,12 @@ _STRING = re.compile('"' + STRING_BODY, re.S)
 _STRUCT = re.compile(r'["\[\]{}]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
 
+
+class KeyOf(str):
+    """A path's last step naming an object's key itself (``(*path, KeyOf("k\\u200b"))``), not
+    its value: a key renamed in place (a hidden character stripped)."""
+
+
 Path = tuple[str | int, ...]
 
 
@@ -50,13 +56,16 @@ def _locate(text: str, path: Path) -> tuple[int, int]:
     start = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
     end = _end(text, start)
     for step in path:
+        if isinstance(step, KeyOf):
+            return _members(text, start, keys=True)[step]
         children = _members(text, start) if isinstance(step, str) else _items(text, start)
         start, end = children[step]  # type: ignore[index]
     return start, end
 
 
-def _members(text: str, start: int) -> dict[str, tuple[int, int]]:
-    """The spans of an object's values by key (the last of a repeated key, as parsers do)."""
+def _members(text: str, start: int, keys: bool = False) -> dict[str, tuple[int, int]]:
+    """The spans of an object's values by key (the last of a repeated key, as parsers do);
+    with ``keys``, of the keys themselves."""
     out: dict[str, tuple[int, int]] = {}
     pos = _SPACE.match(text, start + 1).end()  # type: ignore[union-attr]
     while text[pos] != "}":
@@ -66,7 +75,7 @@ def _members(text: str, start: int) -> dict[str, tuple[int, int]]:
         pos = _SPACE.match(text, key_match.end()).end()  # type: ignore[union-attr]
         pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]  # the colon
         end = _end(text, pos)
-        out[key] = (pos, end)
+        out[key] = key_match.span() if keys else (pos, end)
         pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         if text[pos] == ",":
             pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]

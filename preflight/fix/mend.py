@@ -143,7 +143,7 @@ class Mender:
         for name in inner_fields(after, self.ctx):
             if after[name] is before.get(name):  # nothing inside it changed
                 continue
-            for path, old in strings_in(before[name], (name,)):
+            for path, old in strings_in(_before_value(before, after, name), (name,)):
                 if not old.strip() or not any(isinstance(step, int) for step in path):
                     continue
                 new = value_at(after, path)
@@ -167,3 +167,14 @@ class Mender:
             elif action == "truncate" and self.limit and self.ctx.tokenizer:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
+
+
+def _before_value(before: dict[str, Any], after: dict[str, Any], name: str) -> Any:
+    """``name``'s value before the fix: a key the fix renamed (a hidden character stripped
+    from ``"note\ufeff"``) is the key at the same place (a rename keeps the order and the
+    number of keys; a clash is set aside before), the paths below it named as after it."""
+    if name in before:
+        return before[name]
+    keys = list(before)
+    at = list(after).index(name)
+    return before[keys[at]] if len(keys) == len(after) else None

@@ -18,8 +18,10 @@ from collections.abc import Iterator
 
 from preflight.errors import ConfigError
 
-_SIZES = re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different "
-                    r"to the input size \(torch\.Size\(\[([\d, ]*)\]\)\)")
+_SIZES = re.compile(
+    r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different "
+    r"to the input size \(torch\.Size\(\[([\d, ]*)\]\)\)"
+)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -39,9 +41,11 @@ def outer_comparison(message: str) -> str | None:
     if math.prod(both) <= max(math.prod(output), math.prod(target)):
         return None  # a target broadcast along the outputs (one per row, say): no blow-up
     hint = " (e.g. outputs.squeeze(-1))" if output[-1:] == (1,) else ""
-    return (f"your loss compared outputs {output} with targets {target}: torch broadcast "
-            f"them to {both}, every output against every target, so it trains to the "
-            f"targets' mean; make the model's outputs match the targets' shape{hint}")
+    return (
+        f"your loss compared outputs {output} with targets {target}: torch broadcast "
+        f"them to {both}, every output against every target, so it trains to the "
+        f"targets' mean; make the model's outputs match the targets' shape{hint}"
+    )
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> list[int]:
@@ -58,15 +62,26 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> list[int]:
 @contextlib.contextmanager
 def refuse_outer_comparison(enabled: bool) -> Iterator[None]:
     """Around a loss: a ``ConfigError`` when torch warns that it compared every output with
-    every target. Other warnings go on to the caller's filters as they would have."""
+    every target. Every other warning is judged by the caller's filters where it was raised
+    (``ignore`` by module, ``once``, ``error``) and shown once the block ends, also when the
+    block raises (a warning that explains the error stays)."""
     if not enabled:
         yield
         return
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        yield
-    for w in seen:
-        if (problem := outer_comparison(str(w.message))) is not None:
-            raise ConfigError(problem)
-    for w in seen:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    seen: list[warnings.WarningMessage] = []
+    problems: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            # torch's size warning is seen whatever the caller's filters say of it
+            warnings.filterwarnings("always", message="Using a target size")
+            yield
+    finally:
+        for w in seen:
+            if (problem := outer_comparison(str(w.message))) is not None:
+                problems.append(problem)
+            elif _SIZES.search(str(w.message)):  # let through by our filter: the caller's now
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if problems:
+        raise ConfigError(problems[0])

@@ -23,7 +23,7 @@ def failing_batch(setup: Setup, s: Step, result: SmokeResult,
     again = train(setup, [(s.batch, None)], steps=1)
     if again.failed or kind != "grad" or len(s.micro) < 2:
         return s.batch, again
-    first, last, n = s.micro[0][0], s.micro[-1][0], len(s.micro)
+    first, last, n = s.micro[0][0], s.micro[-1][0], max(s.micro_seen, len(s.micro))
     span = f"step {first}" if first == last else f"steps {first}-{last}"  # HF: one step
     for i, (step, batch) in enumerate(s.micro[:-1]):
         deadline.run(f"re-run of accumulated batch {i + 1} of {n}")
@@ -35,6 +35,7 @@ def failing_batch(setup: Setup, s: Step, result: SmokeResult,
             result.step = step
             result.batch_rows, result.batch_ids = batch_rows(batch)
             return batch, out
-    result.reason += (f" (the gradients of {n} accumulated batches, {span}: none fails "
-                      "alone)")
+    k = len(s.micro)
+    kept = "" if n == k else f", of which the first {k - 1} and the last were kept"
+    result.reason += f" (the gradients of {n} accumulated batches, {span}{kept}: none fails alone)"
     return s.batch, again

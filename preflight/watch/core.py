@@ -60,7 +60,7 @@ from preflight.text import first_line
 from preflight.watch import amp, stats
 from preflight.watch.buffers import BufferSnapshot
 from preflight.watch.options import WatchConfig
-from preflight.watch.step import MICRO_LIMIT, Step
+from preflight.watch.step import MicroBatches, Step
 
 
 class TrainingFault(PreflightError):
@@ -110,7 +110,7 @@ class WatchCore:
         self.history: deque[Step] = deque(maxlen=self.cfg.history)
         self.pending: list[Step] = []  # steps not yet checked (sync_every > 1)
         # the batches since the last gradient check (gradient accumulation), bounded
-        self.micro: deque[tuple[int, Any]] = deque(maxlen=MICRO_LIMIT)
+        self.micro = MicroBatches()
         self.current: Step | None = None
         self.control: Any = None  # the last batch that trained without a fault
         self.count = 0
@@ -250,7 +250,7 @@ class WatchCore:
             self.batch(None)
         entry = self.current
         assert entry is not None
-        entry.micro = list(self.micro)
+        entry.micro, entry.micro_seen = list(self.micro), self.micro.seen
         try:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"]
                      if p.grad is not None]

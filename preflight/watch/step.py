@@ -25,5 +25,27 @@ class Step:
     # the (step, batch) of each step whose gradients this optimizer step applies (more
     # than one with gradient accumulation), kept until it is judged
     micro: list[tuple[int, Any]] = field(default_factory=list)
+    micro_seen: int = 0  # how many there were (more than ``micro`` keeps past the limit)
     notes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)  # when its batch came (step time)
+
+
+class MicroBatches(list[tuple[int, Any]]):
+    """The (step, batch) of each step since the last optimizer step: the first
+    ``MICRO_LIMIT - 1`` and the latest are kept (memory stays bounded while the first of a
+    long accumulation can still be blamed), ``seen`` counts them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def append(self, item: tuple[int, Any]) -> None:
+        self.seen += 1
+        if len(self) < MICRO_LIMIT:
+            super().append(item)
+        else:
+            self[-1] = item
+
+    def clear(self) -> None:
+        super().clear()
+        self.seen = 0

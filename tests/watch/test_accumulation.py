@@ -71,3 +71,27 @@ def test_an_accumulated_gradient_fault_blames_the_batch_that_fails(tmp_path: Pat
     assert fault.batch_ids == ["r20", "r21", "r22", "r23"]
     assert fault.minimal_ids == ["r21"]
     assert "4 accumulated batches, steps 4-7; batch 2 of them, at step 5" in fault.reason
+
+
+def test_a_long_accumulation_still_blames_its_first_batches(tmp_path: Path) -> None:
+    """70 batches per optimizer step, the NaN gradient from the second: the 64 kept were the
+    last ones, so the culprit was gone and the reason said '64 accumulated batches, steps
+    6-69' (a code_fault that 'did not reproduce')."""
+    rows = tiny.make_rows(4 * 70)
+    for r in rows:
+        r["x"][0] = 0.5
+    rows[5]["x"][0] = 0.0  # batch 1, the second of the one optimizer step
+    data = preflight.watch.with_ids(rows)
+    loader = DataLoader(data, batch_size=4, collate_fn=data.collate(tiny.collate))
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=_step_fn, out=tmp_path / "watch") as w:
+        for batch in loader:
+            loss = _step_fn(model, batch) / 70
+            assert w.step(loss, batch)
+            loss.backward()
+        opt.step()
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault", fault.reason
+    assert fault.step == 1
+    assert "70 accumulated batches, steps 0-69; batch 2 of them, at step 1" in fault.reason

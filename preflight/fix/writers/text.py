@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from preflight.errors import ConfigError
-from preflight.fix.jsonedit import dumps, replace_values
+from preflight.fix.jsonedit import KeyOf, dumps, replace_values
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
 
@@ -43,13 +43,7 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> dict[tuple[str | i
     """The paths whose values a fix changed, as deep as they go: a top-level field, a
     message's content, a string inside a list or an object (``("answers", "text", 0)``)."""
     out: dict[tuple[str | int, ...], Any] = {}
-    if list(after) != list(before):  # a key of the record renamed (a hidden character stripped)
-        return {(): after}
-    for name, new in after.items():
-        if name in before:
-            _changes(before[name], new, (name,), out)
-        else:
-            out[(name,)] = new
+    _changes(before, after, (), out)
     return out
 
 
@@ -57,9 +51,13 @@ def _changes(old: Any, new: Any, path: tuple[str | int, ...],
              out: dict[tuple[str | int, ...], Any]) -> None:
     if old is new or old == new:  # the same object (a NaN is unequal to itself)
         return
-    if isinstance(old, dict) and isinstance(new, dict) and old.keys() == new.keys():
-        for key in new:
-            _changes(old[key], new[key], (*path, key), out)
+    if isinstance(old, dict) and isinstance(new, dict) and len(old) == len(new):
+        # keys renamed in place (a hidden character stripped: same order, same number), and
+        # the values under them located by their keys as written
+        for was, key in zip(old, new, strict=True):
+            if was != key:
+                out[(*path, KeyOf(was))] = key
+            _changes(old[was], new[key], (*path, was), out)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for k, (a, b) in enumerate(zip(old, new, strict=True)):
             _changes(a, b, (*path, k), out)
