@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 from preflight.cli import main
@@ -28,6 +32,22 @@ def write_records(path: Path, rows: list[dict[str, Any]], table: pa.Table | None
     else:
         table = pa.Table.from_pylist(rows) if table is None else table
         (feather.write_feather if path.suffix == ".arrow" else pq.write_table)(table, path)
+    return path
+
+
+def write_shaped(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` by ``path``'s shape: a file by its suffix (``write_records``), a ``datasets``
+    save_to_disk folder (a name ending ``dataset``), else a folder of two Parquet shards (the
+    first four rows, then the rest)."""
+    if path.suffix:
+        return write_records(path, rows)
+    if path.name.endswith("dataset"):
+        datasets = pytest.importorskip("datasets")
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
+        return path
+    path.mkdir()
+    write_records(path / "part-0.parquet", rows[:4])
+    write_records(path / "part-1.parquet", rows[4:])
     return path
 
 
@@ -61,3 +81,22 @@ def fix_setting_aside(data: Path, clean: Path, quarantine: Path
     assert result.exit_code == 0, result.output
     return read_records(clean), [json.loads(line)
                                  for line in quarantine.read_text().splitlines()]
+
+
+def kill_mid_write(args: list[str], out: Path) -> None:
+    """Start the command ``args`` and SIGKILL it once its temporaries appear in ``out``
+    (it must still be running then); they are left there."""
+    proc = subprocess.Popen(args)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.is_dir() and any(".preflight-" in p.name for p in out.iterdir()):
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "it finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any(".preflight-" in p.name for p in out.iterdir())  # the killed run's leftovers

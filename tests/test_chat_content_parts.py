@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from preflight import run_preflight
 from preflight.cli import main
-from tests.outputs import read_records, write_records
+from tests.outputs import read_records, write_shaped
 
 ZW = "\u200b"
 RULES = """version: 1
@@ -39,25 +39,12 @@ def _chats(n: int = 8) -> list[dict[str, Any]]:
     return rows
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix:
-        return write_records(path, rows)
-    if path.name.endswith("dataset"):
-        datasets = pytest.importorskip("datasets")
-        datasets.Dataset.from_list(rows).save_to_disk(str(path))
-        return path
-    path.mkdir()
-    write_records(path / "part-0.parquet", rows[:4])
-    write_records(path / "part-1.parquet", rows[4:])
-    return path
-
-
 SUFFIXES = [".jsonl", ".json", ".parquet", ".arrow", "shards", "dataset"]
 
 
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_text_parts_are_read(tmp_path: Path, suffix: str) -> None:
-    data = _write(tmp_path / f"d{suffix}", _chats())
+    data = write_shaped(tmp_path / f"d{suffix}", _chats())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
     frame = report.findings().filter(pl.col("check") == "invisible_unicode")
     rows = frame["row"].to_list()
@@ -72,7 +59,7 @@ def test_text_parts_are_read(tmp_path: Path, suffix: str) -> None:
 
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_fix_mends_text_parts_in_place(tmp_path: Path, suffix: str) -> None:
-    data = _write(tmp_path / f"d{suffix}", _chats())
+    data = write_shaped(tmp_path / f"d{suffix}", _chats())
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     clean, quarantine = tmp_path / "clean.jsonl", tmp_path / "q.jsonl"

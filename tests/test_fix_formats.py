@@ -27,6 +27,7 @@ from click.testing import CliRunner, Result
 from preflight import FixOptions, run_preflight
 from preflight.cli import main
 from preflight.fix.writers.text import JsonlWriter
+from tests.outputs import kill_mid_write
 
 RULES = {"fields": {"text": "text", "id": "id"},
          "rules": [{"id": "malformed", "check": "malformed"},
@@ -736,9 +737,6 @@ def test_a_malformed_line_is_quarantined_exactly_as_written(tmp_path: Path) -> N
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
 def test_a_killed_fix_leaves_temporaries_the_next_run_sweeps(tmp_path: Path,
                                                              suffix: str) -> None:
-    import signal
-    import time
-
     n = 150_000
     rows = [{"id": k, "text": f"{PLAIN[k % 3].replace(',', '')} Zero\u200bwidth {k}"}
             for k in range(n)]
@@ -752,20 +750,7 @@ def test_a_killed_fix_leaves_temporaries_the_next_run_sweeps(tmp_path: Path,
     out = tmp_path / "out"
     args = [sys.executable, "-m", "preflight", "fix", str(src), "--out",
             str(out / f"c{suffix}"), "--quarantine", str(out / "q.jsonl"), "--quiet"]
-    proc = subprocess.Popen(args)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.is_dir() and any(".preflight-" in p.name for p in out.iterdir()):
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "fix finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert any(".preflight-" in p.name for p in out.iterdir())  # the killed run's leftovers
+    kill_mid_write(args, out)
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(

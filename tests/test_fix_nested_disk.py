@@ -6,10 +6,8 @@ its nested strings mended and its schema kept."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.outputs import read_records, write_records
+from tests.outputs import kill_mid_write, read_records, write_records
 from tests.test_formats_promises import _invoke, _open_under
 
 ZW = "\u200b"
@@ -75,19 +73,7 @@ def test_a_killed_fix_of_nested_strings_is_swept_and_redone(tmp_path: Path,
     out = tmp_path / "out"
     args = [sys.executable, "-m", "preflight", "fix", str(src), "--out",
             str(out / f"c{suffix}"), "--quarantine", str(out / "q.jsonl"), "--quiet"]
-    proc = subprocess.Popen(args)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if out.is_dir() and any(".preflight-" in p.name for p in out.iterdir()):
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "fix finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_mid_write(args, out)
     assert not (out / f"c{suffix}").exists()  # never a half-written file at the final name
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from preflight import run_preflight
 from preflight.checks.nested_strings import shown
-from tests.outputs import fix_cleanly, write_records
+from tests.outputs import fix_cleanly, write_shaped
 
 ZW = "\u200b"
 
@@ -31,19 +31,6 @@ def _records(n: int = 8) -> list[dict[str, Any]]:
 PLANTED = {2: '["k.v[0]"]', 3: "k.v[0]", 4: 'm["a.b"][0]'}
 
 
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    if path.suffix:
-        return write_records(path, rows)
-    if path.name.endswith("dataset"):
-        datasets = pytest.importorskip("datasets")
-        datasets.Dataset.from_list(rows).save_to_disk(str(path))
-        return path
-    path.mkdir()
-    write_records(path / "part-0.parquet", rows[:4])
-    write_records(path / "part-1.parquet", rows[4:])
-    return path
-
-
 def _paths(report: Any) -> dict[int, str]:
     frame = report.findings().filter(pl.col("code") == "zero_width_space")
     rows = frame["row"].to_list()
@@ -56,7 +43,7 @@ def _paths(report: Any) -> dict[int, str]:
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", ".arrow", "shards",
                                     "dataset"])
 def test_a_key_that_reads_as_a_path_is_quoted(tmp_path: Path, suffix: str) -> None:
-    data = _write(tmp_path / f"d{suffix}", _records())
+    data = write_shaped(tmp_path / f"d{suffix}", _records())
     report = run_preflight(data, smoke=False, out=tmp_path / "r")
     assert _paths(report) == PLANTED
     fixed = fix_cleanly(data, tmp_path / "clean.jsonl", tmp_path / "q.jsonl")

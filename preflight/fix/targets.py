@@ -12,7 +12,7 @@ from preflight.config import RuleSet
 from preflight.errors import ConfigError
 from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.paths import find_beside, rules_base
-from preflight.source.names import format_of
+from preflight.source.names import SUFFIXES, format_of
 
 if TYPE_CHECKING:
     from preflight.fix import FixOptions
@@ -25,18 +25,10 @@ def manifest_path(options: FixOptions) -> Path:
     return options.manifest or options.out.with_name(MANIFEST_NAME)
 
 
-_SUFFIX_FORMATS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "arrow",
-    ".feather": "arrow",
-    ".ipc": "arrow",
-}
+# The clean output's format by its name: the input names, a JSON array written as JSON Lines
+# (one record a line, streamed) and no Arrow stream (``.arrows``: the writer writes a file).
+_SUFFIX_FORMATS = {suffix: "jsonl" if fmt == "json" else fmt
+                   for suffix, fmt in SUFFIXES.items() if suffix != ".arrows"}
 
 
 def output_format(options: FixOptions, input_format: str) -> str:
