@@ -145,6 +145,7 @@ class Batch:
                 col = pl.Series(name, values, dtype=pl.Object)
             else:
                 col = path_column(self.frame.get_column(steps[0]), steps)
+                col = None if col is None else col.alias(name)  # data["a.b"], not data.a.b
             self._cache[key] = col if col is not None else repeated(None, len(self), pl.Null,
                                                                     name)
         return self._cache[key]

@@ -13,6 +13,8 @@ hold an object) has no value there: the ``empty`` check's ``missing_field``, nev
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import polars as pl
@@ -24,8 +26,14 @@ Steps = tuple[str, ...]
 
 def split_path(name: str, columns: Any) -> Steps | None:
     """``name``'s steps when it names a field inside an object column, else None: it is not
-    a top-level column (one by that very name wins) and a prefix of it up to a dot is."""
-    if name in columns or "." not in name:
+    a top-level column (one by that very name wins) and a prefix of it up to a dot is. A key
+    that holds a dot or a bracket is named as findings name it, quoted: ``data["a.b"]``."""
+    if name in columns:
+        return None
+    if '["' in name:
+        steps = quoted_steps(name)
+        return steps if steps is not None and len(steps) > 1 and steps[0] in columns else None
+    if "." not in name:
         return None
     parts = name.split(".")
     for k in range(len(parts) - 1, 0, -1):
@@ -33,6 +41,28 @@ def split_path(name: str, columns: Any) -> Steps | None:
         if head in columns:
             return (head, *parts[k:])
     return None
+
+
+_STEP = re.compile(r'\.?([^.\[\]"\\]+)|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def quoted_steps(name: str) -> Steps | None:
+    """The keys of a path written as findings write it (``data["a.b"].c``, ``["k.v"].x``:
+    ``key_step``), or None when ``name`` is not such a path."""
+    steps, at = [], 0
+    while at < len(name):
+        m = _STEP.match(name, at)
+        if m is None or (m[1] is not None and at > 0 and not m[0].startswith(".")):
+            return None
+        if m[1] is None:
+            try:
+                steps.append(json.loads(m[2]))
+            except ValueError:
+                return None
+        else:
+            steps.append(m[1])
+        at = m.end()
+    return tuple(steps) or None
 
 
 def record_value(record: dict[str, Any], name: str) -> Any:

@@ -55,7 +55,10 @@ class ShardShapes:
     """The shape of each shard's records, from its first batch, against the first shard's."""
 
     def __init__(self, first: Fields) -> None:
-        self.first = shape_of(first)
+        # The first shard's shape as inference sees it, like every other shard's: the run's
+        # fields may name a text inference would not pick (``--text-field title`` beside a
+        # longer ``body``), and compared with those no shard matched: none was scanned.
+        self.first: str | None = None
         self.labelled = first.label is not None
         self.files: dict[str, list[str]] = {}
         self.unjudged: dict[str, list[str]] = {}  # label field -> shards, none in the first
@@ -80,6 +83,8 @@ class ShardShapes:
             self._file = file_index
             name = file or f"#{file_index}"
             self.files.setdefault(shape.records, []).append(name)
+            if self.first is None:
+                self.first = shape.records
             self._same = shape.records == self.first
             if shape.label is not None and not self.labelled and self._same:
                 self.unjudged.setdefault(shape.label, []).append(name)
