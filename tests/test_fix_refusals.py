@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
+from tests.outputs import write_shaped
 
 
 def invoke(*args: str | Path) -> Result:
@@ -39,6 +40,17 @@ def test_fix_refuses_records_no_rule_read(tmp_path: Path, lines: str, dry_run: b
         "--no-progress",
         *(["--dry-run"] if dry_run else []),
     )
+    assert result.exit_code == 1, result.output
+    assert "none of the records' fields was checked" in result.output
+    assert not out.exists() and not q.exists()
+
+
+@pytest.mark.parametrize("name", ["in.json", "in.parquet", "in.arrow", "shards", "dataset"])
+def test_fix_refuses_records_no_rule_read_on_every_format(tmp_path: Path, name: str) -> None:
+    rows = [{"a": k % 2 == 0, "b": None} for k in range(8)]  # booleans and nulls only
+    src = write_shaped(tmp_path / name, rows)
+    out, q = tmp_path / "o" / "clean.parquet", tmp_path / "o" / "q.jsonl"
+    result = invoke("fix", src, "--out", out, "--quarantine", q, "--no-progress")
     assert result.exit_code == 1, result.output
     assert "none of the records' fields was checked" in result.output
     assert not out.exists() and not q.exists()
