@@ -53,11 +53,13 @@ def full_disk(tmp_path: Path) -> Any:
                                              ("parquet", "clean.parquet"),
                                              ("parquet", "clean.arrow"),
                                              ("jsonl", "clean.parquet")])
+@pytest.mark.parametrize("text", [[], ["--text-field", "meta.title"]])
 def test_a_full_disk_while_mending_nested_strings_leaves_nothing(
-    tmp_path: Path, full_disk: Path, source: str, out: str
+    tmp_path: Path, full_disk: Path, source: str, out: str, text: list[str]
 ) -> None:
+    # also with the nested string as the text field (``data.text``), mended by the text rules
     data = write_records(tmp_path / f"d.{source}", _rows(20_000))
-    result = _invoke("fix", data, "--out", full_disk / out, "--quarantine",
+    result = _invoke("fix", data, *text, "--out", full_disk / out, "--quarantine",
                      full_disk / "q.jsonl")
     assert result.exit_code == 3, result.output
     assert "No space left on device" in result.output
