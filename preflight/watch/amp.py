@@ -33,6 +33,8 @@ class OrderCheck:
         self.core, self.optimizer, self.scaler = core, optimizer, scaler
         self.norm: torch.Tensor | None = None
         self.warned = False
+        self.update: Any = None  # our wrapper of scaler.update, while it is in place
+        self._wrap_update()
         if not _ACTIVE:
             torch.nn.utils.clip_grad_norm_ = _clip  # type: ignore[assignment]
         _ACTIVE.append(self)
@@ -59,7 +61,40 @@ class OrderCheck:
         self.core.findings.append(SmokeFinding(code="clip_before_unscale", detail=detail))
         warnings.warn(f"preflight.watch: {detail}", RuntimeWarning, stacklevel=4)
 
+    def _wrap_update(self) -> None:
+        """``scaler.update()`` ends an optimizer step, applied or skipped: a step the
+        scaler skipped (inf gradients in fp16) never calls ``optimizer.step()``, so the
+        optimizer's pre-hook never cleared its micro-batches, and they sat in the next
+        step's search for the batch to blame (an earlier, never applied step named)."""
+        original = getattr(self.scaler, "update", None)
+        if self.scaler is None or not callable(original):
+            return
+        core = self.core
+
+        def update(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if self.update is update:  # this watch still runs
+                    with core.lock:
+                        core.micro.clear()
+                        self.take_norm()  # a clip of the skipped step's gradients
+
+        try:
+            self.scaler.update = update
+        except (AttributeError, TypeError):  # a scaler that takes no attributes
+            return
+        self.update, self.original_update = update, original
+
     def remove(self) -> None:
+        update, self.update = self.update, None
+        if update is not None and getattr(self.scaler, "__dict__", {}).get("update") is update:
+            if getattr(self.original_update, "__self__", None) is self.scaler and \
+                    getattr(self.original_update, "__func__", None) is getattr(
+                        type(self.scaler), "update", None):
+                del self.scaler.update  # the class's own method again
+            else:
+                self.scaler.update = self.original_update
         if self in _ACTIVE:
             _ACTIVE.remove(self)
         if not _ACTIVE:

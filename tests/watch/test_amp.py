@@ -114,3 +114,45 @@ def test_the_clip_norm_is_reused_as_the_step_gradient_norm(tmp_path: Path) -> No
     lines = (tmp_path / "stats.jsonl").read_text().splitlines()
     logged = [json.loads(x)["grad_norm"] for x in lines]
     assert logged == pytest.approx(norms)  # before clipping, as the clip returned it
+
+
+def test_a_step_the_scaler_skipped_is_not_blamed_for_the_next_one(tmp_path: Path) -> None:
+    """Step 3's huge row overflows: the scaler skips it (optimizer.step never runs). Step
+    4's gradients are finite element by element (the scaler applies them) but their norm
+    overflows, and its batch alone re-runs clean: its micro-batches are step 4's only.
+    Step 3's batch, never applied and failing alone, was blamed as step 4's first
+    "accumulated" batch."""
+    model, opt = tiny.fresh()
+    scaler = torch.amp.GradScaler("cpu")
+    rows = tiny.make_rows()
+    rows[27]["x"] = [1e18, 1e18, 1e18, 1e18]  # loss finite, gradients' norm not
+    batches = tiny.batches(rows)
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, scaler=scaler, out=tmp_path) as w:
+        for i, batch in enumerate(batches):
+            loss = tiny.step_fn(model, batch)
+            assert w.step(loss, batch)
+            # step 4: gradients near 1e25 (finite scaled by 32768; their squares are not)
+            scaler.scale(loss * 1e25 if i == 4 else loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+    fault = caught.value.fault
+    assert fault.step == 4 and "gradient norm is inf at step 4" in fault.reason
+    assert "accumulated" not in fault.reason and "did not reproduce" in fault.reason
+    assert scaler.update.__func__ is torch.amp.GradScaler.update  # put back
+
+
+def test_a_scaler_without_update_is_left_alone(tmp_path: Path) -> None:
+    class Scaler:
+        def get_scale(self) -> float:
+            return 1.0
+
+        def is_enabled(self) -> bool:
+            return False
+
+    model, opt = tiny.fresh()
+    scaler = Scaler()
+    with preflight.watch(model, opt, scaler=scaler, out=tmp_path) as w:
+        tiny.train(w, model, opt, tiny.batches(tiny.make_rows(16)))
+    assert "update" not in vars(scaler)
