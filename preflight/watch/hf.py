@@ -21,7 +21,9 @@ set) are collated as the Trainer would.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,9 @@ class PreflightCallback(transformers.TrainerCallback):
                     **kwargs: Any) -> None:
         if model is not None:
             self._columns(model, args)
+        trainer = _find_trainer(required=False)
+        if trainer is not None:
+            self._guard(trainer)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
@@ -131,6 +136,9 @@ class PreflightCallback(transformers.TrainerCallback):
             except TrainingFault:
                 self._close()
                 raise
+            except BaseException:
+                self._crashed()  # a callback added after the Trainer was built: no guard
+                raise
             finally:
                 self.in_step = False
 
@@ -148,6 +156,39 @@ class PreflightCallback(transformers.TrainerCallback):
 
         trainer.training_step, trainer.compute_loss = watched_step, watched_loss
         self.restore = ["training_step", "compute_loss"]
+
+    def _guard(self, trainer: Any) -> None:
+        """Wrap the Trainer's ``train`` (on the instance, once) so that a run that raises
+        closes the watch: ``training_step``/``compute_loss`` restored, the hooks removed and
+        the steps not checked yet (``sync_every``) judged. The Trainer has no exception
+        event (Lightning's ``on_exception``), and its loop raises from places the wrapped
+        methods never see (the data loader, the optimizer, another callback)."""
+        train = trainer.train
+        if getattr(train, "preflight_guard", None) is self:
+            return
+
+        @functools.wraps(train)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return train(*args, **kwargs)
+            except BaseException:
+                self._crashed()
+                raise
+
+        guarded.preflight_guard = self  # type: ignore[attr-defined]
+        trainer.train = guarded
+
+    def _crashed(self) -> None:
+        """The run raised: close the watch; the run's own exception goes on. A fault found
+        now among the steps not checked yet is written and warned about, never raised in
+        its place."""
+        try:
+            self._close()
+        except TrainingFault as fault:
+            warnings.warn(f"{fault}", RuntimeWarning, stacklevel=3)
+        except Exception as e:
+            warnings.warn(f"preflight.watch could not close: {e}", RuntimeWarning,
+                          stacklevel=3)
 
     def _columns(self, model: Any, args: Any) -> None:
         """What the model takes (as the Trainer's own column removal computes it)."""
@@ -198,13 +239,16 @@ class TrainerCollate:
         return self.data_collator(rows)
 
 
-def _find_trainer() -> Any:
-    """The ``transformers.Trainer`` whose training loop is calling this callback."""
+def _find_trainer(*, required: bool = True) -> Any:
+    """The ``transformers.Trainer`` whose training loop (or ``__init__``) is calling this
+    callback; None when there is none and it is not ``required``."""
     frame = inspect.currentframe()
     while frame is not None:
         owner = frame.f_locals.get("self")
         if isinstance(owner, transformers.Trainer):
             return owner
         frame = frame.f_back
+    if not required:
+        return None
     raise ConfigError("PreflightCallback: no transformers.Trainer is training; give the "
                       "callback to one (Trainer(..., callbacks=[callback])) and call train()")
