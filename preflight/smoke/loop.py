@@ -60,6 +60,9 @@ class Setup:
     # ``loss_fn(model(inputs), targets)``; a batch is then ``(batch, None)``.
     step_fn: Callable[[nn.Module, Any], Any] | None = None
     shapes_seen: bool = False  # the loss's first call, checked once (smoke/broadcast.py)
+    # The watch: each module's ``training`` flag at the failing step, in ``modules()``
+    # order (a model in eval mode, a frozen submodule); None: every module trains.
+    modes: tuple[bool, ...] | None = None
 
     def fresh(self) -> nn.Module:
         """The model at its initial weights, on the device."""
@@ -107,6 +110,9 @@ def train(setup: Setup, batches: list[Batch], *, steps: int, watch: int = 0,
     seed_everything(cfg.seed)
     model = setup.fresh()
     model.train()
+    if setup.modes is not None:  # the modes the watched step ran in
+        for module, mode in zip(model.modules(), setup.modes, strict=False):
+            module.training = mode
     deadline.phase("setup")
     opt = build_optimizer(model, cfg)
     schedule = build_scheduler(opt, cfg, total=steps, warmup=run_warmup(

@@ -104,6 +104,7 @@ class WatchCore:
             self.model = self.model.module
         self.optimizer, self.rerun, self.scaler = optimizer, rerun, scaler
         self.names = {id(p): n for n, p in self.model.named_parameters()}
+        self.modules = list(self.model.modules())  # their training flags, read every step
         self.rank = _rank()
         device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         self.sync_every = self.cfg.sync_every or (1 if device.type == "cpu" else 10)
@@ -146,7 +147,8 @@ class WatchCore:
         """A batch starts (``step``: the framework's step number; default the count)."""
         if self.current is not None:
             self.end_step()
-        self.current = Step(step=self.count if step is None else int(step), batch=batch)
+        self.current = Step(step=self.count if step is None else int(step), batch=batch,
+                            modes=tuple(m.training for m in self.modules))
         self.count += 1
         if batch is not None:
             self.micro.append((self.current.step, batch))
@@ -330,7 +332,7 @@ class WatchCore:
         # Judged: only the control (and a fault's own step, investigated above) needs its
         # batch. The history keeps curves, not batches: 200 batches held there kept 200
         # batches' tensors alive (GPU memory) for the whole run.
-        s.batch, s.micro = None, []
+        s.batch, s.micro, s.modes = None, [], None
 
     def _alarm(self, s: Step) -> None:
         self.alarms += 1

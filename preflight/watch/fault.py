@@ -111,15 +111,17 @@ def _investigate(core: WatchCore, s: Step, result: SmokeResult, kind: str,
             result.reason += "; " + snapshot.NOT_STOPPING.format(core.cfg.on_fault)
         return
     exempt = nonfinite_paths((s.batch, None))
+    _note_modes(core, s, result)
     if live:
         setup: Setup = _live_setup(core, result, device, exempt)
+        setup.modes = s.modes
     else:
         lr = float(core.optimizer.param_groups[0].get("lr", 1e-3))
         cfg = SmokeConfig(steps=4, lr=lr if math.isfinite(lr) and lr > 0 else 1e-3,
                           clip=None, precision="fp32")
         setup = Setup(template=core.model, initial=state, loss_fn=None, cfg=cfg,
                       device=device, precision="fp32", user=True, step_fn=core.rerun,
-                      exempt=exempt)
+                      exempt=exempt, modes=s.modes)
     failing, again = failing_batch(setup, s, result, kind)
     if failing is not s.batch:  # gradient accumulation: an earlier micro-batch's
         bad_inputs = _nonfinite_input_rows(failing)
@@ -190,6 +192,20 @@ def _live_setup(core: WatchCore, result: SmokeResult, device: torch.device,
     return snapshot.LiveSetup(template=core.model, initial={}, loss_fn=None, cfg=cfg,
                               device=device, precision="fp32", user=True,
                               step_fn=core.rerun, exempt=exempt, checkpoint=path)
+
+
+def _note_modes(core: WatchCore, s: Step, result: SmokeResult) -> None:
+    """Say so when the step did not run with every module training: the re-runs run in the
+    step's modes (a model in eval mode, a frozen submodule), not all in train mode."""
+    if s.modes is None or all(s.modes):
+        return
+    names = [n or "the model" for (n, _), mode in zip(core.model.named_modules(), s.modes,
+                                                      strict=False) if not mode]
+    what = ("the model was in eval mode (model.training False)" if not s.modes[0] else
+            f"{len(names)} module(s) were in eval mode: {_few(names)}")
+    result.findings.append(SmokeFinding(
+        code="rerun_eval_mode", severity="info",
+        detail=f"at step {s.step} {what}; the re-runs ran in the same modes"))
 
 
 def _narrow(setup: Setup, batch: Any,

@@ -27,6 +27,9 @@ class Step:
     micro: list[tuple[int, Any]] = field(default_factory=list)
     micro_seen: int = 0  # how many there were (more than ``micro`` keeps past the limit)
     notes: list[str] = field(default_factory=list)
+    # each module's ``training`` flag when its batch came (``model.modules()`` order): the
+    # re-runs run in the mode the step ran in; dropped once the step is judged
+    modes: tuple[bool, ...] | None = None
     started: float = field(default_factory=time.monotonic)  # when its batch came (step time)
 
 
