@@ -5,6 +5,8 @@ user names a model too (``preflight smoke --replay FILE --model SPEC``)."""
 
 from __future__ import annotations
 
+import collections
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from preflight.tempfiles import atomic_write
 FORMAT = "preflight-smoke-replay"
 VERSION = 1
 WATCH_TASK = "watch"  # a replay written by preflight.watch: its batch goes to step_fn
+# A namedtuple in the batch, stored as a dict under this key (weights_only loads no class)
+NAMEDTUPLE = "__preflight_namedtuple__"
 
 
 def save(path: Path, *, task: str, model: str, spec: dict[str, Any], config: dict[str, Any],
@@ -71,14 +75,48 @@ def weights(data: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(checkpoint)
 
 
+def batch(data: dict[str, Any]) -> tuple[Any, Any]:
+    """The replay's ``(inputs, targets)`` as the step got them: a namedtuple comes back as
+    one (a step_fn reading ``batch.x`` got a list)."""
+    return _rebuilt(data["inputs"]), _rebuilt(data["targets"])
+
+
 def _plain(obj: Any) -> Any:
-    """Tensors in plain containers (a ``BatchEncoding`` becomes a dict), so the file loads
-    with ``weights_only=True``."""
+    """Tensors in plain containers (a ``BatchEncoding`` becomes a dict, a namedtuple a
+    dict that ``batch`` rebuilds it from), so the file loads with ``weights_only=True``."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu()
     if isinstance(obj, Mapping):
         return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        kind = type(obj)
+        return {NAMEDTUPLE: [kind.__module__, kind.__qualname__],
+                "fields": list(kind._fields), "values": [_plain(v) for v in obj]}
     if isinstance(obj, list | tuple):
-        return type(obj)(_plain(v) for v in obj) if type(obj) in (list, tuple) else [
-            _plain(v) for v in obj]
+        return (tuple if isinstance(obj, tuple) else list)(_plain(v) for v in obj)
     return obj
+
+
+def _rebuilt(obj: Any) -> Any:
+    if isinstance(obj, Mapping) and NAMEDTUPLE in obj:
+        module, qualname = obj[NAMEDTUPLE]
+        values = [_rebuilt(v) for v in obj["values"]]
+        return _namedtuple(module, qualname, obj["fields"])(*values)
+    if isinstance(obj, Mapping):
+        return {k: _rebuilt(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(_rebuilt(v) for v in obj)
+    return obj
+
+
+def _namedtuple(module: str, qualname: str, fields: list[str]) -> Any:
+    """The user's own class when its module is already imported (the ``--model`` build
+    imported it; the file never makes anything import), else a namedtuple of that name
+    and those fields."""
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, tuple) and \
+            list(getattr(found, "_fields", ())) == list(fields):
+        return found
+    return collections.namedtuple(qualname.rsplit(".", 1)[-1], fields)

@@ -22,6 +22,7 @@ from preflight.smoke.diagnose import timed_out
 from preflight.smoke.loop import Setup, anomaly, train
 from preflight.smoke.models import build_builtin
 from preflight.smoke.replay_file import WATCH_TASK
+from preflight.smoke.replay_file import batch as replay_batch
 from preflight.smoke.replay_file import load as load_replay
 from preflight.smoke.replay_file import weights as replay_weights
 from preflight.smoke.user import call_build, load_build, resolve_spec, user_code
@@ -110,7 +111,7 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
                   device=dev, precision=precision, user=spec is not None,
                   exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
                   step_fn=step_fn)
-    batch = (data["inputs"], data["targets"])
+    batch = replay_batch(data)
     deadline.run("replay")
     out = train(setup, [batch], steps=cfg.steps)
     result = SmokeResult(

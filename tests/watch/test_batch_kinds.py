@@ -88,3 +88,40 @@ def test_an_empty_batch_is_named_in_the_reason(tmp_path: Path) -> None:
     fault = caught.value.fault
     assert fault.verdict == "data_fault"
     assert "the batch is empty (0 rows" in fault.reason
+
+
+def test_a_namedtuple_batch_s_replay_gives_the_step_fn_a_namedtuple(tmp_path: Path) -> None:
+    """replay.pt stored the namedtuple as a list: ``batch.x`` raised in the rerun."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+    from preflight.smoke.replay_file import batch, load
+
+    spec = f"{Path(tiny.__file__).resolve()}:build_pair"
+    loader = [tiny.Pair(b["x"], b["y"]) for b in
+              [*tiny.batches(tiny.make_rows(24)), tiny.collate(tiny.make_rows(8, nan_row=3))]]
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault), preflight.watch(
+            model, opt, step_fn=tiny.pair_step_fn, out=tmp_path / "watch",
+            model_spec=spec) as w:
+        tiny.train(w, model, opt, loader, loss_of=tiny.pair_step_fn)
+    inputs, _ = batch(load(tmp_path / "watch" / "replay.pt"))
+    assert type(inputs).__name__ == "Pair" and inputs._fields == ("x", "y")
+    assert inputs.x.shape == (1, tiny.WIDTH)
+    result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "watch" / "replay.pt"),
+                                       "--model", spec, "--json"])
+    assert result.exit_code == 1, result.output
+    replayed = json.loads(result.stdout[result.stdout.index("{"):])
+    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
+    assert replayed["first_bad_module"] == "body.0"  # step_fn ran on it
+
+
+def test_the_user_s_own_namedtuple_class_comes_back_when_it_is_imported() -> None:
+    from preflight.smoke.replay_file import _plain, _rebuilt
+
+    stored = _plain((Pair(torch.ones(2), torch.zeros(2)), [torch.ones(1)]))
+    back = _rebuilt(stored)
+    assert type(back) is tuple and type(back[0]) is Pair and back[0].y.tolist() == [0.0, 0.0]
+    assert type(back[1]) is list

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from typing import Any
 
 import torch
@@ -34,6 +35,20 @@ def build() -> tuple[nn.Module, Any, None]:
     """The model spec a watch replay reruns with."""
     torch.manual_seed(0)
     return Net(), step_fn, None
+
+
+Pair = namedtuple("Pair", "x y")
+
+
+def pair_step_fn(model: nn.Module, batch: Any) -> torch.Tensor:
+    """``step_fn`` of a namedtuple batch (``Pair(x, y)``): reads it by attribute."""
+    return F.mse_loss(model(batch.x), batch.y)
+
+
+def build_pair() -> tuple[nn.Module, Any, None]:
+    """The model spec a namedtuple-batch replay reruns with."""
+    torch.manual_seed(0)
+    return Net(), pair_step_fn, None
 
 
 def make_rows(n: int = 64, *, nan_row: int | None = None) -> list[dict[str, Any]]:
