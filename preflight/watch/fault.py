@@ -232,7 +232,19 @@ def _narrow(setup: Setup, batch: Any,
 
     keep = minimal_rows(n, losses, fails, known=known)
     others = [i for i in range(n) if i not in keep]
-    return keep, None, bool(others) and not fails(others)
+    if not others or not fails(others):
+        return keep, None, bool(others)
+    # The rest fails too: the fewest rows that fail are one of several. Rows that fail
+    # alone (a row whose labels are all the ignore index has no loss: 0/0) are all to
+    # blame; naming the first of them blamed one row for what every row does.
+    alone = [i for i in others if math.isnan(losses[i])]
+    if not alone:
+        return keep, None, False
+    keep = sorted({*keep, *alone})
+    who = "every row" if len(keep) == n else f"{len(keep)} of its {n} rows"
+    return keep, (f"{who} of the batch fail(s) alone (each one's own loss is non-finite; "
+                  "a row whose labels are all the ignore index, -100, has none): all are "
+                  "named, not narrowed to one"), False
 
 
 def _stopped(core: WatchCore, s: Step, result: SmokeResult, detail: str,
