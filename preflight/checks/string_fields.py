@@ -60,20 +60,23 @@ def string_fields(batch: Batch, ctx: Context) -> tuple[str, ...]:
 
 def string_lists(batch: Batch, text_fields: tuple[str, ...], messages: str | None
                  ) -> tuple[str, ...]:
-    """The batch's top-level columns typed as lists of strings, text and messages aside."""
+    """The batch's top-level columns typed as lists of strings, messages aside (a text
+    field holding lists is no text: schema's ``wrong_type``; its strings are read here)."""
     return tuple(name for name, dtype in batch.schema.items()
-                 if name != messages and name not in text_fields and name not in batch.raw
+                 if name != messages and name not in batch.raw
                  and isinstance(dtype, pl.List | pl.Array) and _textual(dtype.inner))
 
 
 def nested_columns(batch: Batch, text_fields: tuple[str, ...], messages: str | None
                    ) -> tuple[str, ...]:
     """The batch's top-level columns that hold strings deeper (objects, lists of objects or
-    of lists; a column of mixed types with a list or an object in some record), text and
-    messages aside."""
+    of lists; a column of mixed types with a list or an object in some record), messages
+    aside. A text field's objects are read too: ``--text-field data`` where ``data`` holds
+    ``{"text": ...}`` is schema's ``wrong_type``, and the hidden characters inside it are
+    flagged (``data.text``) as any other object's."""
     out = []
     for name, dtype in batch.schema.items():
-        if name == messages or name in text_fields:
+        if name == messages:
             continue
         if name in batch.raw:
             if any(isinstance(v, list | dict) for v in batch.raw[name]):
@@ -148,10 +151,11 @@ def inner_strings(record: dict[str, Any], ctx: Context) -> Iterator[tuple[Path, 
 
 
 def inner_fields(record: dict[str, Any], ctx: Context) -> list[str]:
-    """The record's top-level lists and objects that are neither text fields nor messages:
-    where ``inner_strings`` reads."""
+    """The record's top-level lists and objects but the messages (a text field holding one
+    is no text: its strings are read as any other object's): where ``inner_strings``
+    reads."""
     return [name for name, value in record.items() if isinstance(value, list | dict)
-            and name not in ctx.text_fields and name != ctx.messages]
+            and name != ctx.messages]
 
 
 def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.DataFrame:

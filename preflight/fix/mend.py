@@ -113,8 +113,7 @@ class Mender:
         others = actions & self._others
         if not others:
             return None
-        fields = {k: v for k, v in record.items()
-                  if k not in (self.ctx.messages, *self.ctx.text_fields)}
+        fields = {k: v for k, v in record.items() if k != self.ctx.messages}
         own = {k: None for k in record}  # the record's own keys: its columns
         return key_clash(own, lambda text: self._text(text, others), (), schema=schema) or (
             key_clash(fields, lambda text: self._text(text, others), (), schema=schema))
