@@ -328,8 +328,11 @@ def key_clash(value: Any, mend: Callable[[str], str], path: Path, *, schema: boo
     if isinstance(value, dict):
         olds = list(value)
         news = [mend(k) if odd_key(k) else k for k in olds]
-        if schema and news != olds:
-            at = next(o for o, n in zip(olds, news, strict=True) if o != n)
+        # A struct field holding no value in this record: the clean output's schema has
+        # its name mended (``fix.writers.renames``), losing nothing; a column's is kept.
+        if schema and (changed := [o for o, n in zip(olds, news, strict=True)
+                                   if o != n and (not path or value[o] is not None)]):
+            at = changed[0]
             return (f"{shown((*path, at)) if path else key_step(at, first=True)}{KEY}: a "
                     "struct field or column name, which is the schema's: not renamed")
         if len(set(news)) < len(news):
