@@ -97,8 +97,8 @@ class Mender:
         calls) as the character checks that read them mend them."""
         if not isinstance(turn, dict):
             return turn
-        out = {key: mended(value, lambda text: self._text(text, others)) if others else value
-               for key, value in turn.items() if key != "content"}
+        out = {key: mended(value, lambda text: self._text(text, others), keys=True)
+               if others else value for key, value in turn.items() if key != "content"}
         content = turn.get("content")
         if "content" in turn:
             if isinstance(content, str):
@@ -107,7 +107,11 @@ class Mender:
                 out["content"] = mended(content, lambda text: self._text(text, others))
             else:
                 out["content"] = content
-        return {key: out[key] for key in turn}  # the keys in their order
+        out = {key: out[key] for key in turn}  # the keys in their order
+        if others and any(odd_key(k) for k in turn):  # the turn's own keys (``ro\u200ble``)
+            renamed = {(self._text(k, others) if odd_key(k) else k): v for k, v in out.items()}
+            out = renamed if len(renamed) == len(out) else out
+        return out
 
     def name_mend(self) -> Callable[[str], str] | None:
         """How the rules' character actions mend a name (a struct field's, in a Parquet or
@@ -126,7 +130,7 @@ class Mender:
         others = actions & self._others
         if not others:
             return None
-        fields = {k: v for k, v in record.items() if k != self.ctx.messages}
+        fields = dict(record)  # the turns' keys too (messages[0]["ro\u200ble"])
         own = {k: None for k in record}  # the record's own keys: its columns
         return key_clash(own, lambda text: self._text(text, others), (), schema=schema) or (
             key_clash(fields, lambda text: self._text(text, others), (), schema=schema))
