@@ -47,3 +47,29 @@ def test_a_name_held_in_some_record_is_flagged_there_not_again(tmp_path: Path) -
     hidden = report.findings().filter(
         report.findings()["code"] == "zero_width_space")
     assert hidden["row"].to_list() == [0] and hidden["file"].to_list() == ["part-1.parquet"]
+
+
+def test_two_workers_find_what_one_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    """The names are state merged across pieces: a name held in one shard only is flagged
+    there, not at the end; one held nowhere is flagged once, as with one worker."""
+    from preflight import cores
+    from preflight.executor import launch, pool
+
+    monkeypatch.setattr(cores, "available_cores", lambda: 8)
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 1)
+    rows = _rows()
+    rows[5]["meta"][f"so{ZW}urce"] = "web"
+    data = write_shaped(tmp_path / "shards", rows)
+    found = []
+    for workers in (1, 2):
+        report = run_preflight(data, smoke=False, out=tmp_path / f"r{workers}",
+                               workers=workers)
+        assert report.environment["workers"] == workers
+        assert ("pool:scan" in report.timings) == (workers == 2)
+        hidden = report.findings().filter(report.findings()["check"] == "invisible_unicode")
+        found.append(sorted(zip(hidden["row"].to_list(), hidden["code"].to_list(),
+                                strict=True), key=str))
+    assert found[0] == found[1] == sorted([(1, "zero_width_space"), (None, "bidi_control")],
+                                          key=str)

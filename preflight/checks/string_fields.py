@@ -266,7 +266,9 @@ class CharacterCheck(Check):
         raise NotImplementedError
 
     def finish(self) -> pl.DataFrame | None:
-        never = [(path, name) for path, name in self.names.items() if path not in self.held]
+        # (a name may be None here: a worker's state after export keeps its keys, emptied)
+        never = [(path, name) for path, name in self.names.items()
+                 if path not in self.held and name is not None]
         if not never:
             return None
         texts = pl.DataFrame({"i": pl.Series(range(len(never)), dtype=pl.UInt32),
@@ -286,7 +288,8 @@ class CharacterCheck(Check):
         names = batch.shared(("schema names", self.ctx.messages),
                              lambda: schema_names(batch, self.ctx.messages))
         for path, (name, held) in names.items():
-            self.names.setdefault(path, name)
+            if self.names.get(path) is None:
+                self.names[path] = name
             if held:
                 self.held.add(path)
 
