@@ -23,6 +23,9 @@ from preflight.json_types import dtype_kind
 
 Steps = tuple[str, ...]
 
+# The names a text field goes by, in the order inference prefers them.
+TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
+
 
 def split_path(name: str, columns: Any) -> Steps | None:
     """``name``'s steps when it names a field inside an object column, else None: it is not
@@ -215,3 +218,13 @@ def _raw_text_path(values: list[Any], at: Steps, names: tuple[str, ...], depth: 
         if (found := _raw_text_path(inner, (*at, key), names, depth - 1)) is not None:
             return found
     return None
+
+
+def object_text_hint(batch: Any, name: str) -> str:
+    """For a text field ``name`` that holds objects (schema's ``wrong_type``): how to name
+    the string inside them (``; name the string inside it: --text-field data.text``)."""
+    raw = {name: batch.raw[name]} if name in batch.raw else {}
+    found = nested_text_paths({name: batch.schema[name]}, raw, TEXT_NAMES)
+    if found:
+        return f"; name the string inside it by its path: --text-field {found[0]}"
+    return f"; name the string inside it by its path: --text-field {name}.KEY"

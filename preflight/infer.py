@@ -10,7 +10,7 @@ import polars as pl
 from preflight.batch import Batch
 from preflight.config import Fields, RuleSet
 from preflight.errors import ConfigError
-from preflight.field_paths import nested_text_paths, path_problem
+from preflight.field_paths import TEXT_NAMES, nested_text_paths, path_problem
 from preflight.infer_labels import LABEL_NAMES, candidates, infer_label
 from preflight.jq import jq_extract
 
@@ -20,7 +20,7 @@ LISTED_OBJECTS = "holds a list of objects"
 # The inference's entry for the key of that list, the key itself (not a role: the pipeline
 # moves it to the report's ``records_in``, which ``wrapped`` reads).
 RECORDS_IN = "records_in"
-_TEXT_NAMES = ("text", "content", "document", "body", "article", "passage", "sentence")
+_TEXT_NAMES = TEXT_NAMES
 CHAT_NAMES = ("messages", "conversations", "conversation", "chat")
 _ID_NAMES = ("id", "_id", "uid", "uuid", "doc_id", "key")
 _TARGET_NAMES = ("target", "targets", "y")

@@ -104,6 +104,20 @@ class Encoding(CharacterCheck):
         # character outside the NFC-stable ranges appears (typographic punctuation, Cyrillic,
         # CJK and the like are inside): narrow the rows before the costly steps.
         wide = self.texts(batch, non_ascii(pl.col("text")))
+        surrogates = None
+        if p.lone_surrogate and batch.lone_surrogates:
+            at = list(batch.lone_surrogates.items())
+            surrogates = findings(
+                {"i": pl.Series([i for i, _ in at], dtype=pl.UInt32)}, "lone_surrogate",
+                [f"{count} lone surrogate(s) (read as U+FFFD)" for _, count in at])
+        found = [f for f in (surrogates, self.flag(wide, batch.lone_surrogates))
+                 if f is not None]
+        return pl.concat(found).sort("i", maintain_order=True) if found else None
+
+    def flag(self, wide: pl.DataFrame, surrogates: Any = ()) -> pl.DataFrame | None:
+        """``CharacterCheck.flag``; ``surrogates``: the records whose U+FFFD are lone
+        surrogates as read (``lone_surrogate``, not ``replacement_character``)."""
+        p = self.params
         text = pl.col("text")
         flagged = wide.with_columns(
             fffd=text.str.contains("\ufffd", literal=True) & p.replacement_character,
@@ -121,11 +135,8 @@ class Encoding(CharacterCheck):
             out["detail"].append(detail)
             out["snippet"].append(snip)
 
-        if p.lone_surrogate:
-            for i, count in batch.lone_surrogates.items():
-                add(i, "lone_surrogate", f"{count} lone surrogate(s) (read as U+FFFD)", None)
         for i, field, value, fffd, moji, nfc in flagged.iter_rows():
-            if fffd and i not in batch.lone_surrogates:
+            if fffd and i not in surrogates:
                 at = value.index("\ufffd")
                 add(i, "replacement_character",
                     f"{field}: {value.count(chr(0xFFFD))}× U+FFFD, first at char {at}",

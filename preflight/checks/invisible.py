@@ -88,7 +88,7 @@ class InvisibleUnicode(CharacterCheck):
     description = "Zero-width, bidi control, tag, soft hyphen, control and format characters."
     Params = InvisibleParams
     fixes = ("strip", "quarantine", "drop", "none")
-    merged = ("code_points",)
+    merged = ("code_points", "names", "held")
 
     def __init__(self, params: InvisibleParams, ctx: Any) -> None:
         super().__init__(params, ctx)
@@ -96,7 +96,10 @@ class InvisibleUnicode(CharacterCheck):
         self.code_points: Counter[str] = Counter()
 
     def scan(self, batch: Batch) -> pl.DataFrame | None:
-        hits = self.texts(batch, pl.col("text").str.contains(INVISIBLE_CLASS).fill_null(False))
+        return self.flag(self.texts(
+            batch, pl.col("text").str.contains(INVISIBLE_CLASS).fill_null(False)))
+
+    def flag(self, hits: pl.DataFrame) -> pl.DataFrame | None:
         if not hits.height:
             return None
         out: dict[str, list[Any]] = {"i": [], "code": [], "detail": [], "snippet": []}

@@ -198,8 +198,9 @@ def exploded(col: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
 
 
 def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> list[Part]:
-    """The strings of each turn of a messages field but its ``content`` (read as the text):
-    its ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), a
+    """The strings of each turn of a messages field but its ``content`` (read as the text),
+    and its keys that may hide characters (``messages[0]["ro\\u200ble"] (key)``): its
+    ``role``, ``name``, tool calls (``messages[2].tool_calls[0].function.arguments``), a
     content's parts when it is a list of them (``messages[0].content[1].text``), as
     ``typed_parts``; ``values`` for a column of mixed types, else the typed ``col``."""
     if values is not None or col is None or _has_map(col.dtype) or not (
@@ -211,12 +212,22 @@ def turn_items(name: str, col: pl.Series | None, values: list[Any] | None) -> li
                 out["i"].append(i)
                 out["field"].append(shown(path))
                 out["text"].append(text)
+            if isinstance(value, list):  # the turns' keys, their own and deeper
+                for path, key in keys_in(value, (name,)):
+                    out["i"].append(i)
+                    out["field"].append(shown(path) + KEY)
+                    out["text"].append(key)
         return [(None, pl.DataFrame(out, schema=_NAMED))]
     at, k, items = exploded(col)
     i, ks = pl.Series(at.astype(np.uint32)), [pl.Series(k)]
     parts: list[Part] = []
     inner = items.struct.unnest().get_columns()
     for f, values_of in zip(col.dtype.inner.fields, inner, strict=True):
+        if odd_key(f.name):  # a turn's own key, where a value is held under it
+            frame = pl.DataFrame({"i": i, "text": pl.Series([f.name] * len(values_of)),
+                                  "k0": ks[0]})
+            parts.append(((key_step(name, first=True), key_step(f.name) + KEY),
+                          frame.filter(values_of.is_not_null())))
         if (f.name != "content" or _is_parts(f.dtype)) and _has_strings(f.dtype):
             _walk(i, ks, (key_step(name, first=True), key_step(f.name)), values_of, parts)
     return parts
@@ -328,8 +339,11 @@ def key_clash(value: Any, mend: Callable[[str], str], path: Path, *, schema: boo
     if isinstance(value, dict):
         olds = list(value)
         news = [mend(k) if odd_key(k) else k for k in olds]
-        if schema and news != olds:
-            at = next(o for o, n in zip(olds, news, strict=True) if o != n)
+        # A struct field holding no value in this record: the clean output's schema has
+        # its name mended (``fix.writers.renames``), losing nothing; a column's is kept.
+        if schema and (changed := [o for o, n in zip(olds, news, strict=True)
+                                   if o != n and (not path or value[o] is not None)]):
+            at = changed[0]
             return (f"{shown((*path, at)) if path else key_step(at, first=True)}{KEY}: a "
                     "struct field or column name, which is the schema's: not renamed")
         if len(set(news)) < len(news):

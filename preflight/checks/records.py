@@ -10,6 +10,7 @@ from pydantic import Field
 from preflight.batch import Batch
 from preflight.checks.base import Check, Params, findings
 from preflight.checks.registry import register
+from preflight.field_paths import object_text_hint
 from preflight.format_expr import format_str
 
 JsonType = Literal["string", "integer", "number", "boolean", "array", "object"]
@@ -93,6 +94,11 @@ class Schema(Check):
                     "{}: expected {}, got {}", pl.lit(name), pl.lit(" or ".join(want)), got
                 )
                 details = pl.select(detail).to_series().gather(idx)
+                if name in self.ctx.text_fields and name in batch.schema:
+                    # an object where the text is expected: say how to name the text in it
+                    hint = object_text_hint(batch, name)
+                    details = pl.Series([d + hint if d.endswith("got object") else d
+                                         for d in details], dtype=pl.String)
                 parts.append(findings({"i": idx}, "wrong_type", details))
         return pl.concat(parts).sort("i", maintain_order=True) if parts else None
 

@@ -13,7 +13,7 @@ list's length; the text-only checks (empty, duplicates, token length) keep ``fie
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -60,20 +60,23 @@ def string_fields(batch: Batch, ctx: Context) -> tuple[str, ...]:
 
 def string_lists(batch: Batch, text_fields: tuple[str, ...], messages: str | None
                  ) -> tuple[str, ...]:
-    """The batch's top-level columns typed as lists of strings, text and messages aside."""
+    """The batch's top-level columns typed as lists of strings, messages aside (a text
+    field holding lists is no text: schema's ``wrong_type``; its strings are read here)."""
     return tuple(name for name, dtype in batch.schema.items()
-                 if name != messages and name not in text_fields and name not in batch.raw
+                 if name != messages and name not in batch.raw
                  and isinstance(dtype, pl.List | pl.Array) and _textual(dtype.inner))
 
 
 def nested_columns(batch: Batch, text_fields: tuple[str, ...], messages: str | None
                    ) -> tuple[str, ...]:
     """The batch's top-level columns that hold strings deeper (objects, lists of objects or
-    of lists; a column of mixed types with a list or an object in some record), text and
-    messages aside."""
+    of lists; a column of mixed types with a list or an object in some record), messages
+    aside. A text field's objects are read too: ``--text-field data`` where ``data`` holds
+    ``{"text": ...}`` is schema's ``wrong_type``, and the hidden characters inside it are
+    flagged (``data.text``) as any other object's."""
     out = []
     for name, dtype in batch.schema.items():
-        if name == messages or name in text_fields:
+        if name == messages:
             continue
         if name in batch.raw:
             if any(isinstance(v, list | dict) for v in batch.raw[name]):
@@ -148,10 +151,11 @@ def inner_strings(record: dict[str, Any], ctx: Context) -> Iterator[tuple[Path, 
 
 
 def inner_fields(record: dict[str, Any], ctx: Context) -> list[str]:
-    """The record's top-level lists and objects that are neither text fields nor messages:
-    where ``inner_strings`` reads."""
+    """The record's top-level lists and objects but the messages (a text field holding one
+    is no text: its strings are read as any other object's): where ``inner_strings``
+    reads."""
     return [name for name, value in record.items() if isinstance(value, list | dict)
-            and name not in ctx.text_fields and name != ctx.messages]
+            and name != ctx.messages]
 
 
 def _column_keys(batch: Batch, names: list[str], where: pl.Expr | None) -> pl.DataFrame:
@@ -198,12 +202,96 @@ def _named(name: str, columns: list[str]) -> str:
     return key_step(steps[0], first=True) + "".join(key_step(s) for s in steps[1:])
 
 
+def schema_names(batch: Batch, messages: str | None) -> dict[str, tuple[str, bool]]:
+    """Each name in the batch's typed schema that may hide characters (``odd_key``: a
+    column's, a struct field's at any depth, a list's items as ``[*]``), by its path, with
+    whether a record of the batch holds a value under it."""
+    out: dict[str, tuple[str, bool]] = {}
+    for name, dtype in batch.schema.items():
+        if name in batch.raw or name == messages or not (odd_key(name) or _odd_names(dtype)):
+            continue
+        col, at = batch.frame.get_column(name), key_step(name, first=True)
+        if odd_key(name):
+            out[at] = (name, bool(col.is_not_null().any()))
+        _struct_names(col, at, out)
+    return out
+
+
+def _odd_names(dtype: Any) -> bool:
+    if isinstance(dtype, pl.Struct):
+        return any(odd_key(f.name) or _odd_names(f.dtype) for f in dtype.fields)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _odd_names(dtype.inner)
+    return False
+
+
+def _struct_names(col: pl.Series, at: str, out: dict[str, tuple[str, bool]]) -> None:
+    dtype = col.dtype
+    if isinstance(dtype, pl.Struct) and _odd_names(dtype):
+        for f, inner in zip(dtype.fields, col.struct.unnest().get_columns(), strict=True):
+            where = at + key_step(f.name)
+            if odd_key(f.name):
+                held = bool(inner.is_not_null().any())
+                out[where] = (f.name, held or out.get(where, (f.name, False))[1])
+            _struct_names(inner, where, out)
+    elif isinstance(dtype, pl.List | pl.Array) and _odd_names(dtype.inner):
+        if isinstance(dtype, pl.Array):
+            col = col.cast(pl.List(dtype.inner))
+        _struct_names(col.explode(), at + "[*]", out)
+
+
 class CharacterCheck(Check):
     """A check of characters: reads ``string_fields`` and ``string_lists`` with
     ``all_string_fields``, and then needs no text field (a corpus of ``tokens`` lists and
-    ``ner_tags`` has none)."""
+    ``ner_tags`` has none).
+
+    A key is read in the records that hold a value under it; a column or struct field name
+    that no record holds a value under (null throughout the corpus) is still the schema's,
+    so it is read once at the end: a corpus-level finding (no row), its path with ``[*]``
+    for a list's items. A subclass flags strings in ``flag``."""
 
     needs_text = True  # without all_string_fields
+    merged: ClassVar[tuple[str, ...]] = ("names", "held")
+    # The odd names of the typed schemas read (path -> name), and the paths held a value
+    names: dict[str, str]
+    held: set[str]
+
+    def __init__(self, params: Any, ctx: Context) -> None:
+        super().__init__(params, ctx)
+        self.names, self.held = {}, set()
+
+    def flag(self, texts: pl.DataFrame) -> pl.DataFrame | None:
+        """Findings (``i``-indexed) for the strings of ``texts`` (``i``, ``field``,
+        ``text``) already filtered to those the check may flag."""
+        raise NotImplementedError
+
+    def finish(self) -> pl.DataFrame | None:
+        # (a name may be None here: a worker's state after export keeps its keys, emptied)
+        never = [(path, name) for path, name in self.names.items()
+                 if path not in self.held and name is not None]
+        if not never:
+            return None
+        texts = pl.DataFrame({"i": pl.Series(range(len(never)), dtype=pl.UInt32),
+                              "field": [f"{path}{KEY}" for path, _ in never],
+                              "text": [name for _, name in never]})
+        found = self.flag(texts)
+        if found is None or not found.height:
+            return None
+        note = " (no record holds a value under it: the schema's name)"
+        return found.drop("i").with_columns(
+            pl.lit(None, dtype=pl.Int32).alias("file_index"),
+            pl.lit(None, dtype=pl.Int64).alias("row"),
+            pl.col("detail") + note).select(
+            "file_index", "row", *[c for c in found.columns if c != "i"])
+
+    def _note_names(self, batch: Batch) -> None:
+        names = batch.shared(("schema names", self.ctx.messages),
+                             lambda: schema_names(batch, self.ctx.messages))
+        for path, (name, held) in names.items():
+            if self.names.get(path) is None:
+                self.names[path] = name
+            if held:
+                self.held.add(path)
 
     @classmethod
     def reads_without_text(cls, params: dict[str, Any]) -> bool:
@@ -226,6 +314,7 @@ class CharacterCheck(Check):
             texts = super().texts(batch)
             return texts if where is None else texts.filter(where)
         fields, messages = string_fields(batch, self.ctx), self.ctx.messages
+        self._note_names(batch)
         texts = batch.texts(fields, messages)
         if where is not None:
             texts = texts.filter(where)

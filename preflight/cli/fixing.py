@@ -124,3 +124,10 @@ def _print_actions(console: Console, result: dict[str, Any]) -> None:
     for rule, actions in result["findings_per_rule_and_action"].items():
         listed = ", ".join(f"{a} {n:,}" for a, n in actions.items())
         console.print(f"  {rule}: {listed}", markup=False, highlight=False)
+    for key in result.get("renamed_keys", []):
+        console.print(f"  key renamed: {key['key']} → {key['to']!r} ({key['records']:,} "
+                      "records)", markup=False, highlight=False)
+    for field in result.get("renamed_fields", []):
+        said = f"→ {field['to']!r}" if "to" in field else f"kept: {field['kept']}"
+        console.print(f"  field renamed in the schema: {field['field']} {said}",
+                      markup=False, highlight=False)

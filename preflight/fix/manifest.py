@@ -56,6 +56,10 @@ def manifest(
             "xxh3_128": hash_file(quarantined),
         },
         "balanced": counts["clean"] + counts["quarantined"] == counts["input"],
+        # Struct fields whose names hid characters, renamed in a Parquet/Arrow clean
+        # output's schema (or kept, and why): writers.renames.
+        "renamed_fields": counts.get("renamed_fields", []),
+        "renamed_keys": renamed_keys(counts),
         "findings_per_rule_and_action": dict(actions),
         "order": list(ORDER),
         "rounds": rounds,
@@ -116,12 +120,25 @@ def dry_run(found: Input, the_plan: Plan, mender: Mender, report: Report, *,
         "would_change": len(counts["changed"]),
         "would_quarantine": counts["quarantined"],
         "findings_per_rule_and_action": dict(actions),
+        "renamed_fields": counts.get("renamed_fields", []),
+        "renamed_keys": renamed_keys(counts),
         "examples": examples,
         "not_checked": None if not verified else (
             "not checked in a dry run: the real run gates its clean output again (a repair, "
             "a truncation or a deleted control character can make two records equal) and "
             "sets aside what that finds"),
     }
+
+
+_RENAMED = 100
+
+
+def renamed_keys(counts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The keys the fix renamed (a hidden character stripped from a JSON key, a map's key),
+    by place: ``{"key": 'meta["so\\u200burce"]', "to": "source", "records": 3}``; the
+    first 100 places."""
+    return [{"key": key, **renamed}
+            for key, renamed in list(counts.get("renamed_keys", {}).items())[:_RENAMED]]
 
 
 def _around(text: str, at: int, radius: int = 40) -> str:

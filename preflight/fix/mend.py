@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from preflight.checks.base import Context
@@ -10,6 +11,7 @@ from preflight.checks.encoding import confirmed_mojibake
 from preflight.checks.invisible import InvisibleUnicode
 from preflight.checks.nested_strings import (
     key_clash,
+    key_step,
     mended,
     odd_key,
     shown,
@@ -21,7 +23,7 @@ from preflight.checks.tokens import TokenLength, token_limit
 from preflight.config import RuleSet
 from preflight.field_paths import record_value, split_path, with_value
 from preflight.field_paths import value_at as value_in
-from preflight.fix.plan import ORDER
+from preflight.fix.plan import ORDER, default_fix
 from preflight.text import as_text
 
 # The actions of the character checks, which read every string field by default.
@@ -43,9 +45,12 @@ class Mender:
         # mending of the character checks that read them (all_string_fields), never a
         # truncation.
         self._others: set[str] = set()
+        self._keys: set[str] = set()  # the actions the rules set: what mends a schema's names
         for r in rules.rules:
             if r.check in _CHARACTER and r.params.get("all_string_fields", True):
                 self._others |= _CHARACTER[r.check]
+                if r.enabled and (r.fix or default_fix(r.check)) in _CHARACTER[r.check]:
+                    self._keys.add(r.fix or default_fix(r.check))
         token_rule = next((r for r in rules.rules if r.check == "token_length"), None)
         if token_rule is not None:
             self.limit = token_limit(TokenLength.Params(**token_rule.params), rules.model)
@@ -92,8 +97,8 @@ class Mender:
         calls) as the character checks that read them mend them."""
         if not isinstance(turn, dict):
             return turn
-        out = {key: mended(value, lambda text: self._text(text, others)) if others else value
-               for key, value in turn.items() if key != "content"}
+        out = {key: mended(value, lambda text: self._text(text, others), keys=True)
+               if others else value for key, value in turn.items() if key != "content"}
         content = turn.get("content")
         if "content" in turn:
             if isinstance(content, str):
@@ -102,7 +107,19 @@ class Mender:
                 out["content"] = mended(content, lambda text: self._text(text, others))
             else:
                 out["content"] = content
-        return {key: out[key] for key in turn}  # the keys in their order
+        out = {key: out[key] for key in turn}  # the keys in their order
+        if others and any(odd_key(k) for k in turn):  # the turn's own keys (``ro\u200ble``)
+            renamed = {(self._text(k, others) if odd_key(k) else k): v for k, v in out.items()}
+            out = renamed if len(renamed) == len(out) else out
+        return out
+
+    def name_mend(self) -> Callable[[str], str] | None:
+        """How the rules' character actions mend a name (a struct field's, in a Parquet or
+        Arrow clean output: ``writers.renames``), or None when they mend none."""
+        if not self._keys:
+            return None
+        actions = set(self._keys)
+        return lambda name: self._text(name, actions)
 
     def unmendable_keys(self, record: dict[str, Any], actions: set[str], *, schema: bool
                         ) -> str | None:
@@ -113,8 +130,7 @@ class Mender:
         others = actions & self._others
         if not others:
             return None
-        fields = {k: v for k, v in record.items()
-                  if k not in (self.ctx.messages, *self.ctx.text_fields)}
+        fields = dict(record)  # the turns' keys too (messages[0]["ro\u200ble"])
         own = {k: None for k in record}  # the record's own keys: its columns
         return key_clash(own, lambda text: self._text(text, others), (), schema=schema) or (
             key_clash(fields, lambda text: self._text(text, others), (), schema=schema))
@@ -178,3 +194,39 @@ def _before_value(before: dict[str, Any], after: dict[str, Any], name: str) -> A
     keys = list(before)
     at = list(after).index(name)
     return before[keys[at]] if len(keys) == len(after) else None
+
+
+def key_renames(before: Any, after: Any, path: tuple[str | int, ...] = ()
+                ) -> list[tuple[str, str]]:
+    """The keys a fix renamed between ``before`` and ``after`` (a record, as read and as
+    mended): ``(path, new key)``, the path as findings name a key (``meta["so\\u200burce"]``,
+    a list's index as ``[*]``: one entry per place, whatever the record)."""
+    out: list[tuple[str, str]] = []
+    if before is after:
+        return out
+    if isinstance(before, dict) and isinstance(after, dict) and len(before) == len(after):
+        for (old, a), (new, b) in zip(before.items(), after.items(), strict=True):
+            if old != new:
+                out.append((_key_path((*path, old)), new))
+            out += key_renames(a, b, (*path, old))
+    elif isinstance(before, list | tuple) and isinstance(after, list | tuple):
+        for a, b in zip(before, after, strict=False):
+            if _entry(a) and _entry(b):  # a map's (key, value) entry, as Arrow reads it
+                if a[0] != b[0]:
+                    out.append((_key_path((*path, a[0])), b[0]))
+                out += key_renames(a[1], b[1], (*path, a[0]))
+            else:
+                out += key_renames(a, b, (*path, -1))
+    return out
+
+
+def _key_path(path: tuple[str | int, ...]) -> str:
+    """``shown``'s path with each list index written ``[*]``."""
+    out = ""
+    for step in path:
+        out += "[*]" if isinstance(step, int) else key_step(str(step), first=not out)
+    return out
+
+
+def _entry(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)

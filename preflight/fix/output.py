@@ -11,7 +11,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from preflight.fix.mend import Mender
+from preflight.fix.mend import Mender, key_renames
 from preflight.fix.plan import Plan
 from preflight.fix.units import Input, Unit, units
 from preflight.fix.writers import malformed_refusal, open_writer, quarantine_line
@@ -36,10 +36,11 @@ def write_round(
     With no ``clean`` and ``quarantined`` nothing is written (``dry_round``); ``schema``
     and ``counts["retype"]``: see ``Writer.retype``."""
     counts: dict[str, Any] = {"input": 0, "clean": 0, "quarantined": 0, "changed": set(),
-                              "blank": 0}
+                              "blank": 0, "renamed_keys": {}}
     new_origin = Origin()
     id_field = mender.ctx.fields.id
-    with open_writer(clean, out_format, found, schema=schema) as writer, \
+    with open_writer(clean, out_format, found, schema=schema,
+                     rename=mender.name_mend()) as writer, \
             open(quarantined or os.devnull, "ab" if later is not None else "wb") as q:
 
         def set_aside(unit: Unit, reasons: list[dict[str, Any]], at: tuple[str | None, int]
@@ -96,12 +97,17 @@ def write_round(
                     continue
                 writer.change(unit, mended)
                 counts["changed"].add(at)
+                for where, new in key_renames(record, mended):
+                    renamed = counts["renamed_keys"].setdefault(where, {"to": new,
+                                                                        "records": 0})
+                    renamed["records"] += 1
             else:
                 writer.keep(unit)
             counts["clean"] += 1
             new_origin.append(*at)
     counts["origin"] = new_origin
     counts["retype"] = writer.retype
+    counts["renamed_fields"] = writer.renamed
     return counts
 
 

@@ -249,6 +249,8 @@ def _misnamed_shards(by_format: dict[str, list[Path]]) -> str:
 
 def _files(fmt: str, root: Path, files: list[Path]) -> Source:
     refuse_wide_text(files)  # UTF-16 read as UTF-8: every line malformed, no word of why
+    if fmt in ("parquet", "arrow"):
+        _refuse_undecodable_names(files, _NAMES[fmt])
     reader = READERS[fmt]
     source = Source(format=fmt, path=str(root), files=files)
     source.total = sum(p.stat().st_size for p in files)
@@ -290,8 +292,29 @@ def _saved_dataset(path: Path) -> Source:
     return source
 
 
+def _refuse_undecodable_names(files: list[Path], what: str) -> None:
+    """Exit 3 naming the first of ``files`` whose path is not valid UTF-8 (a byte the
+    file system holds that no character stands for, shown escaped as ``\\udcff``): Arrow
+    opens a file by a UTF-8 path only, and said only "'utf-8' codec can't encode
+    character '\\udcff'"."""
+    for p in files:
+        try:
+            str(p).encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                p.name.encode("utf-8")
+                where = "a folder's name holds a byte that is not UTF-8: rename the folder"
+            except UnicodeEncodeError:
+                named = p.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                where = ("its name holds a byte that is not UTF-8: rename the file (e.g. to "
+                         f"{named.replace(chr(0xFFFD), '_')})")
+            raise InputError(f"cannot read {p}: {what} files are opened by a UTF-8 path "
+                             f"only, and {where}") from None
+
+
 def shard_source(files: list[Path], *, path: str) -> Source:
     """The ``datasets`` Arrow shards ``files`` as one Source, rows numbered across them."""
+    _refuse_undecodable_names(files, "Arrow")
     source = Source(format="datasets", path=path, files=files, global_rows=True)
     source.total = sum(_stat(p).st_size for p in files)
 

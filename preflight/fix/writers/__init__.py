@@ -50,14 +50,16 @@ def malformed_refusal(unit: Unit, fmt: str) -> str | None:
     return None
 
 
-def open_writer(path: Path | None, fmt: str, found: Input, *, schema: Any = None) -> Writer:
+def open_writer(path: Path | None, fmt: str, found: Input, *, schema: Any = None,
+                rename: Any = None) -> Writer:
     """The writer for output format ``fmt``; with no ``path``, one that writes nowhere (a
-    dry run) but refuses what it would refuse. ``schema``: see ``ArrowWriter``."""
+    dry run) but refuses what it would refuse. ``schema``, ``rename``: see
+    ``ArrowWriter``."""
     if fmt == "jsonl":
         return JsonlWriter(path, found)
     if fmt == "csv":
         return CsvWriter(path, found)
-    return ArrowWriter(path, found, fmt, schema=schema)
+    return ArrowWriter(path, found, fmt, schema=schema, rename=rename)
 
 
 def quarantine_line(unit: Unit, reasons: list[dict[str, Any]], id_field: str | None) -> bytes:

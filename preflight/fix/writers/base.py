@@ -22,6 +22,9 @@ class Writer:
     # Set by a writer writing nowhere that learnt only at ``close`` the schema the records
     # are written in: the caller sends the same units again to a writer given that schema.
     retype: Any = None
+    # The struct fields whose names the output's schema mends (``renames``), as the
+    # manifest lists them.
+    renamed: list[dict[str, str]] = []  # noqa: RUF012 - replaced, never appended to
 
     def __init__(self, path: Path | None, found: Input) -> None:
         self.path, self.found = path, found

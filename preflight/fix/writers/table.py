@@ -34,6 +34,7 @@ from preflight.errors import ConfigError
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
 from preflight.fix.writers.dictionaries import DictionarySpill, dictionary_columns
+from preflight.fix.writers.renames import Mend, renamed_schema, renamed_table
 from preflight.record_batches import clashing_field, records_table, replace_lone_surrogates
 
 _CHUNK = 65_536
@@ -49,14 +50,21 @@ class ArrowWriter(Writer):
     """Parquet or Arrow IPC; the input's schema when the input is Arrow."""
 
     def __init__(self, path: Path | None, found: Input, kind: str, *,
-                 schema: pa.Schema | None = None) -> None:
+                 schema: pa.Schema | None = None, rename: Mend | None = None) -> None:
         """``schema``: (writing nowhere, from JSON or CSV) the one the records are written
-        in, learnt by an earlier writer's ``retype``."""
+        in, learnt by an earlier writer's ``retype``. ``rename``: how the fix mends a
+        struct field's name (Arrow in: ``renames``)."""
         super().__init__(path, found)
         self.kind = kind
         if found.syntax == "arrow" and found.schema is None:
             raise ConfigError(found.schema_error or "the input has no Arrow schema")
         self._schema = found.schema if found.syntax == "arrow" else schema
+        self._named: pa.Schema | None = None  # the schema written, names mended
+        if found.syntax == "arrow" and rename is not None:
+            assert found.schema is not None
+            named, self.renamed = renamed_schema(found.schema, rename)
+            if named is not found.schema:
+                self._named = named
         self._given = schema is not None
         self._failed: ConfigError | None = None  # writing nowhere: see _write_now
         self._table: pa.RecordBatch | None = None
@@ -114,10 +122,13 @@ class ArrowWriter(Writer):
         assert self._schema is not None
         if table.schema != self._schema:
             table = _conform(table, self._schema)
+        schema = self._schema
+        if self._named is not None:
+            table, schema = renamed_table(table, self._named), self._named
         try:
             if self._dictionaries is None and self.kind == "arrow" and dictionary_columns(
-                    self._schema):
-                self._dictionaries = DictionarySpill(self._schema, self.path)
+                    schema):
+                self._dictionaries = DictionarySpill(schema, self.path)
             if self._dictionaries is not None:
                 self._dictionaries.write(table)
                 return
@@ -127,9 +138,9 @@ class ArrowWriter(Writer):
                 # deleted file's space for as long as the process lives.
                 self._file = (pa.MockOutputStream() if self.path is None
                               else pa.OSFile(str(self.path), "wb"))
-                self._out = (pq.ParquetWriter(self._file, self._schema)
+                self._out = (pq.ParquetWriter(self._file, schema)
                              if self.kind == "parquet"
-                             else pa.ipc.new_file(self._file, self._schema))
+                             else pa.ipc.new_file(self._file, schema))
             self._out.write_table(table)
         except pa.ArrowException as e:
             raise ConfigError(f"the records cannot be written as {self.kind} ({e}); "
