@@ -50,6 +50,7 @@ from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.targets import check_paths, manifest_path, output_format, read_files
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
+from preflight.fix_commit import commit, recover
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
 from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
@@ -127,7 +128,8 @@ def run_fix(
     for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
         sweep(folder)  # what killed runs left
     sweep_temp_dirs()
-    with _workspace(options) as work:
+    notes: list[str] = []  # what this run found a killed one left, and did about it
+    with _workspace(options, notes) as work:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
         if wrapped := wrapped_records(report, found.files[0][1] if len(found.files) == 1 else None):
@@ -175,6 +177,9 @@ def run_fix(
             )
         except OSError as e:
             raise _write_failure(e, options) from e
+        else:
+            if notes:
+                manifest["notes"] = notes
         finally:
             for path in written:
                 # never hides why the run failed (on a read-only file system, unlinking even
@@ -185,12 +190,15 @@ def run_fix(
 
 
 @contextlib.contextmanager
-def _workspace(options: FixOptions) -> Iterator[Path]:
+def _workspace(options: FixOptions, notes: list[str]) -> Iterator[Path]:
     """A work folder under ``TMPDIR`` for the gate's reports, removed at the end; unless
     this is a dry run, the outputs claimed first: two runs writing them at once would mix
-    their files (``claims``)."""
+    their files (``claims``), and a commit a killed run left half done finished
+    (``commit.recover``); ``notes`` says what was found."""
     finals = (options.out, options.quarantine, manifest_path(options))
-    with contextlib.nullcontext() if options.dry_run else claimed(finals):
+    with contextlib.nullcontext() if options.dry_run else claimed(finals, notes):
+        if not options.dry_run:
+            recover(list(finals), manifest_path(options), notes)
         work = temp_dir("fix")
         try:
             yield work
@@ -302,9 +310,9 @@ def _fix_rounds(
     written_manifest = part(target, 0)
     written.append(written_manifest)
     written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(clean, options.out)
-    os.replace(quarantined, options.quarantine)
-    os.replace(written_manifest, target)
+    # All three in place, or (killed meanwhile) none until the next run finishes it.
+    commit([(clean, options.out), (quarantined, options.quarantine),
+            (written_manifest, target)], target)
     manifest["manifest_path"] = str(target)
     return report, manifest
 
