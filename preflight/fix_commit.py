@@ -84,7 +84,7 @@ def _finish(journal: Path, staged: list[tuple[Path, Path]]) -> None:
             os.replace(s, final)
     for folder in {final.parent for _, final in staged}:
         _flush_folder(folder)
-    journal.unlink()
+    os.unlink(journal)
 
 
 def recover(finals: list[Path], manifest: Path, notes: list[str]) -> None:
@@ -133,12 +133,15 @@ def refuse_pending(files: list[Path]) -> None:
             continue
         wanted = {os.path.abspath(f) for f in files}
         for journal in journals:
-            with contextlib.suppress(ConfigError):
-                for _, final in _read(journal):
-                    if str(final) in wanted:
-                        raise ConfigError(
-                            f"{final} is an output of a fix run that was killed while "
-                            f"putting its outputs in place ({journal} records it): it may "
-                            "not match its quarantine and manifest. Run the same preflight "
-                            "fix again (it finishes the commit first), then read it"
-                        )
+            try:
+                finals = [final for _, final in _read(journal)]
+            except ConfigError:
+                continue  # not readable: the next fix into its outputs says so
+            for final in finals:
+                if str(final) in wanted:
+                    raise ConfigError(
+                        f"{final} is an output of a fix run that was killed while putting "
+                        f"its outputs in place ({journal} records it): it may not match its "
+                        "quarantine and manifest. Run the same preflight fix again (it "
+                        "finishes the commit first), then read it"
+                    )
