@@ -53,7 +53,7 @@ from preflight.fix.writers import OUTPUT_FORMATS
 from preflight.fix_commit import commit, recover
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
-from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
+from preflight.tempfiles import pid_of, sweep, sweep_temp_dirs, temp_dir, write_error
 from preflight.wrapped import nothing_checked, wrapped_records
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
@@ -125,10 +125,12 @@ def run_fix(
     fixable = [r for r in rules.rules if r.enabled and (r.fix or default_fix(r.check)) != "none"
                and r.check not in _BLIND_TO_TEXT]
 
-    for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
-        sweep(folder)  # what killed runs left
-    sweep_temp_dirs()
     notes: list[str] = []  # what this run found a killed one left, and did about it
+    for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
+        dead = {pid_of(p.name) for p in sweep(folder) if "-claim" in p.name}  # killed runs'
+        notes += [f"{folder}: the claims of fix run {pid}, which was killed or crashed, "
+                  "were removed; this run goes on" for pid in sorted(dead, key=str)]
+    sweep_temp_dirs()
     with _workspace(options, notes) as work:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)

@@ -1,0 +1,112 @@
+"""A fix run's three outputs (clean, quarantine, manifest) are put in place together: a run
+killed at any step of that leaves the earlier complete set, or a journal with which the next
+run finishes the new complete set (and which ``check`` refuses to read past). Found by a
+hostile review: a kill between the renames left the new clean output beside the quarantine
+and manifest of the earlier run into the same paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.fix_commit import journal_path, recover
+from preflight.source.tracked import hash_file
+from tests.outputs import write_records
+
+# Runs the CLI with fix_commit's os.replace / os.unlink counted: before call number N the
+# process dies at once (SIGKILL-like: no cleanup, no finally blocks).
+_KILL_AT = r"""
+import os, sys
+import preflight.fix_commit as fc
+n, calls = int(sys.argv[1]), [0]
+class Killing:
+    def __getattr__(self, name):
+        return getattr(os, name)
+    def _step(self):
+        if calls[0] == n:
+            os._exit(137)
+        calls[0] += 1
+    def replace(self, a, b):
+        self._step(); os.replace(a, b)
+    def unlink(self, p):
+        self._step(); os.unlink(p)
+fc.os = Killing()
+sys.argv = ["preflight", *sys.argv[2:]]
+from preflight.entry import run
+run()
+"""
+STEPS = 8  # 3 files staged, the journal (the commit), 3 renames into place, journal removed
+
+
+def fix(data: Path, out: Path, q: Path, kill_at: int | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    args = ["fix", str(data), "--out", str(out), "--quarantine", str(q), "--no-progress",
+            "--workers", "1"]
+    if kill_at is None:
+        cmd = [sys.executable, "-m", "preflight", *args]
+    else:
+        cmd = [sys.executable, "-c", _KILL_AT, str(kill_at), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def data(tmp_path: Path, name: str, suffix: str, word: str) -> Path:
+    rows = [{"text": f"{word} one\u200btwo"}, {"text": f"{word} three"},
+            {"text": f"{word} three"}, {"text": f"{word} four"}]
+    return write_records(tmp_path / f"{name}{suffix}", rows)
+
+
+def the_set(out: Path, q: Path) -> str:
+    """Which run's input the outputs are of, after checking they are one run's set."""
+    manifest = json.loads(out.with_name("fix-manifest.json").read_text())
+    assert manifest["clean"]["xxh3_128"] == hash_file(out), "clean is not the manifest's"
+    assert manifest["quarantine"]["xxh3_128"] == hash_file(q), "quarantine is not the manifest's"
+    return Path(manifest["input"]["path"]).stem
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("kill_at", range(STEPS))
+def test_a_kill_at_any_step_of_the_commit_leaves_one_runs_set(
+    tmp_path: Path, suffix: str, kill_at: int
+) -> None:
+    old, new = data(tmp_path, "old", suffix, "old"), data(tmp_path, "new", suffix, "new")
+    out, q = tmp_path / "o" / f"clean{suffix}", tmp_path / "o" / "q.jsonl"
+    first = fix(old, out, q)
+    assert first.returncode == 0, first.stderr
+    killed = fix(new, out, q, kill_at=kill_at)
+    assert killed.returncode == 137, killed.stderr
+    journal = journal_path(out.with_name("fix-manifest.json"))
+    if journal.exists():  # committed: a reader of the clean output is stopped
+        read = subprocess.run(
+            [sys.executable, "-m", "preflight", "check", str(out), "--no-smoke",
+             "--out", str(tmp_path / "report"), "--no-progress"],
+            capture_output=True, text=True, check=False,
+        )
+        assert read.returncode == 2, read.stderr
+        assert "killed while putting its outputs in place" in read.stderr
+    notes: list[str] = []
+    recover([out, q, out.with_name("fix-manifest.json")], out.with_name("fix-manifest.json"),
+            notes)  # what the next run does first
+    assert the_set(out, q) == ("new" if kill_at >= 4 else "old")
+    assert not journal.exists()
+    again = fix(new, out, q)
+    assert again.returncode == 0, again.stderr
+    assert the_set(out, q) == "new"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [out.name, q.name, "fix-manifest.json"])  # the killed run's files are swept
+
+
+def test_the_next_run_finishes_a_killed_commit_and_says_so(tmp_path: Path) -> None:
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    assert fix(new, out, q, kill_at=5).returncode == 137  # the clean output in place only
+    manifest = json.loads(out.with_name("fix-manifest.json").read_text())
+    assert manifest["input"]["path"] == str(old)  # the old manifest beside the new output
+    again = fix(old, out, q)
+    assert again.returncode == 0, again.stderr
+    assert "its commit was finished" in again.stderr
+    assert the_set(out, q) == "old"
