@@ -110,3 +110,31 @@ def test_the_next_run_finishes_a_killed_commit_and_says_so(tmp_path: Path) -> No
     assert again.returncode == 0, again.stderr
     assert "its commit was finished" in again.stderr
     assert the_set(out, q) == "old"
+
+
+def test_a_commit_record_that_cannot_be_written_leaves_the_earlier_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The outputs fit, the journal does not (a full disk): the staged outputs go again and
+    # the earlier set stays whole, with nothing of this run left beside it.
+    import errno
+
+    import preflight.fix_commit as fc
+    from preflight import FixOptions, OutputError, run_preflight
+
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    flush = fc._flush
+
+    def full(path: Path) -> None:
+        if "preflight-commit" in Path(path).name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        flush(path)
+
+    monkeypatch.setattr(fc, "_flush", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        run_preflight(new, smoke=False, fix=FixOptions(out=out, quarantine=q))
+    assert the_set(out, q) == "old"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [out.name, q.name, "fix-manifest.json"])
