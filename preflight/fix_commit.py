@@ -10,8 +10,8 @@ whole under a temporary name, flushed, renamed: that rename is the commit), list
 staged file and its final path; then the three renames, the manifest last, and the journal
 goes. A run killed before the journal leaves the earlier outputs as they were (its staged
 files are removed by the next run); one killed after it, the journal: the next ``fix`` into
-the same manifest finishes the renames (the new outputs, complete) before anything else and
-says so, and ``preflight check`` refuses to read an output a journal names (exit 2).
+any of the same outputs finishes the renames (the new outputs, complete) before anything else
+and says so, and ``preflight check`` refuses to read an output a journal names (exit 2).
 """
 
 from __future__ import annotations
@@ -87,18 +87,21 @@ def _finish(journal: Path, staged: list[tuple[Path, Path]]) -> None:
     os.unlink(journal)
 
 
-def recover(finals: list[Path], manifest: Path, notes: list[str]) -> None:
-    """Before a run writes (its outputs claimed): finish the commit a killed run left
-    beside ``manifest``, and remove staged files no journal names (a run killed before its
-    commit). ``notes`` says what was done."""
-    journal = journal_path(manifest)
-    if journal.exists():
+def recover(finals: list[Path], notes: list[str]) -> None:
+    """Before a run writes (its outputs claimed, so no live run is committing any of them):
+    finish each commit a killed run left that names one of ``finals`` (its journal beside
+    its manifest, in one of their folders), and remove staged files no journal names (a
+    run killed before its commit). ``notes`` says what was done."""
+    wanted = {os.path.abspath(f) for f in finals}
+    for journal in _journals({Path(os.path.abspath(f)).parent for f in finals}):
         staged = _read(journal)
+        if not wanted & {str(f) for _, f in staged}:
+            continue  # another output's: its own next run finishes it
         _finish(journal, staged)
         notes.append(
-            f"{manifest}: an earlier fix run was killed while putting its outputs in place; "
-            f"its commit was finished ({', '.join(str(f) for _, f in staged)} are that "
-            "run's, complete) before this run started"
+            "an earlier fix run was killed while putting its outputs in place; its commit "
+            f"was finished first ({', '.join(str(f) for _, f in staged)} are that run's, "
+            "complete)"
         )
     for final in finals:
         left = staged_path(final)
@@ -107,6 +110,18 @@ def recover(finals: list[Path], manifest: Path, notes: list[str]) -> None:
                 left.unlink()
             notes.append(f"{final}: an unfinished output of an earlier fix run that was "
                          "killed before its commit was removed (the earlier outputs stay)")
+
+
+def _journals(folders: set[Path]) -> list[Path]:
+    found = []
+    for folder in sorted(folders):
+        try:
+            names = sorted(e.name for e in os.scandir(folder))
+        except OSError:
+            continue
+        found += [folder / n for n in names
+                  if n.startswith(".") and n.endswith(".preflight-commit.json")]
+    return found
 
 
 def _read(journal: Path) -> list[tuple[Path, Path]]:
@@ -122,26 +137,20 @@ def _read(journal: Path) -> list[tuple[Path, Path]]:
 def refuse_pending(files: list[Path]) -> None:
     """A ``ConfigError`` when one of ``files`` (an input about to be read) is an output of
     a fix commit left unfinished: it may not match its quarantine and manifest."""
-    for folder in dict.fromkeys(Path(os.path.abspath(f)).parent for f in files):
+    journals = _journals({Path(os.path.abspath(f)).parent for f in files})
+    if not journals:
+        return
+    wanted = {os.path.abspath(f) for f in files}
+    for journal in journals:
         try:
-            names = [e.name for e in os.scandir(folder)]
-        except OSError:
-            continue
-        journals = [folder / n for n in names
-                    if n.startswith(".") and n.endswith(".preflight-commit.json")]
-        if not journals:
-            continue
-        wanted = {os.path.abspath(f) for f in files}
-        for journal in journals:
-            try:
-                finals = [final for _, final in _read(journal)]
-            except ConfigError:
-                continue  # not readable: the next fix into its outputs says so
-            for final in finals:
-                if str(final) in wanted:
-                    raise ConfigError(
-                        f"{final} is an output of a fix run that was killed while putting "
-                        f"its outputs in place ({journal} records it): it may not match its "
-                        "quarantine and manifest. Run the same preflight fix again (it "
-                        "finishes the commit first), then read it"
-                    )
+            finals = [final for _, final in _read(journal)]
+        except ConfigError:
+            continue  # not readable: the next fix into its outputs says so
+        for final in finals:
+            if str(final) in wanted:
+                raise ConfigError(
+                    f"{final} is an output of a fix run that was killed while putting "
+                    f"its outputs in place ({journal} records it): it may not match its "
+                    "quarantine and manifest. Run the same preflight fix again (it "
+                    "finishes the commit first), then read it"
+                )

@@ -88,8 +88,7 @@ def test_a_kill_at_any_step_of_the_commit_leaves_one_runs_set(
         assert read.returncode == 2, read.stderr
         assert "killed while putting its outputs in place" in read.stderr
     notes: list[str] = []
-    recover([out, q, out.with_name("fix-manifest.json")], out.with_name("fix-manifest.json"),
-            notes)  # what the next run does first
+    recover([out, q, out.with_name("fix-manifest.json")], notes)  # the next run's first step
     assert the_set(out, q) == ("new" if kill_at >= 4 else "old")
     assert not journal.exists()
     again = fix(new, out, q)
@@ -108,7 +107,7 @@ def test_the_next_run_finishes_a_killed_commit_and_says_so(tmp_path: Path) -> No
     assert manifest["input"]["path"] == str(old)  # the old manifest beside the new output
     again = fix(old, out, q)
     assert again.returncode == 0, again.stderr
-    assert "its commit was finished" in again.stderr
+    assert "its commit was finished first" in again.stderr
     assert the_set(out, q) == "old"
 
 
@@ -138,3 +137,33 @@ def test_a_commit_record_that_cannot_be_written_leaves_the_earlier_set(
     assert the_set(out, q) == "old"
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
         [out.name, q.name, "fix-manifest.json"])
+
+
+def test_a_fix_with_another_manifest_finishes_a_killed_commit_of_its_output(
+    tmp_path: Path,
+) -> None:
+    # The journal sits beside the killed run's manifest; a next run into the same --out
+    # with its own --manifest left it, and the journal's staged files could later be put
+    # over that run's outputs (and check refused the clean output for good).
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    assert fix(new, out, q, kill_at=5).returncode == 137
+    other = tmp_path / "m" / "manifest.json"
+    again = subprocess.run(
+        [sys.executable, "-m", "preflight", "fix", str(old), "--out", str(out),
+         "--quarantine", str(q), "--manifest", str(other), "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "its commit was finished first" in again.stderr
+    assert not journal_path(out.with_name("fix-manifest.json")).exists()
+    manifest = json.loads(other.read_text())
+    assert manifest["clean"]["xxh3_128"] == hash_file(out)
+    assert manifest["input"]["path"] == str(old)
+    read = subprocess.run(
+        [sys.executable, "-m", "preflight", "check", str(out), "--no-smoke",
+         "--out", str(tmp_path / "report"), "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )
+    assert read.returncode in (0, 1), read.stderr

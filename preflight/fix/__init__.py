@@ -200,7 +200,7 @@ def _workspace(options: FixOptions, notes: list[str]) -> Iterator[Path]:
     finals = (options.out, options.quarantine, manifest_path(options))
     with contextlib.nullcontext() if options.dry_run else claimed(finals, notes):
         if not options.dry_run:
-            recover(list(finals), manifest_path(options), notes)
+            recover(list(finals), notes)
         work = temp_dir("fix")
         try:
             yield work
