@@ -21,8 +21,8 @@ import json
 import os
 from pathlib import Path
 
-from preflight.errors import ConfigError
-from preflight.tempfiles import temp_path
+from preflight.errors import ConfigError, OutputError
+from preflight.tempfiles import temp_path, write_error
 
 _JOURNAL = ".{name}.preflight-commit.json"
 _STAGED = ".{name}.preflight-staged.tmp"
@@ -97,7 +97,12 @@ def recover(finals: list[Path], notes: list[str]) -> None:
         staged = _read(journal)
         if not wanted & {str(f) for _, f in staged}:
             continue  # another output's: its own next run finishes it
-        _finish(journal, staged)
+        try:
+            _finish(journal, staged)
+        except OSError as e:
+            error = write_error(Path(e.filename or journal), e)
+            raise OutputError(f"{error}; it was finishing the commit of an earlier fix run "
+                              f"that was killed ({journal})") from e
         notes.append(
             "an earlier fix run was killed while putting its outputs in place; its commit "
             f"was finished first ({', '.join(str(f) for _, f in staged)} are that run's, "
