@@ -132,7 +132,14 @@ def _journals(folders: set[Path]) -> list[Path]:
 def _read(journal: Path) -> list[tuple[Path, Path]]:
     try:
         data = json.loads(journal.read_text(encoding="utf-8"))
-        return [(Path(s), Path(f)) for s, f in data["renames"]]
+        pairs = [(Path(s), Path(f)) for s, f in data["renames"]]
+        # what a commit writes, nothing else: each staged file beside its final path,
+        # the manifest (last) beside the journal
+        if (not pairs or any(s != staged_path(f) or not f.is_absolute() for s, f in pairs)
+                or journal_path(pairs[-1][1]).name != journal.name
+                or pairs[-1][1].parent != Path(os.path.abspath(journal)).parent):
+            raise ValueError("it is not a commit record preflight wrote")
+        return pairs
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{journal} is the commit record of a fix run that was killed, "
                           f"but it cannot be read ({e}); check the outputs it sits beside, "

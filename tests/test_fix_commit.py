@@ -167,3 +167,19 @@ def test_a_fix_with_another_manifest_finishes_a_killed_commit_of_its_output(
         capture_output=True, text=True, check=False,
     )
     assert read.returncode in (0, 1), read.stderr
+
+
+def test_a_commit_record_naming_other_renames_is_refused(tmp_path: Path) -> None:
+    # A journal is trusted only for what a commit writes: a staged file beside its final
+    # path. One naming another file would have moved it over an output (or anywhere).
+    src = data(tmp_path, "in", ".jsonl", "in")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    out.parent.mkdir()
+    elsewhere = tmp_path / "secret.txt"
+    elsewhere.write_text("not an output")
+    journal = journal_path(out.with_name("fix-manifest.json"))
+    journal.write_text(json.dumps({"renames": [[str(elsewhere), str(out)]]}))
+    again = fix(src, out, q)
+    assert again.returncode == 2, again.stderr
+    assert "not a commit record preflight wrote" in again.stderr
+    assert elsewhere.read_text() == "not an output" and not out.exists()
