@@ -18,7 +18,9 @@ ends in exactly one of the two outputs, in input order; untouched records are co
 were (bytes for JSON Lines and CSV, values and schema for Parquet/Arrow: ``units`` reads them
 natively, ``writers`` keeps them) and a changed one differs only in the text value changed;
 the input is never modified; outputs are written under temporary names in their folders and
-all renamed only when every one is complete; the quarantine file is always written. After
+put in place together only when every one is complete, through a commit record that the next
+run finishes when this one is killed meanwhile (``fix_commit``); the quarantine file is always
+written. After
 writing, the gate runs again on the clean output with the rules that have a fix action and
 read text, and records it still flags (a repair or a truncation can make two records equal)
 go to the quarantine in another round, so running ``fix`` on its own output changes nothing.
