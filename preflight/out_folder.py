@@ -10,7 +10,10 @@ interleaved those steps: ``report.json`` of one run beside ``findings.parquet`` 
 (a report listing 600 findings over a findings file holding none), or the second run's
 clearing removed what the first had just written. The folder is locked for the whole run
 (an advisory ``flock`` on the folder itself, so nothing is left in it); a second run into a
-locked folder stops at once, exit 2, rather than wait for an unknown time.
+locked folder stops at once, exit 2, rather than wait for an unknown time. ``preflight fix``
+holds a shared lock on each of its outputs' folders (``shared_lock``) for its whole run: a
+check and a fix into one folder do not run at once either (fix runs with distinct output
+names may share a folder). A killed run's lock goes with its process: nothing stale stays.
 """
 
 from __future__ import annotations
@@ -53,7 +56,20 @@ def locked_out_dir(out_dir: Path) -> Iterator[None]:
             os.close(fd)
 
 
-def _lock(out_dir: Path) -> int | None:
+@contextlib.contextmanager
+def shared_lock(folder: Path) -> Iterator[None]:
+    """Hold a shared lock on ``folder`` (which exists) while the block runs: ``fix``'s
+    outputs there; a ``ConfigError`` while a ``check`` writes its report there."""
+    fd = _lock(folder, shared=True)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _lock(out_dir: Path, *, shared: bool = False) -> int | None:
     """The locked folder's descriptor; None where no lock can be taken (no ``flock``, a
     folder that cannot be opened, a file system without locks): the run goes on unlocked."""
     if fcntl is None:
@@ -63,12 +79,19 @@ def _lock(out_dir: Path) -> int | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError as e:
         os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES) and shared:
+            raise ConfigError(
+                f"a preflight check is writing its report into {out_dir} right now; "
+                "fix writes its outputs there: wait for it to finish, or write the "
+                "outputs elsewhere"
+            ) from e
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise ConfigError(
-                f"another preflight run is writing its report into {out_dir} right now; "
+                f"another preflight run is writing into {out_dir} right now (a check's report, "
+                "or a fix's outputs); "
                 "two runs into one folder would mix their files: wait for it to finish, "
                 "or give this run its own --out"
             ) from e

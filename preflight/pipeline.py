@@ -23,6 +23,7 @@ from preflight.errors import ConfigError
 from preflight.executor.local import Read, Running
 from preflight.executor.schedule import scan, worker_count
 from preflight.findings import FindingsSink
+from preflight.fix_commit import refuse_pending
 from preflight.infer import RECORDS_IN
 from preflight.out_folder import check_out_dir, clear_unread, locked_out_dir
 from preflight.paths import find_beside, rules_base
@@ -96,6 +97,7 @@ def run(
         # the training-args file may set the seed, which draws the sample.
         smoke_cfg = check_setup(rules)
     src = source if isinstance(source, Source) else open_source(source)
+    refuse_pending(src.files)  # an output of a fix run killed while putting it in place
     if out is not None and not str(out).strip():  # Path("") is the working directory
         raise ConfigError("out is empty; name the folder for the report "
                           "(e.g. out='preflight-report'), or None to write none")

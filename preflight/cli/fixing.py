@@ -84,6 +84,8 @@ def fix(data: Path, out: Path, quarantine: Path, rules_file: Path | None, preset
     with ProgressBar(not (quiet or no_progress) and err_console().is_terminal) as update:
         report = run_preflight(data, rules, fix=options, limit=limit, show_text=show_text,
                                delimiter=delimiter, progress=update, workers=workers)
+    for note in (report.fix or {}).get("notes", []):  # what a killed run left, and was done
+        err_console().print(f"note: {note}", style="yellow", markup=False, highlight=False)
     if quiet:
         return
     with stdout_may_close():  # the files are written: a reader gone changes nothing

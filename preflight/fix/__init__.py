@@ -18,7 +18,9 @@ ends in exactly one of the two outputs, in input order; untouched records are co
 were (bytes for JSON Lines and CSV, values and schema for Parquet/Arrow: ``units`` reads them
 natively, ``writers`` keeps them) and a changed one differs only in the text value changed;
 the input is never modified; outputs are written under temporary names in their folders and
-all renamed only when every one is complete; the quarantine file is always written. After
+put in place together only when every one is complete, through a commit record that the next
+run finishes when this one is killed meanwhile (``fix_commit``); the quarantine file is always
+written. After
 writing, the gate runs again on the clean output with the rules that have a fix action and
 read text, and records it still flags (a repair or a truncation can make two records equal)
 go to the quarantine in another round, so running ``fix`` on its own output changes nothing.
@@ -50,9 +52,10 @@ from preflight.fix.plan import ORDER, Plan, default_fix, plan
 from preflight.fix.targets import check_paths, manifest_path, output_format, read_files
 from preflight.fix.units import Input, open_input
 from preflight.fix.writers import OUTPUT_FORMATS
+from preflight.fix_commit import commit, recover
 from preflight.report.model import Report
 from preflight.resolve import rules_for, rules_tokenizer
-from preflight.tempfiles import sweep, sweep_temp_dirs, temp_dir, write_error
+from preflight.tempfiles import pid_of, sweep, sweep_temp_dirs, temp_dir, write_error
 from preflight.wrapped import nothing_checked, wrapped_records
 
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
@@ -124,10 +127,13 @@ def run_fix(
     fixable = [r for r in rules.rules if r.enabled and (r.fix or default_fix(r.check)) != "none"
                and r.check not in _BLIND_TO_TEXT]
 
+    notes: list[str] = []  # what this run found a killed one left, and did about it
     for folder in {p.parent for p in (options.out, options.quarantine, manifest_path(options))}:
-        sweep(folder)  # what killed runs left
+        dead = {pid_of(p.name) for p in sweep(folder) if "-claim" in p.name}  # killed runs'
+        notes += [f"{folder}: the claims of fix run {pid}, which was killed or crashed, "
+                  "were removed; this run goes on" for pid in sorted(dead, key=str)]
     sweep_temp_dirs()
-    with _workspace(options) as work:
+    with _workspace(options, notes) as work:
         report = run_gate(src_path, rules, work / "report")
         _refuse_errored_rules(report)
         if wrapped := wrapped_records(report, found.files[0][1] if len(found.files) == 1 else None):
@@ -175,6 +181,9 @@ def run_fix(
             )
         except OSError as e:
             raise _write_failure(e, options) from e
+        else:
+            if notes:
+                manifest["notes"] = notes
         finally:
             for path in written:
                 # never hides why the run failed (on a read-only file system, unlinking even
@@ -185,12 +194,15 @@ def run_fix(
 
 
 @contextlib.contextmanager
-def _workspace(options: FixOptions) -> Iterator[Path]:
+def _workspace(options: FixOptions, notes: list[str]) -> Iterator[Path]:
     """A work folder under ``TMPDIR`` for the gate's reports, removed at the end; unless
     this is a dry run, the outputs claimed first: two runs writing them at once would mix
-    their files (``claims``)."""
+    their files (``claims``), and a commit a killed run left half done finished
+    (``commit.recover``); ``notes`` says what was found."""
     finals = (options.out, options.quarantine, manifest_path(options))
-    with contextlib.nullcontext() if options.dry_run else claimed(finals):
+    with contextlib.nullcontext() if options.dry_run else claimed(finals, notes):
+        if not options.dry_run:
+            recover(list(finals), notes)
         work = temp_dir("fix")
         try:
             yield work
@@ -302,9 +314,9 @@ def _fix_rounds(
     written_manifest = part(target, 0)
     written.append(written_manifest)
     written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(clean, options.out)
-    os.replace(quarantined, options.quarantine)
-    os.replace(written_manifest, target)
+    # All three in place, or (killed meanwhile) none until the next run finishes it.
+    commit([(clean, options.out), (quarantined, options.quarantine),
+            (written_manifest, target)], target)
     manifest["manifest_path"] = str(target)
     return report, manifest
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from preflight.choices import OUT_NAMES
 from preflight.config import RuleSet
 from preflight.errors import ConfigError
 from preflight.fix.writers import OUTPUT_FORMATS
@@ -148,6 +149,12 @@ def check_paths(src: Path, options: FixOptions, read: dict[str, Path]) -> None:
                 raise ConfigError(
                     f"{flag} {target} is inside {what} ({folder}); write outputs elsewhere"
                 )
+        if target.name in OUT_NAMES:
+            raise ConfigError(
+                f"{flag} {target}: {target.name} is a name `preflight check --out` writes in "
+                "its report folder (and removes first), so a check into that folder would "
+                "delete or replace it; give it another name"
+            )
         if target.suffix.lower() in (".gz", ".zst", ".zstd"):
             raise ConfigError(f"{flag} {target}: fix writes plain files; compress them afterwards")
 

@@ -1,0 +1,168 @@
+"""Putting a fix run's three outputs in place together, and finishing a commit a killed run
+left half done.
+
+Three renames (clean output, quarantine, manifest) cannot be one atomic step: a run killed
+between two of them left the new clean output beside the old quarantine and manifest of an
+earlier run into the same paths. So the complete outputs are first renamed to names that
+belong to their final path, not to the process (``.{name}.preflight-staged.tmp``: the sweep
+of dead runs' files leaves them be), then a journal is written beside the manifest (written
+whole under a temporary name, flushed, renamed: that rename is the commit), listing each
+staged file and its final path; then the three renames, the manifest last, and the journal
+goes. A run killed before the journal leaves the earlier outputs as they were (its staged
+files are removed by the next run); one killed after it, the journal: the next ``fix`` into
+any of the same outputs finishes the renames (the new outputs, complete) before anything else
+and says so, and ``preflight check`` refuses to read an output a journal names (exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+from preflight.errors import ConfigError, OutputError
+from preflight.tempfiles import temp_path, write_error
+
+_JOURNAL = ".{name}.preflight-commit.json"
+_STAGED = ".{name}.preflight-staged.tmp"
+
+
+def journal_path(manifest: Path) -> Path:
+    return manifest.with_name(_JOURNAL.format(name=manifest.name))
+
+
+def staged_path(final: Path) -> Path:
+    return final.with_name(_STAGED.format(name=final.name))
+
+
+def _flush(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _flush_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system syncs a folder
+        _flush(folder)
+
+
+def commit(pairs: list[tuple[Path, Path]], manifest: Path) -> None:
+    """Put each written temporary file of ``pairs`` (temporary, final) in place, all or
+    (after a kill) none until the next run finishes it; the manifest's pair comes last."""
+    staged = []
+    for tmp, final in pairs:
+        _flush(tmp)
+        staged.append((staged_path(final), final))
+        os.replace(tmp, staged[-1][0])
+    for folder in {final.parent for _, final in pairs}:
+        _flush_folder(folder)
+    journal = journal_path(manifest)
+    written = temp_path(journal)
+    try:
+        written.write_text(json.dumps({"renames": [[os.path.abspath(s), os.path.abspath(f)]
+                                                for s, f in staged]}),
+                           encoding="utf-8")
+        _flush(written)
+        os.replace(written, journal)  # the commit
+    except BaseException:
+        with contextlib.suppress(OSError):
+            written.unlink(missing_ok=True)
+        for s, _ in staged:
+            with contextlib.suppress(OSError):
+                s.unlink(missing_ok=True)
+        raise
+    _flush_folder(journal.parent)
+    _finish(journal, staged)
+
+
+def _finish(journal: Path, staged: list[tuple[Path, Path]]) -> None:
+    for s, final in staged:
+        with contextlib.suppress(FileNotFoundError):  # renamed already
+            os.replace(s, final)
+    for folder in {final.parent for _, final in staged}:
+        _flush_folder(folder)
+    os.unlink(journal)
+
+
+def recover(finals: list[Path], notes: list[str]) -> None:
+    """Before a run writes (its outputs claimed, so no live run is committing any of them):
+    finish each commit a killed run left that names one of ``finals`` (its journal beside
+    its manifest, in one of their folders), and remove staged files no journal names (a
+    run killed before its commit). ``notes`` says what was done."""
+    wanted = {os.path.abspath(f) for f in finals}
+    for journal in _journals({Path(os.path.abspath(f)).parent for f in finals}):
+        staged = _read(journal)
+        if not wanted & {str(f) for _, f in staged}:
+            continue  # another output's: its own next run finishes it
+        try:
+            _finish(journal, staged)
+        except OSError as e:
+            error = write_error(Path(e.filename or journal), e)
+            raise OutputError(f"{error}; it was finishing the commit of an earlier fix run "
+                              f"that was killed ({journal})") from e
+        notes.append(
+            "an earlier fix run was killed while putting its outputs in place; its commit "
+            f"was finished first ({', '.join(str(f) for _, f in staged)} are that run's, "
+            "complete)"
+        )
+    for final in finals:
+        left = staged_path(final)
+        if left.exists():
+            with contextlib.suppress(OSError):
+                left.unlink()
+            notes.append(f"{final}: an unfinished output of an earlier fix run that was "
+                         "killed before its commit was removed (the earlier outputs stay)")
+
+
+def _journals(folders: set[Path]) -> list[Path]:
+    found = []
+    for folder in sorted(folders):
+        try:
+            names = sorted(e.name for e in os.scandir(folder))
+        except OSError:
+            continue
+        found += [folder / n for n in names
+                  if n.startswith(".") and n.endswith(".preflight-commit.json")]
+    return found
+
+
+def _read(journal: Path) -> list[tuple[Path, Path]]:
+    try:
+        data = json.loads(journal.read_text(encoding="utf-8"))
+        pairs = [(Path(s), Path(f)) for s, f in data["renames"]]
+        # what a commit writes, nothing else: each staged file beside its final path,
+        # the manifest (last) beside the journal
+        if (not pairs or any(s != staged_path(f) or not f.is_absolute() for s, f in pairs)
+                or journal_path(pairs[-1][1]).name != journal.name
+                or pairs[-1][1].parent != Path(os.path.abspath(journal)).parent):
+            raise ValueError("it is not a commit record preflight wrote")
+        return pairs
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{journal} is the commit record of a fix run that was killed, "
+                          f"but it cannot be read ({e}); check the outputs it sits beside, "
+                          "then remove it") from e
+
+
+def refuse_pending(files: list[Path]) -> None:
+    """A ``ConfigError`` when one of ``files`` (an input about to be read) is an output of
+    a fix commit left unfinished: it may not match its quarantine and manifest."""
+    journals = _journals({Path(os.path.abspath(f)).parent for f in files})
+    if not journals:
+        return
+    wanted = {os.path.abspath(f) for f in files}
+    for journal in journals:
+        try:
+            finals = [final for _, final in _read(journal)]
+        except ConfigError:
+            continue  # not readable: the next fix into its outputs says so
+        for final in finals:
+            if str(final) in wanted:
+                raise ConfigError(
+                    f"{final} is an output of a fix run that was killed while putting "
+                    f"its outputs in place ({journal} records it): it may not match its "
+                    "quarantine and manifest. Run the same preflight fix again (it "
+                    "finishes the commit first), then read it"
+                )

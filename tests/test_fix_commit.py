@@ -1,0 +1,185 @@
+"""A fix run's three outputs (clean, quarantine, manifest) are put in place together: a run
+killed at any step of that leaves the earlier complete set, or a journal with which the next
+run finishes the new complete set (and which ``check`` refuses to read past). Found by a
+hostile review: a kill between the renames left the new clean output beside the quarantine
+and manifest of the earlier run into the same paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflight.fix_commit import journal_path, recover
+from preflight.source.tracked import hash_file
+from tests.outputs import write_records
+
+# Runs the CLI with fix_commit's os.replace / os.unlink counted: before call number N the
+# process dies at once (SIGKILL-like: no cleanup, no finally blocks).
+_KILL_AT = r"""
+import os, sys
+import preflight.fix_commit as fc
+n, calls = int(sys.argv[1]), [0]
+class Killing:
+    def __getattr__(self, name):
+        return getattr(os, name)
+    def _step(self):
+        if calls[0] == n:
+            os._exit(137)
+        calls[0] += 1
+    def replace(self, a, b):
+        self._step(); os.replace(a, b)
+    def unlink(self, p):
+        self._step(); os.unlink(p)
+fc.os = Killing()
+sys.argv = ["preflight", *sys.argv[2:]]
+from preflight.entry import run
+run()
+"""
+STEPS = 8  # 3 files staged, the journal (the commit), 3 renames into place, journal removed
+
+
+def fix(data: Path, out: Path, q: Path, kill_at: int | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    args = ["fix", str(data), "--out", str(out), "--quarantine", str(q), "--no-progress",
+            "--workers", "1"]
+    if kill_at is None:
+        cmd = [sys.executable, "-m", "preflight", *args]
+    else:
+        cmd = [sys.executable, "-c", _KILL_AT, str(kill_at), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+
+def data(tmp_path: Path, name: str, suffix: str, word: str) -> Path:
+    rows = [{"text": f"{word} one\u200btwo"}, {"text": f"{word} three"},
+            {"text": f"{word} three"}, {"text": f"{word} four"}]
+    return write_records(tmp_path / f"{name}{suffix}", rows)
+
+
+def the_set(out: Path, q: Path) -> str:
+    """Which run's input the outputs are of, after checking they are one run's set."""
+    manifest = json.loads(out.with_name("fix-manifest.json").read_text())
+    assert manifest["clean"]["xxh3_128"] == hash_file(out), "clean is not the manifest's"
+    assert manifest["quarantine"]["xxh3_128"] == hash_file(q), "quarantine is not the manifest's"
+    return Path(manifest["input"]["path"]).stem
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+@pytest.mark.parametrize("kill_at", range(STEPS))
+def test_a_kill_at_any_step_of_the_commit_leaves_one_runs_set(
+    tmp_path: Path, suffix: str, kill_at: int
+) -> None:
+    old, new = data(tmp_path, "old", suffix, "old"), data(tmp_path, "new", suffix, "new")
+    out, q = tmp_path / "o" / f"clean{suffix}", tmp_path / "o" / "q.jsonl"
+    first = fix(old, out, q)
+    assert first.returncode == 0, first.stderr
+    killed = fix(new, out, q, kill_at=kill_at)
+    assert killed.returncode == 137, killed.stderr
+    journal = journal_path(out.with_name("fix-manifest.json"))
+    if journal.exists():  # committed: a reader of the clean output is stopped
+        read = subprocess.run(
+            [sys.executable, "-m", "preflight", "check", str(out), "--no-smoke",
+             "--out", str(tmp_path / "report"), "--no-progress"],
+            capture_output=True, text=True, check=False,
+        )
+        assert read.returncode == 2, read.stderr
+        assert "killed while putting its outputs in place" in read.stderr
+    notes: list[str] = []
+    recover([out, q, out.with_name("fix-manifest.json")], notes)  # the next run's first step
+    assert the_set(out, q) == ("new" if kill_at >= 4 else "old")
+    assert not journal.exists()
+    again = fix(new, out, q)
+    assert again.returncode == 0, again.stderr
+    assert the_set(out, q) == "new"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [out.name, q.name, "fix-manifest.json"])  # the killed run's files are swept
+
+
+def test_the_next_run_finishes_a_killed_commit_and_says_so(tmp_path: Path) -> None:
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    assert fix(new, out, q, kill_at=5).returncode == 137  # the clean output in place only
+    manifest = json.loads(out.with_name("fix-manifest.json").read_text())
+    assert manifest["input"]["path"] == str(old)  # the old manifest beside the new output
+    again = fix(old, out, q)
+    assert again.returncode == 0, again.stderr
+    assert "its commit was finished first" in again.stderr
+    assert the_set(out, q) == "old"
+
+
+def test_a_commit_record_that_cannot_be_written_leaves_the_earlier_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The outputs fit, the journal does not (a full disk): the staged outputs go again and
+    # the earlier set stays whole, with nothing of this run left beside it.
+    import errno
+
+    import preflight.fix_commit as fc
+    from preflight import FixOptions, OutputError, run_preflight
+
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    flush = fc._flush
+
+    def full(path: Path) -> None:
+        if "preflight-commit" in Path(path).name:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        flush(path)
+
+    monkeypatch.setattr(fc, "_flush", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        run_preflight(new, smoke=False, fix=FixOptions(out=out, quarantine=q))
+    assert the_set(out, q) == "old"
+    assert sorted(p.name for p in out.parent.iterdir()) == sorted(
+        [out.name, q.name, "fix-manifest.json"])
+
+
+def test_a_fix_with_another_manifest_finishes_a_killed_commit_of_its_output(
+    tmp_path: Path,
+) -> None:
+    # The journal sits beside the killed run's manifest; a next run into the same --out
+    # with its own --manifest left it, and the journal's staged files could later be put
+    # over that run's outputs (and check refused the clean output for good).
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    assert fix(new, out, q, kill_at=5).returncode == 137
+    other = tmp_path / "m" / "manifest.json"
+    again = subprocess.run(
+        [sys.executable, "-m", "preflight", "fix", str(old), "--out", str(out),
+         "--quarantine", str(q), "--manifest", str(other), "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "its commit was finished first" in again.stderr
+    assert not journal_path(out.with_name("fix-manifest.json")).exists()
+    manifest = json.loads(other.read_text())
+    assert manifest["clean"]["xxh3_128"] == hash_file(out)
+    assert manifest["input"]["path"] == str(old)
+    read = subprocess.run(
+        [sys.executable, "-m", "preflight", "check", str(out), "--no-smoke",
+         "--out", str(tmp_path / "report"), "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )
+    assert read.returncode in (0, 1), read.stderr
+
+
+def test_a_commit_record_naming_other_renames_is_refused(tmp_path: Path) -> None:
+    # A journal is trusted only for what a commit writes: a staged file beside its final
+    # path. One naming another file would have moved it over an output (or anywhere).
+    src = data(tmp_path, "in", ".jsonl", "in")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    out.parent.mkdir()
+    elsewhere = tmp_path / "secret.txt"
+    elsewhere.write_text("not an output")
+    journal = journal_path(out.with_name("fix-manifest.json"))
+    journal.write_text(json.dumps({"renames": [[str(elsewhere), str(out)]]}))
+    again = fix(src, out, q)
+    assert again.returncode == 2, again.stderr
+    assert "not a commit record preflight wrote" in again.stderr
+    assert elsewhere.read_text() == "not an output" and not out.exists()
