@@ -69,6 +69,28 @@ def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
                       f"{shlex.quote(str(path.with_suffix(suffix)))}")
 
 
+# JSON text under a CSV name: a first line that opens an object (``{"``, ``{}``) or an
+# array of them. Read as CSV, the first record became the header and every other record
+# one cell of JSON, its ``\u200b`` escapes plain ASCII: no text rule saw a character.
+_JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:(\{)[ \t]*[\"}]|(\[)[ \t\r\n]*[{\]])")
+JSON_HEAD = 256  # bytes read for that test: a few blank lines, then the opening
+
+
+def json_named_csv(path: Path, head: bytes, what: str) -> InputError | None:
+    """The error for a file named ``.csv``/``.tsv`` (``what``: how to name it) whose
+    ``head`` is JSON Lines or a JSON array, else None."""
+    found = _JSON_START.match(head)
+    if found is None:
+        return None
+    kind, suffix = ("JSON Lines", ".jsonl") if found.group(1) else ("a JSON array", ".json")
+    plain = path.with_suffix("") if path.suffix.lower() in (".gz", ".zst", ".zstd") else path
+    target = plain.with_suffix(suffix).name + (path.suffix if plain != path else "")
+    return InputError(f"{what} holds {kind}, not CSV: read as CSV its first record was "
+                      "taken for the header and no text rule could see inside the JSON; "
+                      f"rename it, e.g. mv {shlex.quote(str(path))} "
+                      f"{shlex.quote(str(path.with_name(target)))}")
+
+
 def unreadable(path: Path, expected: str, error: Exception) -> InputError:
     """The error for a file that failed to read as ``expected`` ("Parquet", "Arrow IPC"):
     when it is the other columnar format (an Arrow stream named ``.parquet``, a shard

@@ -203,3 +203,47 @@ def test_a_shard_whose_bytes_do_not_match_its_suffix_is_named(
     assert f"mv shards/{odd} shards/{renamed}" in said
     (tmp_path / "shards" / odd).rename(tmp_path / "shards" / renamed)
     assert _check("shards", tmp_path).exit_code == 0  # type: ignore[attr-defined]
+
+
+HIDDEN = [{"id": i, "text": f"record {i}\u200b caf\u00c3\u00a9"} for i in range(5)] + [
+    {"id": 9, "text": ""}]
+JSON_UNDER_CSV = {
+    "jsonl": "".join(json.dumps(r) + "\n" for r in HIDDEN),  # \u200b escaped: ASCII
+    "array": json.dumps(HIDDEN, indent=2),
+    "one-line array": "\n" + json.dumps(HIDDEN),
+}
+
+
+@pytest.mark.parametrize("name", ["d.csv", "d.tsv", "d.csv.gz", "shards/b.csv"])
+@pytest.mark.parametrize("layout", list(JSON_UNDER_CSV))
+def test_json_under_a_csv_name_is_exit_3_not_a_pass(tmp_path: Path, name: str, layout: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read as CSV, the first record was the header and every other one a cell of JSON whose
+    # escapes hid the zero-width spaces and mojibake: the gate passed (exit 0) on them.
+    monkeypatch.chdir(tmp_path)
+    path = Path(name)
+    path.parent.mkdir(exist_ok=True)
+    data = JSON_UNDER_CSV[layout].encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    target = Path(name.replace(".csv", "{}").replace(".tsv", "{}"))
+    if name.startswith("shards/"):
+        (path.parent / "a.csv").write_text("id,text\n1,fine\n")
+    given = str(path.parent if name.startswith("shards/") else path)
+    kind, suffix = ("JSON Lines", ".jsonl") if layout == "jsonl" else ("a JSON array", ".json")
+    for command in (["check", given, "--no-smoke", "--out", "r"],
+                    ["fix", given, "--out", "clean.jsonl", "--quarantine", "q.jsonl"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 3, result.output
+        said = _said(result)
+        assert f"{name} holds {kind}, not CSV" in said
+        assert f"mv {name} {str(target).format(suffix)}" in said
+        assert not Path("clean.jsonl").exists()
+    if not name.startswith("shards/"):  # renamed as told, its faults are found
+        shutil.move(name, str(target).format(suffix))
+        assert _check(str(target).format(suffix), tmp_path).exit_code == 1
+
+
+def test_a_csv_whose_header_starts_with_a_brace_word_is_read(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("{id},text\n1,a\u200b\n")
+    result = _check(tmp_path / "d.csv", tmp_path)
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
