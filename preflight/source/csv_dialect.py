@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ def header_warnings(name: str, header: list[str]) -> list[str]:
             f"{name}: the header row holds {shown}, which look{'s' if len(odd) == 1 else ''} "
             "like data, not column names: CSV needs a header row; if this file has none, "
             "its first record is read as the column names and is not checked (add a header)")
-    repeated = sorted({cell for cell in header if header.count(cell) > 1})
+    repeated = sorted(cell for cell, n in Counter(header).items() if n > 1)
     if repeated:
         warnings.append(
             f"{name}: the header names {', '.join(map(repr, repeated))} more than once: a "
