@@ -87,10 +87,16 @@ def delimiter_name(d: str) -> str:
 
 def _header(sample: bytes, delimiter: str) -> list[str]:
     text = sample.decode("utf-8-sig", "replace")
+    lines = io.StringIO(text)
     try:
-        return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+        header = next(csv.reader(lines, delimiter=delimiter), [])
     except csv.Error:
         return []
+    if len(sample) == _SNIFF_BYTES and not lines.read() and not text.endswith(("\n", "\r")):
+        # a header longer than the sample (thousands of columns): its last cell is cut
+        # short (``c10`` of ``c10017``), and was taken for a repeated name
+        return header[:-1]
+    return header
 
 
 def header_warnings(name: str, header: list[str]) -> list[str]:

@@ -44,3 +44,14 @@ def test_a_header_with_many_repeated_names_still_says_which(tmp_path: Path) -> N
     list(source.batches())
     (said,) = [w for w in source.warnings if "more than once" in w]
     assert "'c0', 'c1', 'c10'" in said
+
+
+def test_a_header_longer_than_the_sniffed_sample_names_no_repeat(tmp_path: Path) -> None:
+    # The sample the dialect is sniffed from ends inside such a header: its last cell, cut
+    # short ("c10" of "c10017"), was taken for a second "c10", a warning about nothing.
+    path = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(20_000)]
+    path.write_text(",".join(names) + "\n" + ",".join("x" for _ in names) + "\n")
+    source = open_source(str(path))
+    list(source.batches())
+    assert not [w for w in source.warnings if "more than once" in w], source.warnings
