@@ -69,11 +69,18 @@ def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
                       f"{shlex.quote(str(path.with_suffix(suffix)))}")
 
 
-# JSON text under a CSV name: a first line that opens an object (``{"``, ``{}``) or an
-# array of them. Read as CSV, the first record became the header and every other record
-# one cell of JSON, its ``\u200b`` escapes plain ASCII: no text rule saw a character.
-_JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:(\{)[ \t]*[\"}]|(\[)[ \t\r\n]*[{\]])")
+# JSON text under a CSV name: a first line that opens an object (``{"``, a lone ``{}``), an
+# object pretty-printed (``{`` alone on its line) or an array (``[{``, a lone ``[]``);
+# ``{id},text`` or ``[CLS],x`` is a CSV header. Read as CSV, the first record became the
+# header and every other one a cell of JSON, its ``\u200b`` escapes plain ASCII: no text
+# rule saw a character.
+_JSON_START = re.compile(
+    rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:"
+    rb"(?P<lines>\{[ \t]*(?:\"|\}[ \t]*(?:\r?\n|\Z)))"
+    rb"|(?P<object>\{[ \t]*\r?\n[ \t\r\n]*[\"}])"
+    rb"|(?P<array>\[[ \t\r\n]*(?:\{|\][ \t\r\n]*\Z)))")
 JSON_HEAD = 256  # bytes read for that test: a few blank lines, then the opening
+_CAT = {".gz": "gzip -dc", ".zst": "zstd -dc", ".zstd": "zstd -dc"}
 
 
 def json_named_csv(path: Path, head: bytes, what: str) -> InputError | None:
@@ -82,13 +89,21 @@ def json_named_csv(path: Path, head: bytes, what: str) -> InputError | None:
     found = _JSON_START.match(head)
     if found is None:
         return None
-    kind, suffix = ("JSON Lines", ".jsonl") if found.group(1) else ("a JSON array", ".json")
+    kind, suffix = (("JSON Lines", ".jsonl") if found["lines"] else
+                    ("a JSON array", ".json") if found["array"] else ("JSON", ".json"))
     plain = path.with_suffix("") if path.suffix.lower() in (".gz", ".zst", ".zstd") else path
     target = plain.with_suffix(suffix).name + (path.suffix if plain != path else "")
+    given, named = shlex.quote(str(path)), shlex.quote(str(path.with_name(target)))
+    if found["object"]:  # objects across lines: one per line, as JSON Lines
+        lines = shlex.quote(str(plain.with_suffix(".jsonl")))
+        todo = (f"rewrite it as JSON Lines, e.g. jq -c . {given} > {lines}" if plain == path
+                else f"rewrite it as JSON Lines, e.g. {_CAT[path.suffix.lower()]} {given} "
+                     f"| jq -c . > {lines}")
+    else:
+        todo = f"rename it, e.g. mv {given} {named}"
     return InputError(f"{what} holds {kind}, not CSV: read as CSV its first record was "
                       "taken for the header and no text rule could see inside the JSON; "
-                      f"rename it, e.g. mv {shlex.quote(str(path))} "
-                      f"{shlex.quote(str(path.with_name(target)))}")
+                      + todo)
 
 
 def unreadable(path: Path, expected: str, error: Exception) -> InputError:
