@@ -47,6 +47,7 @@ from preflight.resolve import (
 from preflight.sampling import Sampler, SampleRow
 from preflight.source import Source, open_source
 from preflight.source.csv_dialect import describe_dialects
+from preflight.source.jsonl_layout import layout_note
 from preflight.source.stdin import is_stdin, stdin_note
 from preflight.tempfiles import sweep, sweep_temp_dirs
 from preflight.tokenizer.counter import TokenCounter
@@ -281,7 +282,8 @@ def _report(src: Source, rules: RuleSet, read: Read, *, verdict: str, reasons: l
             delimiter_from=delimiter_from,
             warnings=(list(src.warnings) + _stdin_notes(src, records, malformed)
                       + one_object_note(src.format, src.files, records,
-                                        stdin=is_stdin(src.path))),
+                                        stdin=is_stdin(src.path))
+                      + _layout_notes(src, records, malformed)),
         ),
         rules_file=RulesInfo(
             path=rules.path,
@@ -324,6 +326,14 @@ def _stdin_notes(src: Source, records: int, malformed: int) -> list[str]:
     if not (is_stdin(src.path) and src.files):
         return []
     note = stdin_note(src.files[0], records=records, malformed=malformed)
+    return [note] if note else []
+
+
+def _layout_notes(src: Source, records: int, malformed: int) -> list[str]:
+    """A note for a ``.jsonl`` file not laid out one object per line (``jsonl_layout``)."""
+    if is_stdin(src.path):
+        return []
+    note = layout_note(src.files, src.format, records=records, malformed=malformed)
     return [note] if note else []
 
 

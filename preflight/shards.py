@@ -11,7 +11,10 @@ the shards of each shape.
 A label is the same kind of blind spot: when the first shard has no label field (no such
 column, or values that are no class set) and a later one does, the run checks no labels, and
 a ``-3`` there passed. Such shards are scanned as usual, and the gate gets one finding per
-label field, ``unjudged_labels``, naming the shards and the option that judges them.
+label field, ``unjudged_labels``, naming the shards and the option that judges them. So
+for numbers (``unjudged_numbers``): a column of numbers that the first shard lacks (or holds
+in only some records, so it is not inferred) and a later one holds in every record was never
+read by the ``numeric`` check, and its NaN passed with no word.
 """
 
 from __future__ import annotations
@@ -43,12 +46,19 @@ class Shape:
 
     records: str  # ``shape_of``
     label: str | None
+    numbers: tuple[str, ...] = ()  # the fields of numbers inference found
 
 
 def batch_shape(batch: Batch) -> Shape:
     """The shape of a shard, inferred from its first batch."""
     fields = infer_fields(batch)[0]
-    return Shape(shape_of(fields), fields.label)
+    return Shape(shape_of(fields), fields.label, _numbers(fields))
+
+
+def _numbers(fields: Fields) -> tuple[str, ...]:
+    """The fields the ``numeric`` check reads: numeric, target and features."""
+    return tuple(name for role in (fields.numeric, fields.target, fields.features)
+                 for name in ([role] if isinstance(role, str) else role or []))
 
 
 class ShardShapes:
@@ -60,6 +70,8 @@ class ShardShapes:
         # longer ``body``), and compared with those no shard matched: none was scanned.
         self.first: str | None = None
         self.labelled = first.label is not None
+        self.numbered = set(_numbers(first))
+        self.unnumbered: dict[str, list[str]] = {}  # numbers field -> shards, none in the first
         self.files: dict[str, list[str]] = {}
         self.unjudged: dict[str, list[str]] = {}  # label field -> shards, none in the first
         self._file: int | None = None
@@ -88,11 +100,15 @@ class ShardShapes:
             self._same = shape.records == self.first
             if shape.label is not None and not self.labelled and self._same:
                 self.unjudged.setdefault(shape.label, []).append(name)
+            for number in shape.numbers if self._same else ():
+                if number not in self.numbered:
+                    self.unnumbered.setdefault(number, []).append(name)
         return self._same
 
     def finding(self) -> pl.DataFrame | None:
         """A ``mixed_shards`` finding when the shards differ, an ``unjudged_labels`` one per
-        label field that only later shards hold; None when there are none."""
+        label field and an ``unjudged_numbers`` one per field of numbers that only later
+        shards hold; None when there are none."""
         details = []
         if len(self.files) >= 2:
             parts = [f"{shape} in {len(names):,} shard(s): {_listed(names)}"
@@ -107,6 +123,12 @@ class ShardShapes:
                 "not in the first, whose fields were inferred: no label was checked; "
                 f"--label-field {label} checks them (a record without one is then the "
                 "schema's finding)")))
+        for number, names in self.unnumbered.items():
+            details.append(("unjudged_numbers", (
+                f"{number!r} holds numbers in {len(names):,} shard(s) ({_listed(names)}) but "
+                "not in every record of the first, whose fields were inferred: its NaN, "
+                f"Inf and bounds were not checked; --set fields.numeric={number} checks them "
+                "(with --set values.allow_null=true a record without one passes)")))
         return corpus_findings(details)
 
 

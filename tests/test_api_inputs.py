@@ -115,3 +115,23 @@ def test_report_json_of_an_in_memory_run(tmp_path: Path) -> None:
     source = json.loads((tmp_path / "r" / "report.json").read_text())["source"]
     assert (source["path"], source["format"], source["records"]) == (
         "<polars.DataFrame>", "polars.DataFrame", 4)
+
+
+def test_a_polars_object_column_is_read_as_its_values_not_their_addresses() -> None:
+    # to_arrow() gives an Object column as 8-byte object addresses: its strings read as
+    # control characters and U+FFFD, the zero-width space and the NaN in them passed.
+    frame = pl.DataFrame({
+        "text": pl.Series(["a\u200b word", "b word"], dtype=pl.Object),
+        "note": pl.Series(["x\u202e", "y"], dtype=pl.Object),
+        "score": pl.Series([float("nan"), 1.0], dtype=pl.Object)})
+    report = run_preflight(frame, smoke=False)
+    found = report.findings().select("row", "code", "detail").rows()
+    assert sorted(found) == [(0, "bidi_control", "note: 1× U+202E at char 1"),
+                             (0, "nan", "score: NaN"),
+                             (0, "zero_width_space", "text: 1× U+200B at char 1")]
+
+
+def test_a_polars_object_column_of_mixed_values_says_how_to_type_it() -> None:
+    frame = pl.DataFrame({"text": ["a", "b"], "o": pl.Series(["x", 1], dtype=pl.Object)})
+    with pytest.raises(InputError, match=r"Object column 'o'.*map_elements\(str"):
+        run_preflight(frame, smoke=False)

@@ -52,12 +52,25 @@ def load(path: str | Path) -> dict[str, Any]:
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ConfigError(f"{p} is not a preflight replay file: {e}") from e
+        raise ConfigError(f"{p} is not a preflight replay file (written by `preflight smoke` "
+                          f"as smoke-replay.pt; it cannot be loaded safely: {_reason(e)})"
+                          ) from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ConfigError(f"{p} is not a preflight replay file (written by `preflight smoke`)")
     if data.get("version") != VERSION:
         raise ConfigError(f"{p}: replay format version {data.get('version')} is not supported")
     return data
+
+
+def _reason(error: Exception) -> str:
+    """The line of torch.load's error that says what failed: its weights-only message runs
+    to a dozen lines that advise ``weights_only=False`` (running the file's code) and filing
+    a PyTorch issue, neither of which a replay needs."""
+    text = str(error)
+    _, marker, rest = text.partition("WeightsUnpickler error:")
+    lines = [line.strip() for line in (rest if marker else text).splitlines() if line.strip()]
+    reason = lines[0] if lines else type(error).__name__
+    return reason if len(reason) <= 200 else reason[:200] + "…"
 
 
 def weights(data: dict[str, Any], path: str | Path) -> dict[str, torch.Tensor]:

@@ -221,6 +221,14 @@ def _folder(path: Path) -> Source:
         more = f" (skipped {seen}{' …' if len(skipped) > 5 else ''})" if skipped else ""
         raise InputError(f"{path} holds no data files (.jsonl, .json, .csv, .parquet, "
                          f".arrow){more}")
+    meta = {p.name for p in by_format.get("json", [])}
+    if set(by_format) == {"arrow", "json"} and meta <= _DATASET_META:
+        # save_to_disk's folder that lost one of its two metadata files: not "mixed formats"
+        lacks = " and ".join(sorted(_DATASET_META - meta))
+        raise InputError(
+            f"{path} looks like a datasets save_to_disk folder, but it has no {lacks}: save "
+            "the dataset again (dataset.save_to_disk), or move "
+            f"{' and '.join(sorted(meta))} out of it to check its .arrow files as shards")
     if len(by_format) > 1:
         kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_format.items()))
         raise InputError(f"{path} mixes formats ({kinds})"

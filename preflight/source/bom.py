@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from preflight.errors import InputError
-from preflight.source.magic import HEAD, misnamed
+from preflight.source.magic import HEAD, JSON_HEAD, json_named_csv, misnamed
 
 # Longest first: UTF-32 LE's mark starts with UTF-16 LE's.
 _MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
@@ -76,7 +76,7 @@ def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
         if (suffixes[0] if packed else suffixes[-1:] and suffixes[-1]) not in _TEXT:
             continue
         try:
-            head = _head(path, suffixes[1] if packed else None)
+            head = _head(path, suffixes[1] if packed else None, JSON_HEAD)
         except Exception:  # the reader says what is wrong with it
             continue
         convert = None if what else how_to_convert(path)
@@ -84,19 +84,22 @@ def refuse_wide_text(files: list[Path], what: str | None = None) -> None:
             raise error
         if not packed and (error := misnamed(path, head, what or str(path))) is not None:
             raise error  # gzip under a .jsonl name, Parquet under .json: not text
+        if (suffixes[0] if packed else suffixes[-1]) in (".csv", ".tsv") and (
+                error := json_named_csv(path, head, what or str(path))) is not None:
+            raise error  # JSON Lines under a .csv name: its records unread
 
 
-def _head(path: Path, compression: str | None) -> bytes:
-    """The first ``HEAD`` bytes of ``path``'s text, decompressed."""
+def _head(path: Path, compression: str | None, size: int = HEAD) -> bytes:
+    """The first ``size`` bytes of ``path``'s text, decompressed."""
     if compression == ".gz":
         import gzip
 
         with gzip.open(path, "rb") as f:
-            return f.read(HEAD)
+            return f.read(size)
     if compression is not None:
         import zstandard
 
         with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as f:
-            return f.read(HEAD)
+            return f.read(size)
     with open(path, "rb") as f:
-        return f.read(HEAD)
+        return f.read(size)

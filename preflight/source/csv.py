@@ -275,7 +275,8 @@ def _frame_batch(cells: dict[str, pl.Series], rows: np.ndarray, malformed: list[
     """A batch of string cells, each column typed (``_typed``) with its text kept."""
     # by name: a list of Series would rename an empty header name to "column_0"
     frame = pl.DataFrame({name: _typed(col) for name, col in cells.items()})
-    written = {name: col for name, col in cells.items() if frame.schema[name] != pl.String}
+    schema = frame.schema  # polars builds it on every access: once per column was quadratic
+    written = {name: col for name, col in cells.items() if schema[name] != pl.String}
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index,
                  malformed=malformed, progress=progress, textual=True, written=written)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,16 @@ def delimiter_name(d: str) -> str:
 
 def _header(sample: bytes, delimiter: str) -> list[str]:
     text = sample.decode("utf-8-sig", "replace")
+    lines = io.StringIO(text)
     try:
-        return next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+        header = next(csv.reader(lines, delimiter=delimiter), [])
     except csv.Error:
         return []
+    if len(sample) == _SNIFF_BYTES and not lines.read() and not text.endswith(("\n", "\r")):
+        # a header longer than the sample (thousands of columns): its last cell is cut
+        # short (``c10`` of ``c10017``), and was taken for a repeated name
+        return header[:-1]
+    return header
 
 
 def header_warnings(name: str, header: list[str]) -> list[str]:
@@ -105,7 +112,7 @@ def header_warnings(name: str, header: list[str]) -> list[str]:
             f"{name}: the header row holds {shown}, which look{'s' if len(odd) == 1 else ''} "
             "like data, not column names: CSV needs a header row; if this file has none, "
             "its first record is read as the column names and is not checked (add a header)")
-    repeated = sorted({cell for cell in header if header.count(cell) > 1})
+    repeated = sorted(cell for cell, n in Counter(header).items() if n > 1)
     if repeated:
         warnings.append(
             f"{name}: the header names {', '.join(map(repr, repeated))} more than once: a "

@@ -69,6 +69,43 @@ def misnamed(path: Path, head: bytes, what: str) -> InputError | None:
                       f"{shlex.quote(str(path.with_suffix(suffix)))}")
 
 
+# JSON text under a CSV name: a first line that opens an object (``{"``, a lone ``{}``), an
+# object pretty-printed (``{`` alone on its line) or an array (``[{``, a lone ``[]``);
+# ``{id},text`` or ``[CLS],x`` is a CSV header. Read as CSV, the first record became the
+# header and every other one a cell of JSON, its ``\u200b`` escapes plain ASCII: no text
+# rule saw a character.
+_JSON_START = re.compile(
+    rb"(?:\xef\xbb\xbf)?[ \t\r\n]*(?:"
+    rb"(?P<lines>\{[ \t]*(?:\"|\}[ \t]*(?:\r?\n|\Z)))"
+    rb"|(?P<object>\{[ \t]*\r?\n[ \t\r\n]*[\"}])"
+    rb"|(?P<array>\[[ \t\r\n]*(?:\{|\][ \t\r\n]*\Z)))")
+JSON_HEAD = 256  # bytes read for that test: a few blank lines, then the opening
+_CAT = {".gz": "gzip -dc", ".zst": "zstd -dc", ".zstd": "zstd -dc"}
+
+
+def json_named_csv(path: Path, head: bytes, what: str) -> InputError | None:
+    """The error for a file named ``.csv``/``.tsv`` (``what``: how to name it) whose
+    ``head`` is JSON Lines or a JSON array, else None."""
+    found = _JSON_START.match(head)
+    if found is None:
+        return None
+    kind, suffix = (("JSON Lines", ".jsonl") if found["lines"] else
+                    ("a JSON array", ".json") if found["array"] else ("JSON", ".json"))
+    plain = path.with_suffix("") if path.suffix.lower() in (".gz", ".zst", ".zstd") else path
+    target = plain.with_suffix(suffix).name + (path.suffix if plain != path else "")
+    given, named = shlex.quote(str(path)), shlex.quote(str(path.with_name(target)))
+    if found["object"]:  # objects across lines: one per line, as JSON Lines
+        lines = shlex.quote(str(plain.with_suffix(".jsonl")))
+        todo = (f"rewrite it as JSON Lines, e.g. jq -c . {given} > {lines}" if plain == path
+                else f"rewrite it as JSON Lines, e.g. {_CAT[path.suffix.lower()]} {given} "
+                     f"| jq -c . > {lines}")
+    else:
+        todo = f"rename it, e.g. mv {given} {named}"
+    return InputError(f"{what} holds {kind}, not CSV: read as CSV its first record was "
+                      "taken for the header and no text rule could see inside the JSON; "
+                      + todo)
+
+
 def unreadable(path: Path, expected: str, error: Exception) -> InputError:
     """The error for a file that failed to read as ``expected`` ("Parquet", "Arrow IPC"):
     when it is the other columnar format (an Arrow stream named ``.parquet``, a shard

@@ -75,10 +75,29 @@ def _table(obj: Any, kind: str) -> pa.Table:
             raise InputError(f"cannot turn the pandas DataFrame into Arrow columns ({e}); give "
                              "each column one type (e.g. df[col].astype(str))") from e
     if kind == "polars.DataFrame":
-        return obj.to_arrow()
+        return _polars_table(obj)
     if kind == "pyarrow.RecordBatch":
         return pa.Table.from_batches([obj])
     return obj
+
+
+def _polars_table(frame: Any) -> pa.Table:
+    """A polars DataFrame as Arrow. An ``Object`` column (Python values polars did not type)
+    goes to Arrow as the 8-byte addresses of its objects (``fixed_size_binary[8]``): its
+    strings were read as control characters and U+FFFD, and a zero-width space in them
+    passed; its values are typed by Arrow instead, as a pandas column's are."""
+    import polars as pl
+
+    table = frame.to_arrow()
+    for name in [n for n, dtype in frame.schema.items() if dtype == pl.Object]:
+        try:
+            column = pa.array(frame.get_column(name).to_list())
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise InputError(f"cannot turn the polars DataFrame's Object column {name!r} into "
+                             f"Arrow values ({e}); give it one type, e.g. df.with_columns(pl.col("
+                             f"{name!r}).map_elements(str, return_dtype=pl.String))") from e
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
 
 
 def _check_names(names: list[Any], kind: str) -> None:

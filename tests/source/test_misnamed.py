@@ -203,3 +203,64 @@ def test_a_shard_whose_bytes_do_not_match_its_suffix_is_named(
     assert f"mv shards/{odd} shards/{renamed}" in said
     (tmp_path / "shards" / odd).rename(tmp_path / "shards" / renamed)
     assert _check("shards", tmp_path).exit_code == 0  # type: ignore[attr-defined]
+
+
+HIDDEN = [{"id": i, "text": f"record {i}\u200b caf\u00c3\u00a9"} for i in range(5)] + [
+    {"id": 9, "text": ""}]
+JSON_UNDER_CSV = {
+    "jsonl": "".join(json.dumps(r) + "\n" for r in HIDDEN),  # \u200b escaped: ASCII
+    "array": json.dumps(HIDDEN, indent=2),
+    "one-line array": "\n" + json.dumps(HIDDEN),
+    "pretty objects": "".join(json.dumps(r, indent=2) + "\n" for r in HIDDEN),
+}
+
+
+@pytest.mark.parametrize("name", ["d.csv", "d.tsv", "d.csv.gz", "shards/b.csv"])
+@pytest.mark.parametrize("layout", list(JSON_UNDER_CSV))
+def test_json_under_a_csv_name_is_exit_3_not_a_pass(tmp_path: Path, name: str, layout: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read as CSV, the first record was the header and every other one a cell of JSON whose
+    # escapes hid the zero-width spaces and mojibake: the gate passed (exit 0) on them.
+    monkeypatch.chdir(tmp_path)
+    path = Path(name)
+    path.parent.mkdir(exist_ok=True)
+    data = JSON_UNDER_CSV[layout].encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    target = Path(name.replace(".csv", "{}").replace(".tsv", "{}"))
+    if name.startswith("shards/"):
+        (path.parent / "a.csv").write_text("id,text\n1,fine\n")
+    given = str(path.parent if name.startswith("shards/") else path)
+    kind, suffix = {"jsonl": ("JSON Lines", ".jsonl"),
+                    "pretty objects": ("JSON", ".json")}.get(layout, ("a JSON array", ".json"))
+    for command in (["check", given, "--no-smoke", "--out", "r"],
+                    ["fix", given, "--out", "clean.jsonl", "--quarantine", "q.jsonl"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 3, result.output
+        said = _said(result)
+        assert f"{name} holds {kind}, not CSV" in said
+        told = (f"mv {name} {str(target).format(suffix)}" if layout != "pretty objects"
+                else f"| jq -c . > {name.replace('.csv.gz', '.jsonl')}" if name.endswith(".gz")
+                else f"jq -c . {name} > {str(target).format('.jsonl')}")
+        assert told in said
+        assert not Path("clean.jsonl").exists()
+    if not name.startswith("shards/"):  # done as told, its faults are found
+        if layout == "pretty objects":
+            if shutil.which("jq") is None:
+                return
+            subprocess.run(said.split("e.g. ", 1)[1], shell=True, check=True)
+            fixed = name.replace(".csv.gz", ".jsonl").replace(".csv", ".jsonl").replace(
+                ".tsv", ".jsonl")
+        else:
+            fixed = str(target).format(suffix)
+            shutil.move(name, fixed)
+        result = _check(fixed, tmp_path)
+        assert result.exit_code == 1 and "zero_width_space=5" in _said(result), _said(result)
+
+
+@pytest.mark.parametrize("header", ["{id},text", "[CLS],text", "[],text", "{},text"])
+def test_a_csv_whose_header_starts_with_a_bracket_is_read(tmp_path: Path,
+                                                          header: str) -> None:
+    (tmp_path / "d.csv").write_text(f"{header}\n1,a\u200b\n")
+    result = _check(tmp_path / "d.csv", tmp_path)
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "zero_width_space=1" in _said(result)

@@ -230,3 +230,20 @@ def test_saved_dataset_names_an_arrow_file_state_json_does_not_list(tmp_path: Pa
     report = json.loads((out / "report.json").read_text())
     assert report["source"]["skipped"] == [{"path": extra.name,
                                             "reason": "not listed in state.json"}]
+
+
+@pytest.mark.parametrize("lost", ["state.json", "dataset_info.json"])
+def test_saved_dataset_missing_a_metadata_file_is_named_not_mixed_formats(
+        tmp_path: Path, lost: str) -> None:
+    # was "ds mixes formats (1 arrow, 1 json); point preflight at one format"
+    _dataset().save_to_disk(str(tmp_path / "ds"))
+    (tmp_path / "ds" / lost).unlink()
+    kept = ({"state.json", "dataset_info.json"} - {lost}).pop()
+    result = CliRunner().invoke(main, ["check", "--no-smoke", str(tmp_path / "ds"),
+                                       "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    said = " ".join(result.output.split())
+    assert f"looks like a datasets save_to_disk folder, but it has no {lost}" in said
+    assert f"or move {kept} out of it" in said and "mixes formats" not in said
+    (tmp_path / "ds" / kept).rename(tmp_path / kept)  # as told: its shards are read
+    assert values(read(tmp_path / "ds"), "text") == [f"t{i}" for i in range(10)]

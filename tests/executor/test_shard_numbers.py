@@ -1,0 +1,89 @@
+"""A column of numbers only later shards hold: fields are inferred from the first shard, so
+when it lacked the column (or held it in only some records) the ``numeric`` check never read
+it, and a NaN there passed the gate with no word (a single file at least says "not checked:
+numbers in only some records"). Now the gate fails with one ``unjudged_numbers`` finding
+naming the shards and the option that checks them; the same with one worker and two."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from preflight import run_preflight
+from preflight.cli import main
+from preflight.executor import launch, pool
+from tests.executor.cases import same_findings, same_report
+
+N = 300
+
+
+@pytest.fixture(autouse=True)
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool even the small test files, cut into pieces of about 8 KB."""
+    monkeypatch.setattr(launch, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pool, "MIN_PIECE_BYTES", 8_000)
+
+
+def _folder(tmp: Path, fmt: str, *, first: bool = False) -> Path:
+    """part-0 without scores (or, ``first``, a score in every 5th record); part-1 and part-2
+    with a score in every record, a NaN at part-2 row 11."""
+    folder = tmp / "shards"
+    folder.mkdir()
+    for k in range(3):
+        rows: list[dict[str, object]] = [
+            {"text": f"shard {k} document {i} about this and that"} for i in range(N)]
+        for i, row in enumerate(rows):
+            if k or (first and i % 5 == 0):
+                row["score"] = float("nan") if (k, i) == (2, 11) else i / 7
+        path = folder / f"part-{k}.{fmt}"
+        if fmt == "jsonl":
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            pq.write_table(pa.Table.from_pylist(rows), path)
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("first", [False, True])
+def test_numbers_only_later_shards_hold_fail_the_gate_saying_how(tmp_path: Path, fmt: str,
+                                                                 first: bool) -> None:
+    folder = _folder(tmp_path, fmt, first=first)
+    one = run_preflight(folder, None, tmp_path / "one", workers=1, smoke=False)
+    two = run_preflight(folder, None, tmp_path / "two", workers=2, smoke=False)
+    assert "pool:scan" in two.timings
+    assert "numeric" not in one.rules_file.fields
+    found = pl.read_parquet(tmp_path / "one" / "findings.parquet")
+    assert found.filter(pl.col("rule") == "schema")["code"].to_list() == ["unjudged_numbers"]
+    detail = one.findings().filter(pl.col("code") == "unjudged_numbers")["detail"][0]
+    assert f"'score' holds numbers in 2 shard(s) (part-1.{fmt}, part-2.{fmt})" in detail
+    assert "--set fields.numeric=score" in detail
+    assert one.verdict == "fail"
+    same_findings(one, two, tmp_path / "one", tmp_path / "two")
+    same_report(one, two)
+
+
+def test_the_option_it_names_finds_the_nan(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "jsonl")
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set",
+                                       "fields.numeric=score", "--set",
+                                       "values.allow_null=true", "--out",
+                                       str(tmp_path / "r"), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
+    assert found.select("file", "row", "code").rows() == [("part-2.jsonl", 11, "nan")]
+    assert "unjudged_numbers" not in result.output
+
+
+def test_shards_that_all_hold_the_numbers_have_no_such_finding(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "jsonl")
+    (folder / "part-0.jsonl").unlink()
+    report = run_preflight(folder, None, tmp_path / "r", workers=2, smoke=False)
+    assert report.rules_file.fields["numeric"] == "score"
+    found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
+    assert found.select("file", "row", "code").rows() == [("part-2.jsonl", 11, "nan")]

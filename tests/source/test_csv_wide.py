@@ -1,0 +1,57 @@
+"""A wide CSV (a feature matrix of thousands of columns): reading a batch must cost work
+per column, not per column squared. polars builds ``DataFrame.schema`` anew on every access
+(a pass over every column), so looking it up once per column was quadratic: a 20,000-column
+file of three rows ran past five minutes. Counted, not timed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from preflight.source import open_source
+
+COLUMNS = 400
+
+
+def test_a_wide_csv_builds_its_schema_a_few_times_not_once_per_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "wide.csv"
+    header = ",".join(f"c{i}" for i in range(COLUMNS))
+    row = ",".join("7" if i % 2 else f"word{i}" for i in range(COLUMNS))
+    path.write_text(f"{header}\n{row}\n{row}\n")
+    built = 0
+    schema = pl.DataFrame.schema
+
+    def counted(self: pl.DataFrame) -> pl.Schema:
+        nonlocal built
+        built += 1
+        return schema.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(pl.DataFrame, "schema", property(counted))
+    (batch,) = list(open_source(str(path)).batches())
+    assert batch.frame.width == COLUMNS
+    assert batch.frame.get_column("c1").dtype == pl.Int64  # typed as before
+    assert built < COLUMNS // 10, built
+
+
+def test_a_header_with_many_repeated_names_still_says_which(tmp_path: Path) -> None:
+    path = tmp_path / "rep.csv"
+    names = [f"c{i % 50}" for i in range(COLUMNS)]
+    path.write_text(",".join(names) + "\n" + ",".join("x" for _ in names) + "\n")
+    source = open_source(str(path))
+    list(source.batches())
+    (said,) = [w for w in source.warnings if "more than once" in w]
+    assert "'c0', 'c1', 'c10'" in said
+
+
+def test_a_header_longer_than_the_sniffed_sample_names_no_repeat(tmp_path: Path) -> None:
+    # The sample the dialect is sniffed from ends inside such a header: its last cell, cut
+    # short ("c10" of "c10017"), was taken for a second "c10", a warning about nothing.
+    path = tmp_path / "wide.csv"
+    names = [f"c{i}" for i in range(20_000)]
+    path.write_text(",".join(names) + "\n" + ",".join("x" for _ in names) + "\n")
+    source = open_source(str(path))
+    list(source.batches())
+    assert not [w for w in source.warnings if "more than once" in w], source.warnings
