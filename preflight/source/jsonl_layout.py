@@ -6,6 +6,7 @@ nothing of why; ``layout_note`` says what the file holds and the command that fi
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -36,7 +37,7 @@ def layout_note(files: list[Path], fmt: str, *, records: int, malformed: int) ->
         return (f"{path} ends its lines with a bare carriage return (\\r, classic Mac OS), "
                 f"so it reads as one line: convert them, e.g. tr '\\r' '\\n' < {given} > "
                 f"{fixed}")
-    if head.startswith("["):
+    if head.startswith("[") and not _values_per_line(head, first):
         return (f"{path} holds a JSON array, not JSON Lines (one object per line): rename "
                 f"it, e.g. mv {given} {shlex.quote(str(path.with_suffix('.json')))}")
     if first.rstrip() == "{":
@@ -44,3 +45,16 @@ def layout_note(files: list[Path], fmt: str, *, records: int, malformed: int) ->
         return (f"{path} holds JSON objects pretty-printed across lines, not one object per "
                 f"line: rewrite it, e.g. jq -c . {given} > {fixed}")
     return None
+
+
+def _values_per_line(head: str, first: str) -> bool:
+    """Whether the file is JSON Lines of arrays (``[1, 2]`` a line: each a whole value, a
+    ``not_an_object`` finding): its first line one JSON value and another line after it.
+    Renamed ``.json`` it would be no JSON at all."""
+    if not head[len(first):].strip():
+        return False  # one line: a JSON array file written on one line
+    try:
+        json.loads(first)
+    except ValueError:
+        return False
+    return True

@@ -57,3 +57,17 @@ def test_a_jsonl_file_with_a_few_bad_lines_gets_no_layout_warning(
     code, said = _check("d.jsonl")
     assert code == 1 and "malformed: invalid_json=1" in said
     assert "pretty-printed" not in said and "JSON array" not in said
+
+
+def test_jsonl_of_arrays_is_not_told_to_be_renamed_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line a whole JSON array: JSON Lines already (``mv`` to ``.json`` would make it
+    no JSON at all); a one-line array file still gets the advice."""
+    monkeypatch.chdir(tmp_path)
+    Path("d.jsonl").write_text("[1, 2, 3]\n[4, 5]\n" + json.dumps(RECORDS[0]) + "\n")
+    code, said = _check("d.jsonl")
+    assert code == 1 and "not_an_object" in said
+    assert "JSON array, not JSON Lines" not in said and "mv d.jsonl" not in said, said
+    Path("e.jsonl").write_text(json.dumps(RECORDS) + "\n")
+    code, said = _check("e.jsonl")
+    assert "e.jsonl holds a JSON array, not JSON Lines" in said, said
