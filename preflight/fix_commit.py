@@ -92,10 +92,10 @@ def recover(finals: list[Path], notes: list[str]) -> None:
     finish each commit a killed run left that names one of ``finals`` (its journal beside
     its manifest, in one of their folders), and remove staged files no journal names (a
     run killed before its commit). ``notes`` says what was done."""
-    wanted = {os.path.abspath(f) for f in finals}
+    wanted = {_real(f) for f in finals}
     for journal in _journals({Path(os.path.abspath(f)).parent for f in finals}):
         staged = _read(journal)
-        if not wanted & {str(f) for _, f in staged}:
+        if not wanted & {_real(f) for _, f in staged}:
             continue  # another output's: its own next run finishes it
         try:
             _finish(journal, staged)
@@ -115,6 +115,12 @@ def recover(finals: list[Path], notes: list[str]) -> None:
                 left.unlink()
             notes.append(f"{final}: an unfinished output of an earlier fix run that was "
                          "killed before its commit was removed (the earlier outputs stay)")
+
+
+def _real(path: Path) -> str:
+    """``path`` with its links resolved: a journal records the absolute paths of the run
+    that wrote it, and a later run may reach the same folder through a link."""
+    return os.path.realpath(path)
 
 
 def _journals(folders: set[Path]) -> list[Path]:
@@ -137,7 +143,7 @@ def _read(journal: Path) -> list[tuple[Path, Path]]:
         # the manifest (last) beside the journal
         if (not pairs or any(s != staged_path(f) or not f.is_absolute() for s, f in pairs)
                 or journal_path(pairs[-1][1]).name != journal.name
-                or pairs[-1][1].parent != Path(os.path.abspath(journal)).parent):
+                or _real(pairs[-1][1].parent) != _real(journal.parent)):
             raise ValueError("it is not a commit record preflight wrote")
         return pairs
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -152,14 +158,14 @@ def refuse_pending(files: list[Path]) -> None:
     journals = _journals({Path(os.path.abspath(f)).parent for f in files})
     if not journals:
         return
-    wanted = {os.path.abspath(f) for f in files}
+    wanted = {_real(f) for f in files}
     for journal in journals:
         try:
             finals = [final for _, final in _read(journal)]
         except ConfigError:
             continue  # not readable: the next fix into its outputs says so
         for final in finals:
-            if str(final) in wanted:
+            if _real(final) in wanted:
                 raise ConfigError(
                     f"{final} is an output of a fix run that was killed while putting "
                     f"its outputs in place ({journal} records it): it may not match its "

@@ -183,3 +183,25 @@ def test_a_commit_record_naming_other_renames_is_refused(tmp_path: Path) -> None
     assert again.returncode == 2, again.stderr
     assert "not a commit record preflight wrote" in again.stderr
     assert elsewhere.read_text() == "not an output" and not out.exists()
+
+
+def test_a_killed_commit_reached_through_a_linked_folder_is_finished_and_refused(
+        tmp_path: Path) -> None:
+    """The journal records the killed run's absolute paths; a check or fix reaching the
+    same folder through a symbolic link read the half-committed output (exit 0), and fix
+    called the journal "not a commit record preflight wrote" (remove it, it said)."""
+    old, new = data(tmp_path, "old", ".jsonl", "old"), data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    (tmp_path / "link").symlink_to(tmp_path / "o")
+    via_out, via_q = tmp_path / "link" / "clean.jsonl", tmp_path / "link" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    assert fix(new, out, q, kill_at=5).returncode == 137
+    read = subprocess.run([sys.executable, "-m", "preflight", "check", str(via_out),
+                           "--no-smoke", "--no-progress", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, check=False)
+    assert read.returncode == 2 and "killed while putting its outputs" in read.stderr
+    again = fix(old, via_out, via_q)
+    assert again.returncode == 0, again.stderr
+    assert "its commit was finished first" in again.stderr
+    assert the_set(out, q) == "old"
+    assert not journal_path(out.with_name("fix-manifest.json")).exists()
