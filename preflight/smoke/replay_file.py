@@ -132,4 +132,8 @@ def _namedtuple(module: str, qualname: str, fields: list[str]) -> Any:
     if isinstance(found, type) and issubclass(found, tuple) and \
             list(getattr(found, "_fields", ())) == list(fields):
         return found
-    return collections.namedtuple(qualname.rsplit(".", 1)[-1], fields)
+    name = qualname.rsplit(".", 1)[-1]
+    # rename: a namedtuple made with rename=True has fields such as ``_1``, which a new
+    # one refuses (they keep their names: each is its position's)
+    return collections.namedtuple(name if name.isidentifier() else "Batch", fields,
+                                  rename=True)

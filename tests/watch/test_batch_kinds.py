@@ -125,3 +125,13 @@ def test_the_user_s_own_namedtuple_class_comes_back_when_it_is_imported() -> Non
     back = _rebuilt(stored)
     assert type(back) is tuple and type(back[0]) is Pair and back[0].y.tolist() == [0.0, 0.0]
     assert type(back[1]) is list
+
+
+def test_a_renamed_namedtuple_whose_class_is_not_imported_comes_back() -> None:
+    """``namedtuple(..., rename=True)`` has fields like ``_1``: rebuilding a namedtuple of
+    those fields raised ValueError (a traceback from ``smoke --replay``)."""
+    from preflight.smoke.replay_file import _plain, _rebuilt
+
+    kind = namedtuple("Renamed", ["x", "def"], rename=True, module="not_imported_here")
+    back = _rebuilt(_plain(kind(torch.ones(2), torch.zeros(2))))
+    assert back._fields == ("x", "_1") and back._1.tolist() == [0.0, 0.0]
