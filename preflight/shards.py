@@ -71,6 +71,9 @@ class ShardShapes:
         self.first: str | None = None
         self.labelled = first.label is not None
         self.numbered = set(_numbers(first))
+        # the run's numeric fields, which the finding's option must keep naming
+        self.numeric = [first.numeric] if isinstance(first.numeric, str) else list(
+            first.numeric or [])
         self.unnumbered: dict[str, list[str]] = {}  # numbers field -> shards, none in the first
         self.files: dict[str, list[str]] = {}
         self.unjudged: dict[str, list[str]] = {}  # label field -> shards, none in the first
@@ -97,6 +100,9 @@ class ShardShapes:
             self.files.setdefault(shape.records, []).append(name)
             if self.first is None:
                 self.first = shape.records
+                # a field of numbers the first shard holds is no later shard's blind spot
+                # (the run's fields may be set, and leave it out on purpose)
+                self.numbered |= set(shape.numbers)
             self._same = shape.records == self.first
             if shape.label is not None and not self.labelled and self._same:
                 self.unjudged.setdefault(shape.label, []).append(name)
@@ -123,11 +129,15 @@ class ShardShapes:
                 "not in the first, whose fields were inferred: no label was checked; "
                 f"--label-field {label} checks them (a record without one is then the "
                 "schema's finding)")))
+        # the option names the run's numeric fields too: alone, the new one replaced them
+        names_all = list(dict.fromkeys([*self.numeric, *self.unnumbered]))
+        option = (f"fields.numeric={names_all[0]}" if len(names_all) == 1
+                  else f"'fields.numeric=[{','.join(names_all)}]'")
         for number, names in self.unnumbered.items():
             details.append(("unjudged_numbers", (
                 f"{number!r} holds numbers in {len(names):,} shard(s) ({_listed(names)}) but "
                 "not in every record of the first, whose fields were inferred: its NaN, "
-                f"Inf and bounds were not checked; --set fields.numeric={number} checks them "
+                f"Inf and bounds were not checked; --set {option} checks them "
                 "(with --set values.allow_null=true a record without one passes)")))
         return corpus_findings(details)
 

@@ -87,3 +87,43 @@ def test_shards_that_all_hold_the_numbers_have_no_such_finding(tmp_path: Path) -
     assert report.rules_file.fields["numeric"] == "score"
     found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
     assert found.select("file", "row", "code").rows() == [("part-2.jsonl", 11, "nan")]
+
+
+def _two_numbers(tmp: Path) -> Path:
+    """part-0: ``a`` in every record (a NaN at row 5); part-1: ``a`` and ``b``."""
+    folder = tmp / "two"
+    folder.mkdir()
+    for k in range(2):
+        rows = [{"text": f"shard {k} document {i} about this", "a": i / 3,
+                 **({"b": i / 7} if k else {})} for i in range(N)]
+        if k == 0:
+            rows[5]["a"] = float("nan")
+        (folder / f"part-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_the_option_keeps_the_numbers_already_checked(tmp_path: Path) -> None:
+    """The finding's option named the new field alone: following it, ``a`` (inferred
+    from the first shard) went unchecked and its NaN passed."""
+    folder = _two_numbers(tmp_path)
+    report = run_preflight(folder, None, tmp_path / "r", workers=1, smoke=False)
+    detail = report.findings().filter(pl.col("code") == "unjudged_numbers")["detail"][0]
+    assert "--set 'fields.numeric=[a,b]'" in detail, detail
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set",
+                                       "fields.numeric=[a,b]", "--out",
+                                       str(tmp_path / "r2"), "--format", "json"])
+    found = pl.read_parquet(tmp_path / "r2" / "findings.parquet")
+    assert ("part-0.jsonl", 5, "nan") in found.select("file", "row", "code").rows()
+    assert "unjudged_numbers" not in result.output
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_number_the_first_shard_holds_is_not_unjudged_when_fields_are_set(
+        tmp_path: Path, workers: int) -> None:
+    """``--set fields.numeric=b`` leaves ``a`` out on purpose; the gate failed with
+    "'a' holds numbers ... but not in every record of the first" (it is in all of them)."""
+    folder = _two_numbers(tmp_path)
+    CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set", "fields.numeric=b",
+                              "--workers", str(workers), "--out", str(tmp_path / "r")])
+    found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
+    assert "unjudged_numbers" not in found["code"].to_list()
