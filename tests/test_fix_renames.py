@@ -128,3 +128,24 @@ def test_the_dry_run_lists_map_keys_and_struct_fields(tmp_path: Path, suffix: st
     fixed, _ = fix_setting_aside(data, out, tmp_path / "q.jsonl")
     assert fixed[2]["meta"] == [("source", "web 2")] and fixed[0]["info"] == {"lang": None}
     assert read_records(out) == fixed
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_column_s_own_hidden_name_is_said_to_be_kept(tmp_path: Path, suffix: str) -> None:
+    """A null-only column named ``no\u200bte``: fix exited 0 saying nothing of it, and a
+    check of its clean output failed on that name (a corpus-level finding)."""
+    rows = [{"text": f"document {i} here", f"no{ZW}te": None} for i in range(4)]
+    table = pa.Table.from_pylist(rows, schema=pa.schema(
+        [("text", pa.string()), (f"no{ZW}te", pa.string())]))
+    data = tmp_path / f"d{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(table, data)
+    else:
+        feather.write_feather(table, data, compression="uncompressed")
+    clean = tmp_path / f"clean{suffix}"
+    result = invoke("fix", data, "--out", clean, "--quarantine", tmp_path / "q.jsonl")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "fix-manifest.json").read_text())
+    [kept] = manifest["renamed_fields"]
+    assert kept["field"] == '["no\\u200bte"]' and "column's own name" in kept["kept"]
+    assert "kept: a column's own name" in result.output

@@ -29,8 +29,16 @@ def renamed_schema(schema: pa.Schema, mend: Mend
     renamed or kept (``{"field": 'meta["so\\u200burce"]', "to": "source"}``, or ``"kept"``
     with why)."""
     done: list[dict[str, str]] = []
-    fields = [f.with_type(_renamed(f.type, mend, _quoted(f.name), done)) for f in schema]
-    if not done:
+    fields = []
+    for f in schema:
+        if odd_key(f.name) and mend(f.name) != f.name:  # said: a check of the output flags it
+            done.append({"field": _quoted(f.name), "from": f.name,
+                         "kept": "a column's own name (the rules may name it): rename it "
+                                 "upstream; a check of the clean output still flags it"})
+        fields.append(f.with_type(_renamed(f.type, mend, _quoted(f.name), done)))
+    if not any("to" in d for d in done):
+        for d in done:
+            del d["from"]
         return schema, done
     metadata = dict(schema.metadata or {})
     if b"huggingface" in metadata:
