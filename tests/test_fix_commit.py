@@ -205,3 +205,20 @@ def test_a_killed_commit_reached_through_a_linked_folder_is_finished_and_refused
     assert "its commit was finished first" in again.stderr
     assert the_set(out, q) == "old"
     assert not journal_path(out.with_name("fix-manifest.json")).exists()
+
+
+def test_an_unreadable_commit_record_of_another_manifest_blocks_no_other_fix(
+        tmp_path: Path) -> None:
+    """A damaged record beside another manifest in the folder stopped every fix into that
+    folder (exit 2, "cannot be read"); one beside this run's manifest still does."""
+    new = data(tmp_path, "new", ".jsonl", "new")
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    out.parent.mkdir()
+    other = out.parent / ".other.json.preflight-commit.json"
+    other.write_text("garbage")
+    done = fix(new, out, q)
+    assert done.returncode == 0, done.stderr
+    assert the_set(out, q) == "new" and other.exists()
+    journal_path(out.with_name("fix-manifest.json")).write_text("garbage")
+    refused = fix(new, out, q)
+    assert refused.returncode == 2 and "cannot be read" in refused.stderr
