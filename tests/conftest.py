@@ -16,3 +16,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"{Path.cwd() / RULES_FILE} would be used by every test that gives no "
                     "--rules (config discovery); move it away and run the tests again",
                     returncode=4)
+
+
+@pytest.fixture
+def schema_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts how often a polars ``DataFrame.schema`` is built (polars builds a new one on
+    every access, a pass over every column): ``schema_builds[0]`` after the code under test.
+    Wide inputs must build it a few times, not once per column."""
+    import polars as pl
+
+    built = [0]
+    real = pl.DataFrame.schema
+
+    def counted(self: pl.DataFrame) -> pl.Schema:
+        built[0] += 1
+        return real.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(pl.DataFrame, "schema", property(counted))
+    return built
