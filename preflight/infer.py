@@ -92,7 +92,8 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
     (``preflight.infer_labels``); numeric fields are the other columns that hold numbers
     (or lists of numbers) in nearly every record."""
     frame = batch.frame
-    schema = frame.schema
+    schema = batch.schema
+    batch.prime_types(frame.columns)
     found: dict[str, Any] = dict(given or {})
     taken = {c for v in found.values() for c in _as_list(v)}
     why: dict[str, str] = {}
@@ -336,18 +337,9 @@ def _share(batch: Batch, name: str, kinds: tuple[str, ...], *,
     hold a value there at all (not null, not missing)."""
     if not len(batch):
         return 0.0
-    types = given = batch.json_types(name)
-    if batch.textual and batch.schema.get(name) == pl.String:
-        text = batch.frame.get_column(name).str.strip_chars()
-        number = text.cast(pl.Float64, strict=False)
-        whole = number.is_finite() & (number == number.floor())
-        types = pl.select(
-            pl.when(whole).then(pl.lit("integer"))
-            .when(number.is_not_null()).then(pl.lit("number"))
-            .otherwise(types)
-        ).to_series()
+    types = batch.read_types(name)
     if present:
-        types = types.filter(given != "null")
+        types = types.filter(types != "null")
     return float(types.is_in(list(kinds)).mean() or 0.0) if len(types) else 0.0
 
 
