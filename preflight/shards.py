@@ -19,6 +19,7 @@ read by the ``numeric`` check, and its NaN passed with no word.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -123,23 +124,28 @@ class ShardShapes:
                 f"the shards hold records of different shapes (fields inferred per shard); "
                 f"{'; '.join(parts)}. Only the shards like the first were checked: give "
                 "the fields in a rules file, or check each kind of shard on its own")))
-        for label, names in self.unjudged.items():
-            details.append(("unjudged_labels", (
-                f"{label!r} holds labels in {len(names):,} shard(s) ({_listed(names)}) but "
-                "not in the first, whose fields were inferred: no label was checked; "
-                f"--label-field {label} checks them (a record without one is then the "
-                "schema's finding)")))
+        details += _unjudged("unjudged_labels", self.unjudged, holds="labels",
+                             lacking="the first", remedy=lambda field: (
+            f"no label was checked; --label-field {field} checks them (a record without one "
+            "is then the schema's finding)"))
         # the option names the run's numeric fields too: alone, the new one replaced them
         names_all = list(dict.fromkeys([*self.numeric, *self.unnumbered]))
         option = (f"fields.numeric={names_all[0]}" if len(names_all) == 1
                   else f"'fields.numeric=[{','.join(names_all)}]'")
-        for number, names in self.unnumbered.items():
-            details.append(("unjudged_numbers", (
-                f"{number!r} holds numbers in {len(names):,} shard(s) ({_listed(names)}) but "
-                "not in every record of the first, whose fields were inferred: its NaN, "
-                f"Inf and bounds were not checked; --set {option} checks them "
-                "(with --set values.allow_null=true a record without one passes)")))
+        details += _unjudged("unjudged_numbers", self.unnumbered, holds="numbers",
+                             lacking="every record of the first", remedy=lambda _: (
+            f"its NaN, Inf and bounds were not checked; --set {option} checks them "
+            "(with --set values.allow_null=true a record without one passes)"))
         return corpus_findings(details)
+
+
+def _unjudged(code: str, shards: dict[str, list[str]], *, holds: str, lacking: str,
+              remedy: Callable[[str], str]) -> list[tuple[str, str]]:
+    """One ``code`` finding per field that holds ``holds`` in only later ``shards`` (not in
+    ``lacking``), naming them and what judges them (``remedy(field)``)."""
+    return [(code, f"{field!r} holds {holds} in {len(names):,} shard(s) ({_listed(names)}) "
+                   f"but not in {lacking}, whose fields were inferred: {remedy(field)}")
+            for field, names in shards.items()]
 
 
 def _listed(names: list[str]) -> str:

@@ -4,6 +4,7 @@ what it wrote, in any output format."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import signal
 import subprocess
@@ -22,11 +23,20 @@ from preflight.cli import main
 
 def write_records(path: Path, rows: list[dict[str, Any]], table: pa.Table | None = None
                   ) -> Path:
-    """``rows`` as JSON Lines, a JSON array (pretty-printed), Parquet or Arrow, by ``path``'s
-    suffix; ``table`` (the rows' own Arrow table, e.g. with dictionary-encoded columns) is
-    written instead of the rows' inferred one."""
+    """``rows`` as JSON Lines (gzip-compressed for ``.jsonl.gz``), a JSON array
+    (pretty-printed), CSV (a column per key, in first-seen order; a missing key an empty
+    cell), Parquet or Arrow, by ``path``'s suffix; ``table`` (the rows' own Arrow table,
+    e.g. with dictionary-encoded columns) is written instead of the rows' inferred one."""
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        path.write_text(lines)
+    elif path.name.endswith(".jsonl.gz"):
+        path.write_bytes(gzip.compress(lines.encode()))
+    elif path.suffix == ".csv":
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+            writer.writeheader()
+            writer.writerows(rows)
     elif path.suffix == ".json":
         path.write_text(json.dumps(rows, indent=2))
     else:

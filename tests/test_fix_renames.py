@@ -149,3 +149,41 @@ def test_a_column_s_own_hidden_name_is_said_to_be_kept(tmp_path: Path, suffix: s
     [kept] = manifest["renamed_fields"]
     assert kept["field"] == '["no\\u200bte"]' and "column's own name" in kept["kept"]
     assert "kept: a column's own name" in result.output
+
+
+@pytest.mark.parametrize("shape", ["d.parquet", "d.arrow", "shards", "dataset"])
+def test_a_json_lines_output_names_keys_as_a_parquet_one(tmp_path: Path, shape: str) -> None:
+    """From a table, a JSON Lines output kept the null-only struct field ``so\u200burce`` as
+    a key of every record (its Parquet output's schema had it renamed, and its manifest said
+    so): it now has the Parquet output's names, a column's own name kept in both, and the
+    same ``renamed_fields``."""
+    rows = [{"text": f"document {i} here", f"no{ZW}te": None,
+             "meta": {f"so{ZW}urce": None, "n": i}} for i in range(6)]
+    data = write_shaped(tmp_path / shape, rows)
+    said = {}
+    for out in ("c.jsonl", "c.parquet"):
+        result = invoke("fix", data, "--out", tmp_path / out, "--quarantine",
+                        tmp_path / f"q-{out}.jsonl", "--manifest", tmp_path / f"m-{out}.json")
+        assert result.exit_code == 0, result.output
+        assert "field renamed in the schema: meta[\"so\\u200burce\"] → 'source'" in result.output
+        said[out] = json.loads((tmp_path / f"m-{out}.json").read_text())["renamed_fields"]
+        assert read_records(tmp_path / out) == [
+            {"text": r["text"], f"no{ZW}te": None, "meta": {"source": None, "n": r["meta"]["n"]}}
+            for r in rows]
+    assert said["c.jsonl"] == said["c.parquet"]
+    assert [f.get("to", "kept") for f in said["c.jsonl"]] == ["kept", "source"]
+
+
+def test_a_key_in_every_turn_counts_its_record_once(tmp_path: Path) -> None:
+    """``renamed_keys`` counted each place in a record: a key in both turns of one chat
+    said 2 records."""
+    rows = [{"messages": [{"role": "user", "content": f"question {i}"},
+                          {"role": "assistant", "content": f"answer {i}"}]} for i in range(3)]
+    for turn in rows[1]["messages"]:
+        turn[f"na{ZW}me"] = "bob"
+    data = write_records(tmp_path / "d.jsonl", rows)
+    fixed, aside = fix_setting_aside(data, tmp_path / "c.jsonl", tmp_path / "q.jsonl")
+    assert aside == [] and [t["name"] for t in fixed[1]["messages"]] == ["bob", "bob"]
+    manifest = json.loads((tmp_path / "fix-manifest.json").read_text())
+    assert manifest["renamed_keys"] == [
+        {"key": 'messages[*]["na\\u200bme"]', "to": "name", "records": 1}]

@@ -123,7 +123,8 @@ def test_a_struct_field_is_schema_so_its_records_are_set_aside(tmp_path: Path,
     assert len(aside) == 3 and len(fixed) == 1  # never silently kept with the key
     assert {a["reasons"][0]["code"] for a in aside} == {"key_not_mendable"}
     assert "schema" in aside[0]["reasons"][0]["detail"]
-    assert json.loads(json.dumps(fixed[0]))["meta"] == {f"so{ZW}urce": None}
+    # the JSON Lines output names the field as a Parquet one would (none holds a value)
+    assert json.loads(json.dumps(fixed[0]))["meta"] == {"source": None}
 
 
 def test_a_csv_header_name_is_schema_too(tmp_path: Path) -> None:

@@ -78,3 +78,91 @@ def test_a_turns_struct_field_sets_its_records_aside(tmp_path: Path, shape: str,
     assert [a["row"] for a in aside] == [1] and aside[0]["record"] == rows[1]
     assert aside[0]["reasons"][0]["code"] == "key_not_mendable"
     assert len(fixed) == 3 and ZW not in str(pq.read_schema(tmp_path / out))
+
+
+def _later_rows(key: str) -> list[dict[str, Any]]:
+    """Eight chats; row 5 (a shard folder's second shard, its row 1) has the turn key
+    ``key`` hiding a zero-width space, under a value; no other record has that key."""
+    rows: list[dict[str, Any]] = [
+        {"messages": [{"role": "user", "content": f"question {i} here"},
+                      {"role": "assistant", "content": f"answer {i} here"}]} for i in range(8)]
+    turn = rows[5]["messages"][0]
+    if key == "role":
+        del turn["role"]
+    turn[f"{key[:2]}{ZW}{key[2:]}"] = "user" if key == "role" else "bob"
+    return rows
+
+
+def _without_null_names(record: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": [{k: v for k, v in t.items() if not (k == "name" and v is None)}
+                         for t in record["messages"]]}
+
+
+def _found_rows(frame: pl.DataFrame) -> list[tuple[str | None, int]]:
+    return frame.select("file", "row").rows()
+
+
+@pytest.mark.parametrize("key", ["name", "role"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_turns_key_is_flagged_at_its_row_on_every_format(tmp_path: Path, shape: str,
+                                                           key: str) -> None:
+    data = write_shaped(tmp_path / shape, _later_rows(key))
+    report = run_preflight(data, smoke=False, out=tmp_path / "r")
+    frame = report.findings().filter(pl.col("check") == "invisible_unicode")
+    assert _found_rows(frame) == [("part-1.parquet", 1) if shape == "shards" else (None, 5)]
+    assert frame["detail"][0].startswith(f'messages[0]["{key[:2]}\\u200b{key[2:]}"] (key)')
+
+
+@pytest.mark.parametrize("out", ["c.jsonl", "c.parquet"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fix_mends_a_turns_key_on_every_format(tmp_path: Path, shape: str, out: str) -> None:
+    """JSON: the key renamed in its record. Tables (the key a struct field): its record set
+    aside, and the field renamed in the clean output, JSON Lines too. Either way nothing is
+    lost, no other value changes, and the clean output checks clean."""
+    rows = _later_rows("name")
+    data = write_shaped(tmp_path / shape, rows)
+    fixed, aside = fix_setting_aside(data, tmp_path / out, tmp_path / "q.jsonl")
+    assert len(fixed) + len(aside) == len(rows)
+    manifest = json.loads((tmp_path / "fix-manifest.json").read_text())
+    want = copy.deepcopy(rows)
+    if shape.endswith((".json", ".jsonl")):
+        assert aside == []
+        want[5]["messages"][0] = {"role": "user", "content": "question 5 here", "name": "bob"}
+        assert manifest["renamed_keys"] == [
+            {"key": 'messages[*]["na\\u200bme"]', "to": "name", "records": 1}]
+    else:
+        assert [(a["row"], a["reasons"][0]["code"]) for a in aside] == [
+            (1 if shape == "shards" else 5, "key_not_mendable")]
+        assert aside[0]["record"]["messages"][0][f"na{ZW}me"] == "bob"
+        del want[5]
+        assert manifest["renamed_fields"] == [{"field": 'messages[*]["na\\u200bme"]',
+                                               "to": "name"}]
+    # a table's turns all hold the union of their keys: a null "name" where none was
+    assert [_without_null_names(r) for r in fixed] == want
+    assert ZW not in json.dumps(fixed, ensure_ascii=False)
+    again = run_preflight(tmp_path / out, smoke=False, out=tmp_path / "again")
+    assert again.verdict == "pass", again.reasons
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_turn_whose_role_key_hides_a_character_is_set_aside(tmp_path: Path,
+                                                              shape: str) -> None:
+    """As read, the turn has no role: ``chat_format`` sets the record aside whole (the
+    fix does not guess that the mended key would have been its role). A table's struct
+    field keeps its name (``role`` is another field of the turn), and the manifest says so."""
+    rows = _later_rows("role")
+    data = write_shaped(tmp_path / shape, rows)
+    fixed, aside = fix_setting_aside(data, tmp_path / "c.jsonl", tmp_path / "q.jsonl")
+    assert [(a["row"], a["reasons"][0]["code"]) for a in aside] == [
+        (1 if shape == "shards" else 5, "missing_role")]
+    assert [r["messages"][0]["content"] for r in fixed] == [
+        f"question {i} here" for i in range(8) if i != 5]
+    manifest = json.loads((tmp_path / "fix-manifest.json").read_text())
+    if shape.endswith((".json", ".jsonl")):
+        assert ZW not in json.dumps(fixed, ensure_ascii=False)
+        assert manifest["renamed_fields"] == []
+    else:
+        [kept] = manifest["renamed_fields"]
+        assert kept["field"] == 'messages[*]["ro\\u200ble"]' and "another field" in kept["kept"]
+    again = run_preflight(tmp_path / "c.jsonl", smoke=False, out=tmp_path / "again")
+    assert again.verdict == "pass", again.reasons

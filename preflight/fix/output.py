@@ -97,7 +97,8 @@ def write_round(
                     continue
                 writer.change(unit, mended)
                 counts["changed"].add(at)
-                for where, new in key_renames(record, mended):
+                # one count per record, however many turns or list items hold the key
+                for where, new in dict(key_renames(record, mended)).items():
                     renamed = counts["renamed_keys"].setdefault(where, {"to": new,
                                                                         "records": 0})
                     renamed["records"] += 1

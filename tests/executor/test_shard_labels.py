@@ -6,12 +6,9 @@ labels of every shard are judged. The same with one worker and two."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +16,7 @@ from preflight import run_preflight
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
+from tests.outputs import write_records
 
 N = 300
 
@@ -39,11 +37,7 @@ def _folder(tmp: Path, fmt: str) -> Path:
         if k:
             for i, row in enumerate(rows):
                 row["label"] = -3 if (k, i) == (1, 7) else i % 3
-        path = folder / f"part-{k}.{fmt}"
-        if fmt == "jsonl":
-            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        else:
-            pq.write_table(pa.Table.from_pylist(rows), path)
+        write_records(folder / f"part-{k}.{fmt}", rows)
     return folder
 
 

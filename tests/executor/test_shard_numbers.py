@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +17,7 @@ from preflight import run_preflight
 from preflight.cli import main
 from preflight.executor import launch, pool
 from tests.executor.cases import same_findings, same_report
+from tests.outputs import write_records
 
 N = 300
 
@@ -41,15 +40,14 @@ def _folder(tmp: Path, fmt: str, *, first: bool = False) -> Path:
         for i, row in enumerate(rows):
             if k or (first and i % 5 == 0):
                 row["score"] = float("nan") if (k, i) == (2, 11) else i / 7
-        path = folder / f"part-{k}.{fmt}"
-        if fmt == "jsonl":
-            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        else:
-            pq.write_table(pa.Table.from_pylist(rows), path)
+        write_records(folder / f"part-{k}.{fmt}", rows)
     return folder
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+FORMATS = ["jsonl", "jsonl.gz", "json", "csv", "parquet", "arrow"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("first", [False, True])
 def test_numbers_only_later_shards_hold_fail_the_gate_saying_how(tmp_path: Path, fmt: str,
                                                                  first: bool) -> None:
@@ -68,15 +66,22 @@ def test_numbers_only_later_shards_hold_fail_the_gate_saying_how(tmp_path: Path,
     same_report(one, two)
 
 
-def test_the_option_it_names_finds_the_nan(tmp_path: Path) -> None:
-    folder = _folder(tmp_path, "jsonl")
-    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set",
-                                       "fields.numeric=score", "--set",
-                                       "values.allow_null=true", "--out",
-                                       str(tmp_path / "r"), "--format", "json"])
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_option_it_names_finds_the_nan(tmp_path: Path, fmt: str, workers: int) -> None:
+    folder = _folder(tmp_path, fmt)
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--workers",
+                                       str(workers), "--out", str(tmp_path / "r0")])
+    assert result.exit_code == 1, result.output
+    detail = pl.read_parquet(tmp_path / "r0" / "findings.parquet")["detail"][0]
+    option = detail.split("--set ")[1].split(" checks")[0]
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set", option,
+                                       "--set", "values.allow_null=true", "--workers",
+                                       str(workers), "--out", str(tmp_path / "r"),
+                                       "--format", "json"])
     assert result.exit_code == 1, result.output
     found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
-    assert found.select("file", "row", "code").rows() == [("part-2.jsonl", 11, "nan")]
+    assert found.select("file", "row", "code").rows() == [(f"part-2.{fmt}", 11, "nan")]
     assert "unjudged_numbers" not in result.output
 
 

@@ -54,9 +54,9 @@ def open_writer(path: Path | None, fmt: str, found: Input, *, schema: Any = None
                 rename: Any = None) -> Writer:
     """The writer for output format ``fmt``; with no ``path``, one that writes nowhere (a
     dry run) but refuses what it would refuse. ``schema``, ``rename``: see
-    ``ArrowWriter``."""
+    ``ArrowWriter`` (``rename`` also names a JSON Lines output's keys from Arrow input)."""
     if fmt == "jsonl":
-        return JsonlWriter(path, found)
+        return JsonlWriter(path, found, rename=rename)
     if fmt == "csv":
         return CsvWriter(path, found)
     return ArrowWriter(path, found, fmt, schema=schema, rename=rename)

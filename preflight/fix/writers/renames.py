@@ -8,6 +8,8 @@ clean output's schema changes no value: the hidden character leaves the schema t
 ``datasets`` folder's feature names (its ``huggingface`` metadata) follow. A name that the
 mending would make equal to a sibling's is kept as it is (two fields cannot share a name;
 the manifest says so). A column's own name (top level) is kept: a field the rules may name.
+A JSON Lines output from such an input renames the same keys in each record it writes
+(``renamed_record``), and keeps the same column names: its manifest lists the same.
 """
 
 from __future__ import annotations
@@ -57,6 +59,29 @@ def renamed_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
     columns = [pa.chunked_array([chunk.view(f.type) for chunk in column.chunks], type=f.type)
                for column, f in zip(table.columns, schema, strict=True)]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def renamed_record(record: dict[str, Any], schema: pa.Schema, named: pa.Schema
+                   ) -> dict[str, Any]:
+    """``record`` (its values as read in ``schema``) with the struct fields' keys renamed as
+    in ``named``: a JSON Lines output from Arrow input names them as a Parquet one does."""
+    return _renamed_value(record, pa.struct(list(schema)), pa.struct(list(named)))
+
+
+def _renamed_value(value: Any, dtype: pa.DataType, named: pa.DataType) -> Any:
+    if value is None or dtype == named:
+        return value
+    if pa.types.is_struct(dtype) and isinstance(value, dict):
+        fields = {dtype.field(k).name: (named.field(k).name, dtype.field(k).type,
+                                        named.field(k).type) for k in range(dtype.num_fields)}
+        out = {}
+        for key, item in value.items():
+            new, old_type, new_type = fields.get(key, (key, None, None))
+            out[new] = item if old_type is None else _renamed_value(item, old_type, new_type)
+        return out
+    if isinstance(value, list) and hasattr(dtype, "value_type") and not pa.types.is_map(dtype):
+        return [_renamed_value(v, dtype.value_type, named.value_type) for v in value]
+    return value
 
 
 def _renamed(dtype: pa.DataType, mend: Mend, at: str, done: list[dict[str, str]]

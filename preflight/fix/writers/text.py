@@ -2,8 +2,9 @@
 
 JSON Lines: an untouched JSON unit is copied as written; a changed one has only the changed
 values replaced in its text (``jsonedit``). Units from CSV are written as their cells
-(strings); from Arrow, as their values in JSON. CSV (from CSV input only): the header and
-untouched rows as written; a changed row re-quoted.
+(strings); from Arrow, as their values in JSON, under the struct field names a Parquet
+output's schema would have (hidden characters mended: ``renames``). CSV (from CSV input
+only): the header and untouched rows as written; a changed row re-quoted.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import pyarrow as pa
+
 from preflight.errors import ConfigError
 from preflight.fix.jsonedit import KeyOf, dumps, replace_values
 from preflight.fix.units import Input, Unit
 from preflight.fix.writers.base import Writer
+from preflight.fix.writers.renames import Mend, renamed_record, renamed_schema
 
 
 def json_default(value: Any) -> Any:
@@ -66,8 +70,16 @@ def _changes(old: Any, new: Any, path: tuple[str | int, ...],
 
 
 class JsonlWriter(Writer):
-    def __init__(self, path: Path | None, found: Input) -> None:
+    def __init__(self, path: Path | None, found: Input, *, rename: Mend | None = None
+                 ) -> None:
+        """``rename``: how the fix mends a struct field's name; from Arrow input the
+        records' keys are renamed as a Parquet output's schema would be (``renames``)."""
         super().__init__(path, found)
+        self._named: pa.Schema | None = None
+        if found.syntax == "arrow" and found.schema is not None and rename is not None:
+            named, self.renamed = renamed_schema(found.schema, rename)
+            if named is not found.schema:
+                self._named = named
         self._f: BinaryIO = open(path or os.devnull, "wb")  # noqa: SIM115 - closed in close()
 
     def keep(self, unit: Unit) -> None:
@@ -75,11 +87,11 @@ class JsonlWriter(Writer):
             assert unit.raw is not None
             self._f.write(unit.raw + unit.eol)
         else:
-            self._f.write(json_line(unit.record()))
+            self._f.write(json_line(self._named_keys(unit.record())))
 
     def change(self, unit: Unit, after: dict[str, Any]) -> None:
         if unit.syntax != "json":
-            self._f.write(json_line(after))
+            self._f.write(json_line(self._named_keys(after)))
             return
         assert unit.raw is not None
         before = unit.record()
@@ -91,6 +103,12 @@ class JsonlWriter(Writer):
         assert unit.raw is not None
         self._f.write(unit.raw + unit.eol)
         return True
+
+    def _named_keys(self, record: Any) -> Any:
+        if self._named is None or not isinstance(record, dict):
+            return record
+        assert self.found.schema is not None
+        return renamed_record(record, self.found.schema, self._named)
 
     def close(self) -> None:
         self._f.close()
