@@ -125,6 +125,8 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     except ConfigError:
         raise  # the user's code broke its contract (a loss that is no scalar tensor): exit 2
     except Exception as e:
+        if spec is None:  # the built-in model is preflight's own code: its bug, said so
+            raise
         return _raised(e, path, data, name, recorded, dev, precision, cfg, mode, notes,
                        step_fn is not None, started)
     result = SmokeResult(
