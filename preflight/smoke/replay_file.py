@@ -113,13 +113,18 @@ def modes(data: dict[str, Any], model: Any) -> tuple[bool, ...] | None:
     saved = data.get("modes")
     if not saved:
         return None
-    flags = {str(name): bool(on) for name, on in saved}
+    try:
+        flags = {str(name): bool(on) for name, on in saved}
+    except (TypeError, ValueError) as e:
+        raise ConfigError("the replay file's modes are not (module name, training) pairs: "
+                          "it was not written by preflight.watch") from e
     return tuple(flags.get(name, True) for name, _ in model.named_modules())
 
 
 def _plain(obj: Any) -> Any:
-    """Tensors in plain containers (a ``BatchEncoding`` becomes a dict, a namedtuple a
-    dict that ``batch`` rebuilds it from), so the file loads with ``weights_only=True``."""
+    """Tensors in plain containers (a ``BatchEncoding`` becomes a dict, a namedtuple or a
+    dataclass a dict that ``batch`` rebuilds it from), so the file loads with
+    ``weights_only=True``."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu()
     if isinstance(obj, Mapping):

@@ -85,3 +85,14 @@ def test_smoke_replay_reruns_in_the_recorded_modes(tmp_path: Path) -> None:
     said = "rerun in train mode with 1 module(s) in eval mode, as recorded: body.2"
     assert said in replayed["reason"]
     assert said in " ".join(result.stderr.split())  # the console says it too
+
+
+def test_a_replay_file_s_malformed_modes_are_a_config_error() -> None:
+    from preflight.errors import ConfigError
+    from preflight.smoke.replay_file import modes
+
+    model = tiny.frozen_net()
+    assert modes({}, model) is None  # a smoke test's replay: every module trains
+    assert modes({"modes": [["body.2", False]]}, model) == (True, True, True, True, False, True)
+    with pytest.raises(ConfigError, match="not \\(module name, training\\) pairs"):
+        modes({"modes": [["body.2"]]}, model)
