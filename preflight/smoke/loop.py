@@ -17,7 +17,7 @@ import copy
 import math
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,13 +215,16 @@ def _backward(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer,
         out.bad_rows, run.failure = problem
         run.first_bad_step = step
         return None
-    inputs, targets = to_device(inputs, setup.device), to_device(targets, setup.device)
+    # A copy each step: code that edits its batch in place (x.mul_(s), batch["x"] = ...)
+    # saw a fresh batch each step of the real run, not its own edits of earlier re-runs
+    moved = to_device(inputs, setup.device, copy=True), to_device(targets, setup.device,
+                                                                  copy=True)
     try:
         with torch.autograd.set_detect_anomaly(anomaly):
             # Autocast covers the forward and the loss only; backward runs outside.
             with (torch.autocast(setup.device.type, dtype=dtype, enabled=amp),
                   refuse_outer_comparison(not setup.shapes_seen and setup.step_fn is None)):
-                loss = forward_loss(setup, model, inputs, targets)
+                loss = forward_loss(setup, model, *moved)
             setup.shapes_seen = True
             _check_loss(loss, setup.user, step=setup.step_fn is not None)
             loss_value = float(loss.detach().float())
@@ -255,8 +258,8 @@ def _diagnose(setup: Setup, model: nn.Module, opt: torch.optim.Optimizer, spy: S
     try:
         opt.zero_grad(set_to_none=True)
         with torch.autocast(setup.device.type, dtype=dtype, enabled=amp):
-            redo = forward_loss(setup, model, to_device(inputs, setup.device),
-                                to_device(targets, setup.device))
+            redo = forward_loss(setup, model, to_device(inputs, setup.device, copy=True),
+                                to_device(targets, setup.device, copy=True))
         if spy.out.first_bad_module is None and not torch.isfinite(redo.detach()).all():
             spy.out.first_bad_module = "loss_fn"  # every module's output was finite
         deadline.phase("backward")
@@ -315,7 +318,8 @@ def _losses(setup: Setup, model: nn.Module, batches: list[Batch]) -> list[float]
             try:
                 if _nonfinite_inputs(inputs, targets, setup.exempt) is not None:
                     raise IndexFault([0], "non-finite input")
-                inputs, targets = to_device(inputs, setup.device), to_device(targets, setup.device)
+                inputs = to_device(inputs, setup.device, copy=True)
+                targets = to_device(targets, setup.device, copy=True)
                 value = float(forward_loss(setup, model, inputs, targets).detach().float())
             except IndexFault:
                 value = math.nan
@@ -373,6 +377,11 @@ def _check_loss(loss: Any, user: bool, *, step: bool = False) -> None:
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         got = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
         who = "your step_fn" if step else "your loss_fn" if user else "the loss"
+        if isinstance(loss, Mapping):  # a model's output dict, a transformers ModelOutput
+            keys = ", ".join(map(str, list(loss)[:8]))
+            got = (f"{got} with keys {keys or '(none)'}: return its loss tensor, "
+                   "out['loss']" if "loss" in loss else
+                   f"{got} with keys {keys or '(none)'} and no 'loss'")
         raise ConfigError(f"{who} must return a scalar tensor, got {got}")
 
 

@@ -24,8 +24,10 @@ from preflight.smoke.models import build_builtin
 from preflight.smoke.replay_file import WATCH_TASK
 from preflight.smoke.replay_file import batch as replay_batch
 from preflight.smoke.replay_file import load as load_replay
+from preflight.smoke.replay_file import modes as replay_modes
 from preflight.smoke.replay_file import weights as replay_weights
 from preflight.smoke.user import call_build, load_build, resolve_spec, user_code
+from preflight.text import first_line
 
 
 def replay(path: str | Path, *, model: str | None = None, device: str = "auto") -> SmokeResult:
@@ -90,13 +92,16 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     dev, precision = resolve_device(cfg)
     task, recorded = data["task"], data["model"]
     name = spec or recorded
+    homes: tuple[str, ...] = ()  # the module --model loaded: the batch's classes may be there
     if spec is None:
         model, loss_fn = build_builtin(task, data["spec"])
     elif is_hf_spec(spec):
         model, loss_fn = hf.rebuild(spec, task=task, saved=data["spec"], shrink=cfg.shrink,
                                     device=dev)
     else:  # a watch replay's build returns (model, step_fn, None)
-        model, loss_fn, _ = call_build(load_build(spec), spec, watch=task == WATCH_TASK)
+        build = load_build(spec)
+        homes = (str(getattr(build, "__module__", "")),)
+        model, loss_fn, _ = call_build(build, spec, watch=task == WATCH_TASK)
     step_fn = loss_fn if task == WATCH_TASK else None
     initial = replay_weights(data, path)
     try:
@@ -110,10 +115,20 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
     setup = Setup(template=model, initial=initial, loss_fn=loss_fn, cfg=cfg,
                   device=dev, precision=precision, user=spec is not None,
                   exempt=set(data.get("exempt", [])), warmup=cfg.warmup_steps or 0,
-                  step_fn=step_fn)
-    batch = replay_batch(data)
+                  step_fn=step_fn, modes=replay_modes(data, model))
+    notes: list[str] = []
+    batch = replay_batch(data, homes=homes, notes=notes)
+    mode = _mode_said(setup.modes, model)
     deadline.run("replay")
-    out = train(setup, [batch], steps=cfg.steps)
+    try:
+        out = train(setup, [batch], steps=cfg.steps)
+    except ConfigError:
+        raise  # the user's code broke its contract (a loss that is no scalar tensor): exit 2
+    except Exception as e:
+        if spec is None:  # the built-in model is preflight's own code: its bug, said so
+            raise
+        return _raised(e, path, data, name, recorded, dev, precision, cfg, mode, notes,
+                       step_fn is not None, started)
     result = SmokeResult(
         verdict="data_fault" if out.failed else "pass", task=task, model=name,
         device=str(dev), precision=precision, seed=cfg.seed, steps=cfg.steps,
@@ -121,14 +136,54 @@ def _replay(path: str | Path, data: dict[str, Any], spec: str | None,
         minimal_ids=list(data["ids"]), minimal_files=list(data["files"]),
         first_bad_module=out.first_bad_module, first_bad_param=out.first_bad_param,
         real=out.run, replay=str(path),
-        reason=(f"reproduced: {out.run.failure}" if out.failed else
-                f"did not reproduce (recorded: {data['failure']})"),
+        reason=(f"reproduced: {out.run.failure} ({mode})" if out.failed else
+                f"did not reproduce (recorded: {data['failure']}) ({mode})"),
     )
+    _notes(result, name, recorded, mode, notes)
+    if out.failed:
+        result.anomaly = anomaly(setup, batch)
+    result.timings = {"total": round(time.perf_counter() - started, 4)}
+    return result
+
+
+def _mode_said(modes: tuple[bool, ...] | None, model: torch.nn.Module) -> str:
+    """Which mode the rerun ran in, for its reason: dropout and batch norm differ."""
+    if modes is None or all(modes):
+        return "rerun in train mode" + ("" if modes is None else ", as recorded")
+    if not modes[0]:
+        return "rerun in eval mode (model.training False), as recorded"
+    off = [n for (n, _), on in zip(model.named_modules(), modes, strict=False) if not on]
+    return (f"rerun in train mode with {len(off)} module(s) in eval mode, as recorded: "
+            + ", ".join(off[:5]) + (" …" if len(off) > 5 else ""))
+
+
+def _notes(result: SmokeResult, name: str, recorded: str, mode: str,
+           notes: list[str]) -> None:
+    result.findings.append(SmokeFinding(code="replay_mode", severity="info", detail=mode))
     if name != recorded:
         result.findings.append(SmokeFinding(
             code="replay_model_differs", severity="warn",
             detail=f"the replay was written with {recorded!r}; this rerun uses {name!r}"))
-    if out.failed:
-        result.anomaly = anomaly(setup, batch)
+    for note in notes:
+        result.findings.append(SmokeFinding(code="replay_batch_class_missing",
+                                            severity="warn", detail=note))
+
+
+def _raised(e: Exception, path: str | Path, data: dict[str, Any], name: str, recorded: str,
+            dev: torch.device, precision: str, cfg: SmokeConfig, mode: str,
+            notes: list[str], watch: bool, started: float) -> SmokeResult:
+    """The user's code raised on the saved batch: a code fault. A replay has no control
+    batch to clear the code, and an exception is the code's to handle: it never showed
+    whether the rows make the loss non-finite (the recorded failure)."""
+    who = "your step_fn" if watch else "your model or loss_fn"
+    result = SmokeResult(
+        verdict="code_fault", task=data["task"], model=name, device=str(dev),
+        precision=precision, seed=cfg.seed, steps=cfg.steps, samples=len(data["rows"]),
+        minimal_rows=list(data["rows"]), minimal_ids=list(data["ids"]),
+        minimal_files=list(data["files"]), replay=str(path),
+        reason=(f"{who} raised {type(e).__name__}: {first_line(e)} on the saved batch "
+                f"({mode}); the recorded failure ({data['failure']}) was not reached, so "
+                "the rows were not judged: fix the code and rerun the replay"))
+    _notes(result, name, recorded, mode, notes)
     result.timings = {"total": round(time.perf_counter() - started, 4)}
     return result

@@ -10,6 +10,8 @@ smoke test for the first steps' activation ranges).
 
 from __future__ import annotations
 
+import copy as _copy
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
@@ -132,18 +134,32 @@ def rows_of(bad: torch.Tensor) -> list[int]:
 
 
 
-def to_device(obj: Any, device: torch.device) -> Any:
+def to_device(obj: Any, device: torch.device, *, copy: bool = False) -> Any:
+    """``obj`` with its tensors on ``device``, in containers of its own kinds (a dataclass
+    too); ``copy``: new tensors and containers even where nothing moves."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=True)
+        return obj.to(device, non_blocking=True, copy=copy)
     if isinstance(obj, Mapping):  # dict, or e.g. transformers' BatchEncoding
-        moved = {k: to_device(v, device) for k, v in obj.items()}
+        moved = {k: to_device(v, device, copy=copy) for k, v in obj.items()}
         try:
             return type(obj)(moved)
         except Exception:
             return moved
     if isinstance(obj, list | tuple):
-        return same_kind(obj, [to_device(v, device) for v in obj])
+        return same_kind(obj, [to_device(v, device, copy=copy) for v in obj])
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return with_fields(obj, {f.name: to_device(getattr(obj, f.name), device, copy=copy)
+                                 for f in dataclasses.fields(obj)})
     return obj
+
+
+def with_fields(obj: Any, values: dict[str, Any]) -> Any:
+    """A shallow copy of dataclass ``obj`` with these field values, set as pickle sets
+    them (``replace`` calls ``__init__``, which a field with ``init=False`` refuses)."""
+    made = _copy.copy(obj)
+    for name, value in values.items():
+        object.__setattr__(made, name, value)
+    return made
 
 
 def same_kind(obj: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
@@ -171,3 +187,6 @@ def named(*pairs: tuple[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
             yield from named(*((f"{path}.{k}" if path else str(k), v) for k, v in obj.items()))
         elif isinstance(obj, list | tuple):
             yield from named(*((f"{path}[{i}]", v) for i, v in enumerate(obj)))
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            yield from named(*((f"{path}.{f.name}" if path else f.name, getattr(obj, f.name))
+                               for f in dataclasses.fields(obj)))

@@ -358,7 +358,10 @@ def _save_replay(core: WatchCore, result: SmokeResult, setup: Setup, batch: Any,
             core.cfg.out / REPLAY_NAME, task=WATCH_TASK, model=model, spec={},
             config=setup.cfg.model_dump(), batch=batch, initial={} if live else state,
             rows=result.minimal_rows, ids=result.minimal_ids, files=[], failure=failure,
-            exempt=sorted(setup.exempt), checkpoint=checkpoint)
+            exempt=sorted(setup.exempt), checkpoint=checkpoint,
+            # the step's modes, by module name: --replay reruns in them too
+            modes=None if setup.modes is None else list(zip(
+                [n for n, _ in core.model.named_modules()], setup.modes, strict=False)))
     except Exception as e:  # out= gone, full or read-only (torch.save raises RuntimeError
         # there, not OSError): the verdict stands
         result.findings.append(SmokeFinding(code="replay_not_written", severity="warn",

@@ -10,13 +10,14 @@ pickle with the attributes, so ``DataLoader(num_workers=N)`` keeps them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from preflight.errors import ConfigError
-from preflight.smoke.spy import same_kind
+from preflight.smoke.spy import same_kind, with_fields
 
 
 class _Carries:
@@ -189,6 +190,9 @@ def _take(obj: Any, idx: list[int], size: int) -> Any:
         items = [_take(v, idx, size) for v in obj]
         named_tuple = isinstance(obj, tuple) and hasattr(obj, "_fields")
         return same_kind(obj, items) if type(obj) in (list, tuple) or named_tuple else items
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # kept a dataclass
+        return with_fields(obj, {f.name: _take(getattr(obj, f.name), idx, size)
+                                 for f in dataclasses.fields(obj)})
     return obj
 
 
@@ -209,4 +213,6 @@ def _leaves(obj: Any) -> list[torch.Tensor]:
         return [t for v in obj.values() for t in _leaves(v)]
     if isinstance(obj, list | tuple):
         return [t for v in obj for t in _leaves(v)]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [t for f in dataclasses.fields(obj) for t in _leaves(getattr(obj, f.name))]
     return []

@@ -148,6 +148,20 @@ def test_a_collate_that_breaks_its_contract_is_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_collate_that_returns_a_generator_is_exit_2(tmp_path: Path) -> None:
+    """A generator is no (inputs, targets) pair, though it would unpack into one."""
+    data = write_jsonl(tmp_path / "d.jsonl", regression_records(30))
+    model = write_model(tmp_path / "m.py", BAD_COLLATE.replace(
+        'return x, torch.tensor([r["target"] for r in rows]), "extra"',
+        'return (t for t in (x, torch.tensor([r["target"] for r in rows])))'))
+    rules = write_rules(tmp_path / "r.yaml", regression_rules())
+    result = invoke("smoke", data, "--rules", rules, "--model", f"{model}:build",
+                    "--out", tmp_path / "out", "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert "collate must return (inputs, targets), got generator" in result.output
+    assert "Traceback" not in result.output and "bug in preflight" not in result.output
+
+
 MASKED = """
 class Net(nn.Module):
     def __init__(self):

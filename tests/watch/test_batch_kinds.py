@@ -135,3 +135,82 @@ def test_a_renamed_namedtuple_whose_class_is_not_imported_comes_back() -> None:
     kind = namedtuple("Renamed", ["x", "def"], rename=True, module="not_imported_here")
     back = _rebuilt(_plain(kind(torch.ones(2), torch.zeros(2))))
     assert back._fields == ("x", "_1") and back._1.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("kind", [tiny.XY, tiny.FrozenXY, tiny.Features],
+                         ids=["dataclass", "frozen", "dict-field"])
+def test_a_dataclass_batch_is_narrowed_and_replayed_as_itself(tmp_path: Path,
+                                                              kind: type) -> None:
+    """The replay file kept the dataclass itself, which ``weights_only`` refuses to load:
+    ``smoke --replay`` said it was not a replay file; and the re-run could not slice it
+    ("holds no tensor"), so its rows were not narrowed."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+    from preflight.smoke.replay_file import batch, load
+
+    spec = f"{Path(tiny.__file__).resolve()}:build_attr"
+    loader = [tiny.as_kind(kind, b) for b in
+              [*tiny.batches(tiny.make_rows(24)), tiny.collate(tiny.make_rows(8, nan_row=3))]]
+    model, opt = tiny.fresh()
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.attr_step_fn, out=tmp_path / "watch",
+            model_spec=spec) as w:
+        tiny.train(w, model, opt, loader, loss_of=tiny.attr_step_fn)
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault" and fault.batch_positions == [3], fault.reason
+    assert "rows_not_narrowed" not in [f.code for f in fault.findings]
+    inputs, _ = batch(load(tmp_path / "watch" / "replay.pt"))
+    assert type(inputs) is kind  # its module is imported: the user's own class
+    x = inputs.features["x"] if kind is tiny.Features else inputs.x
+    assert x.shape == (1, tiny.WIDTH) and bool(x.isnan().any())
+    result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "watch" / "replay.pt"),
+                                       "--model", spec, "--json"])
+    assert result.exit_code == 1, result.output
+    replayed = json.loads(result.stdout[result.stdout.index("{"):])
+    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
+    assert replayed["first_bad_module"] == "body.0"  # step_fn ran on it
+
+
+@pytest.mark.parametrize("module", ["not_imported_here", "__main__"])
+def test_a_dataclass_whose_class_is_not_imported_comes_back_as_a_stand_in(
+        module: str) -> None:
+    """Its class cannot be rebuilt (defined in the training script, or in a module no one
+    imported): a dataclass of that name and fields, frozen if it was, and a note why."""
+    import dataclasses
+
+    from preflight.smoke.replay_file import _plain, _rebuilt
+
+    kind = dataclasses.make_dataclass("Batch", ["x", "y"], frozen=True)
+    kind.__module__ = module
+    notes: list[str] = []
+    back = _rebuilt(_plain(kind(torch.ones(2), {"m": torch.zeros(2)})), (), notes)
+    assert dataclasses.is_dataclass(back) and type(back).__name__ == "Batch"
+    assert back.x.tolist() == [1.0, 1.0] and back.y["m"].tolist() == [0.0, 0.0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.x = None
+    assert len(notes) == 1 and f"{module}.Batch is not imported" in notes[0]
+    assert ("defined in the training script" in notes[0]) is (module == "__main__")
+
+
+def test_a_dataclass_class_is_found_in_the_module_the_model_spec_loaded() -> None:
+    """A ``file.py:build`` spec imports its file under another module name: the class
+    recorded as ``tests.watch.tiny.XY`` is the one that module holds."""
+    import sys
+    import types
+
+    from preflight.smoke.replay_file import _plain, _rebuilt
+
+    home = types.ModuleType("preflight_user_model_test_home")
+    home.XY = tiny.XY
+    sys.modules[home.__name__] = home
+    try:
+        stored = _plain(tiny.XY(torch.ones(1), torch.zeros(1)))
+        stored["__preflight_dataclass__"] = ["gone_module", "XY"]
+        notes: list[str] = []
+        back = _rebuilt(stored, (home.__name__,), notes)
+    finally:
+        del sys.modules[home.__name__]
+    assert type(back) is tiny.XY and notes == []

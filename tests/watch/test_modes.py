@@ -53,3 +53,46 @@ def test_a_training_model_gets_no_mode_note(tmp_path: Path) -> None:
             model, opt, step_fn=tiny.step_fn, out=tmp_path) as w:
         tiny.train(w, model, opt, batches)
     assert not [f for f in caught.value.fault.findings if f.code == "rerun_eval_mode"]
+
+
+def test_smoke_replay_reruns_in_the_recorded_modes(tmp_path: Path) -> None:
+    """``smoke --replay`` trained the saved batch with every module in train mode: a frozen
+    module that is NaN when training (eval at the step) was blamed (body.2) for a row whose
+    values overflow the loss (inf), and the output did not say which mode it used."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    spec = f"{Path(tiny.__file__).resolve()}:build_frozen"
+    model = tiny.frozen_net()
+    model.body[2].eval()  # frozen: eval mode while the rest trains
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    rows = tiny.make_rows(32)
+    rows[19]["x"] = [1e30] * tiny.WIDTH  # finite, but its squared error is inf
+    with pytest.raises(preflight.watch.TrainingFault) as caught, preflight.watch(
+            model, opt, step_fn=tiny.step_fn, out=tmp_path, model_spec=spec) as w:
+        tiny.train(w, model, opt, tiny.batches(rows))
+    fault = caught.value.fault
+    assert fault.verdict == "data_fault" and fault.batch_positions == [3], fault.reason
+    result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "replay.pt"),
+                                       "--model", spec, "--json"])
+    assert result.exit_code == 1, result.output
+    replayed = json.loads(result.stdout[result.stdout.index("{"):])
+    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
+    assert replayed["first_bad_module"] != "body.2"  # train mode made body.2 the NaN
+    said = "rerun in train mode with 1 module(s) in eval mode, as recorded: body.2"
+    assert said in replayed["reason"]
+    assert said in " ".join(result.stderr.split())  # the console says it too
+
+
+def test_a_replay_file_s_malformed_modes_are_a_config_error() -> None:
+    from preflight.errors import ConfigError
+    from preflight.smoke.replay_file import modes
+
+    model = tiny.frozen_net()
+    assert modes({}, model) is None  # a smoke test's replay: every module trains
+    assert modes({"modes": [["body.2", False]]}, model) == (True, True, True, True, False, True)
+    with pytest.raises(ConfigError, match="not \\(module name, training\\) pairs"):
+        modes({"modes": [["body.2"]]}, model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,6 +50,70 @@ def build_pair() -> tuple[nn.Module, Any, None]:
     """The model spec a namedtuple-batch replay reruns with."""
     torch.manual_seed(0)
     return Net(), pair_step_fn, None
+
+
+@dataclass
+class XY:
+    """A dataclass batch."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclass(frozen=True)
+class FrozenXY:
+    """A frozen dataclass batch."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclass
+class Features:
+    """A dataclass batch whose inputs are a dict of tensors, with a field ``init=False``."""
+
+    features: dict[str, torch.Tensor]
+    y: torch.Tensor
+    seen: int = field(default=0, init=False)
+
+
+def as_kind(kind: type, batch: dict[str, torch.Tensor]) -> Any:
+    """A dict batch as one of the dataclasses above."""
+    if kind is Features:
+        return Features({"x": batch["x"]}, batch["y"])
+    return kind(batch["x"], batch["y"])
+
+
+def attr_step_fn(model: nn.Module, batch: Any) -> torch.Tensor:
+    """``step_fn`` of a dataclass batch: reads it by attribute."""
+    x = batch.features["x"] if hasattr(batch, "features") else batch.x
+    return F.mse_loss(model(x), batch.y)
+
+
+def build_attr() -> tuple[nn.Module, Any, None]:
+    """The model spec a dataclass-batch replay reruns with."""
+    torch.manual_seed(0)
+    return Net(), attr_step_fn, None
+
+
+class NaNWhenTraining(nn.Module):
+    """Identity in eval mode; NaN in train mode (a frozen part that cannot train)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.nan if self.training else x
+
+
+def frozen_net() -> Net:
+    """``Net`` with a ``NaNWhenTraining`` at ``body.2`` (every module in train mode)."""
+    torch.manual_seed(0)
+    model = Net()
+    model.body.append(NaNWhenTraining())
+    return model
+
+
+def build_frozen() -> tuple[nn.Module, Any, None]:
+    """The spec of ``frozen_net``: built in train mode, as a build usually is."""
+    return frozen_net(), step_fn, None
 
 
 def make_rows(n: int = 64, *, nan_row: int | None = None) -> list[dict[str, Any]]:
