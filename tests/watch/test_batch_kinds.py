@@ -92,11 +92,8 @@ def test_an_empty_batch_is_named_in_the_reason(tmp_path: Path) -> None:
 
 def test_a_namedtuple_batch_s_replay_gives_the_step_fn_a_namedtuple(tmp_path: Path) -> None:
     """replay.pt stored the namedtuple as a list: ``batch.x`` raised in the rerun."""
-    import json
 
-    from click.testing import CliRunner
 
-    from preflight.cli import main
     from preflight.smoke.replay_file import batch, load
 
     spec = f"{Path(tiny.__file__).resolve()}:build_pair"
@@ -110,12 +107,7 @@ def test_a_namedtuple_batch_s_replay_gives_the_step_fn_a_namedtuple(tmp_path: Pa
     inputs, _ = batch(load(tmp_path / "watch" / "replay.pt"))
     assert type(inputs).__name__ == "Pair" and inputs._fields == ("x", "y")
     assert inputs.x.shape == (1, tiny.WIDTH)
-    result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "watch" / "replay.pt"),
-                                       "--model", spec, "--json"])
-    assert result.exit_code == 1, result.output
-    replayed = json.loads(result.stdout[result.stdout.index("{"):])
-    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
-    assert replayed["first_bad_module"] == "body.0"  # step_fn ran on it
+    _replays_as_a_data_fault(tmp_path / "watch" / "replay.pt", spec)
 
 
 def test_the_user_s_own_namedtuple_class_comes_back_when_it_is_imported() -> None:
@@ -144,11 +136,8 @@ def test_a_dataclass_batch_is_narrowed_and_replayed_as_itself(tmp_path: Path,
     """The replay file kept the dataclass itself, which ``weights_only`` refuses to load:
     ``smoke --replay`` said it was not a replay file; and the re-run could not slice it
     ("holds no tensor"), so its rows were not narrowed."""
-    import json
 
-    from click.testing import CliRunner
 
-    from preflight.cli import main
     from preflight.smoke.replay_file import batch, load
 
     spec = f"{Path(tiny.__file__).resolve()}:build_attr"
@@ -166,12 +155,7 @@ def test_a_dataclass_batch_is_narrowed_and_replayed_as_itself(tmp_path: Path,
     assert type(inputs) is kind  # its module is imported: the user's own class
     x = inputs.features["x"] if kind is tiny.Features else inputs.x
     assert x.shape == (1, tiny.WIDTH) and bool(x.isnan().any())
-    result = CliRunner().invoke(main, ["smoke", "--replay", str(tmp_path / "watch" / "replay.pt"),
-                                       "--model", spec, "--json"])
-    assert result.exit_code == 1, result.output
-    replayed = json.loads(result.stdout[result.stdout.index("{"):])
-    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
-    assert replayed["first_bad_module"] == "body.0"  # step_fn ran on it
+    _replays_as_a_data_fault(tmp_path / "watch" / "replay.pt", spec)
 
 
 @pytest.mark.parametrize("module", ["not_imported_here", "__main__"])
@@ -214,3 +198,20 @@ def test_a_dataclass_class_is_found_in_the_module_the_model_spec_loaded() -> Non
     finally:
         del sys.modules[home.__name__]
     assert type(back) is tiny.XY and notes == []
+
+
+def _replays_as_a_data_fault(replay: Path, spec: str) -> None:
+    """``smoke --replay`` of a saved batch with the user's model reproduces the fault, and
+    the user's step_fn ran on it (the first module to go non-finite is named)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from preflight.cli import main
+
+    result = CliRunner().invoke(main, ["smoke", "--replay", str(replay), "--model", spec,
+                                       "--json"])
+    assert result.exit_code == 1, result.output
+    replayed = json.loads(result.stdout[result.stdout.index("{"):])
+    assert replayed["verdict"] == "data_fault" and replayed["reason"].startswith("reproduced")
+    assert replayed["first_bad_module"] == "body.0"
