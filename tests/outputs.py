@@ -22,13 +22,20 @@ from preflight.cli import main
 
 def write_records(path: Path, rows: list[dict[str, Any]], table: pa.Table | None = None
                   ) -> Path:
-    """``rows`` as JSON Lines, a JSON array (pretty-printed), Parquet or Arrow, by ``path``'s
-    suffix; ``table`` (the rows' own Arrow table, e.g. with dictionary-encoded columns) is
-    written instead of the rows' inferred one."""
+    """``rows`` as JSON Lines, a JSON array (pretty-printed), CSV (flat rows, the first
+    row's keys as the header), Parquet or Arrow, by ``path``'s suffix; ``table`` (the rows'
+    own Arrow table, e.g. with dictionary-encoded columns) is written instead of the rows'
+    inferred one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".jsonl":
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     elif path.suffix == ".json":
         path.write_text(json.dumps(rows, indent=2))
+    elif path.suffix == ".csv":
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
     else:
         table = pa.Table.from_pylist(rows) if table is None else table
         (feather.write_feather if path.suffix == ".arrow" else pq.write_table)(table, path)
@@ -45,7 +52,7 @@ def write_shaped(path: Path, rows: list[dict[str, Any]]) -> Path:
         datasets = pytest.importorskip("datasets")
         datasets.Dataset.from_list(rows).save_to_disk(str(path))
         return path
-    path.mkdir()
+    path.mkdir(parents=True)
     write_records(path / "part-0.parquet", rows[:4])
     write_records(path / "part-1.parquet", rows[4:])
     return path

@@ -316,7 +316,7 @@ def _fix_rounds(
     written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     # All three in place, or (killed meanwhile) none until the next run finishes it.
     commit([(clean, options.out), (quarantined, options.quarantine),
-            (written_manifest, target)], target)
+            (written_manifest, target)])
     manifest["manifest_path"] = str(target)
     return report, manifest
 
