@@ -96,10 +96,9 @@ def test_a_full_disk_leaves_the_earlier_set_and_says_why(
 
         def then_fill(*args: Any, **kwargs: Any) -> dict[str, Any]:
             done = made(*args, **kwargs)
-            with open(filler, "wb") as f, contextlib.suppress(OSError):
+            with contextlib.suppress(OSError), open(filler, "wb", buffering=0) as f:
                 while True:
                     f.write(b"\0" * 4096)
-                    f.flush()
             return done
 
         monkeypatch.setattr(manifests, "manifest", then_fill)
@@ -112,6 +111,7 @@ def test_a_full_disk_leaves_the_earlier_set_and_says_why(
     assert left == earlier  # no staged file, no commit record, no temporary: the old set
     assert _open_under(disk) == []
     if phase == "manifest":
+        assert f"cannot write {manifest}: No space left" in " ".join(result.output.split())
         assert filler.exists()  # it was the manifest the disk had no room for
         filler.unlink()
     else:
