@@ -5,13 +5,18 @@ Three renames (clean output, quarantine, manifest) cannot be one atomic step: a 
 between two of them left the new clean output beside the old quarantine and manifest of an
 earlier run into the same paths. So the complete outputs are first renamed to names that
 belong to their final path, not to the process (``.{name}.preflight-staged.tmp``: the sweep
-of dead runs' files leaves them be), then a journal is written beside the manifest (written
-whole under a temporary name, flushed, renamed: that rename is the commit), listing each
-staged file and its final path; then the three renames, the manifest last, and the journal
-goes. A run killed before the journal leaves the earlier outputs as they were (its staged
-files are removed by the next run); one killed after it, the journal: the next ``fix`` into
-any of the same outputs finishes the renames (the new outputs, complete) before anything else
-and says so, and ``preflight check`` refuses to read an output a journal names (exit 2).
+of dead runs' files leaves them be), then a journal is written beside the clean output (the
+first pair; written whole under a temporary name, flushed, renamed: that rename is the
+commit), listing each staged file and its final path; then the three renames, the manifest
+last, and the journal goes. A run killed before the journal leaves the earlier outputs as
+they were (its staged files are removed by the next run); one killed after it, the journal:
+the next ``fix`` into any of the same outputs finishes the renames (the new outputs,
+complete) before anything else and says so, and ``preflight check`` refuses to read an
+output a journal beside it names (exit 2). The journal sits beside the clean output, not the
+manifest, because that is the file ``check`` reads: with ``--manifest`` in another folder a
+journal beside the manifest was never seen, and ``check`` read a new clean output beside the
+old manifest (exit 0). A journal beside any output it names, named after it, is read (one
+beside the manifest: an earlier release's).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ _JOURNAL = ".{name}.preflight-commit.json"
 _STAGED = ".{name}.preflight-staged.tmp"
 
 
-def journal_path(manifest: Path) -> Path:
-    return manifest.with_name(_JOURNAL.format(name=manifest.name))
+def journal_path(final: Path) -> Path:
+    """The commit record of a commit whose first output (the clean one) is ``final``."""
+    return final.with_name(_JOURNAL.format(name=final.name))
 
 
 def staged_path(final: Path) -> Path:
@@ -49,9 +55,10 @@ def _flush_folder(folder: Path) -> None:
         _flush(folder)
 
 
-def commit(pairs: list[tuple[Path, Path]], manifest: Path) -> None:
+def commit(pairs: list[tuple[Path, Path]]) -> None:
     """Put each written temporary file of ``pairs`` (temporary, final) in place, all or
-    (after a kill) none until the next run finishes it; the manifest's pair comes last."""
+    (after a kill) none until the next run finishes it; the clean output's pair comes
+    first (the journal goes beside it), the manifest's last."""
     staged = []
     for tmp, final in pairs:
         _flush(tmp)
@@ -59,7 +66,7 @@ def commit(pairs: list[tuple[Path, Path]], manifest: Path) -> None:
         os.replace(tmp, staged[-1][0])
     for folder in {final.parent for _, final in pairs}:
         _flush_folder(folder)
-    journal = journal_path(manifest)
+    journal = journal_path(pairs[0][1])
     written = temp_path(journal)
     try:
         written.write_text(json.dumps({"renames": [[os.path.abspath(s), os.path.abspath(f)]
@@ -90,17 +97,24 @@ def _finish(journal: Path, staged: list[tuple[Path, Path]]) -> None:
 def recover(finals: list[Path], notes: list[str]) -> None:
     """Before a run writes (its outputs claimed, so no live run is committing any of them):
     finish each commit a killed run left that names one of ``finals`` (its journal beside
-    its manifest, in one of their folders), and remove staged files no journal names (a
-    run killed before its commit). ``notes`` says what was done."""
+    its clean output, in one of their folders), and remove staged files no journal names (a
+    run killed before its commit). ``notes`` says what was done, and names the staged
+    files of other outputs found in those folders that no journal there names: left as
+    they are (a journal beside that run's clean output, in another folder, may name them),
+    a fix into their outputs removes them."""
     wanted = {_real(f) for f in finals}
-    ours = {journal_path(Path(os.path.abspath(f))).name for f in finals}
-    for journal in _journals({Path(os.path.abspath(f)).parent for f in finals}):
+    ours = {journal_path(Path(os.path.abspath(f))) for f in finals}
+    folders = {Path(os.path.abspath(f)).parent for f in finals}
+    named: set[str] = set()  # staged files a journal in these folders names
+    for journal in _journals(folders):
         try:
             staged = _read(journal)
         except ConfigError:
-            if journal.name in ours:  # beside a manifest of this run's name: ours to judge
+            if journal in ours:  # beside one of this run's outputs, named after it: ours
                 raise
-            continue  # another manifest's, unreadable: the next fix of its outputs says so
+            named.add("?")  # it may name any staged file here: none is called left
+            continue  # another output's, unreadable: the next fix of its outputs says so
+        named |= {_real(s) for s, _ in staged}
         if not wanted & {_real(f) for _, f in staged}:
             continue  # another output's: its own next run finishes it
         try:
@@ -121,6 +135,25 @@ def recover(finals: list[Path], notes: list[str]) -> None:
                 left.unlink()
             notes.append(f"{final}: an unfinished output of an earlier fix run that was "
                          "killed before its commit was removed (the earlier outputs stay)")
+    if "?" in named:
+        return
+    for folder in sorted(folders):
+        with contextlib.suppress(OSError):
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                final = _final_of(entry.name)
+                if final is None or _real(Path(entry.path)) in named:
+                    continue
+                notes.append(f"{entry.path}: an unfinished output of a fix run into "
+                             f"{folder / final} that was killed; left as it is (not this "
+                             f"run's output): the next fix into {folder / final} removes it")
+
+
+def _final_of(name: str) -> str | None:
+    """The final name a staged file's ``name`` stands for, or None for any other name."""
+    head, tail = _STAGED.split("{name}")
+    if name.startswith(head) and name.endswith(tail) and len(name) > len(head) + len(tail):
+        return name[len(head):-len(tail)]
+    return None
 
 
 def _real(path: Path) -> str:
@@ -146,10 +179,11 @@ def _read(journal: Path) -> list[tuple[Path, Path]]:
         data = json.loads(journal.read_text(encoding="utf-8"))
         pairs = [(Path(s), Path(f)) for s, f in data["renames"]]
         # what a commit writes, nothing else: each staged file beside its final path,
-        # the manifest (last) beside the journal
+        # the journal beside one of them (the first; an earlier release's: the last) and
+        # named after it
         if (not pairs or any(s != staged_path(f) or not f.is_absolute() for s, f in pairs)
-                or journal_path(pairs[-1][1]).name != journal.name
-                or _real(pairs[-1][1].parent) != _real(journal.parent)):
+                or not any(journal_path(f).name == journal.name
+                           and _real(f.parent) == _real(journal.parent) for _, f in pairs)):
             raise ValueError("it is not a commit record preflight wrote")
         return pairs
     except (OSError, ValueError, KeyError, TypeError) as e:

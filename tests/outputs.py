@@ -28,6 +28,7 @@ def write_records(path: Path, rows: list[dict[str, Any]], table: pa.Table | None
     cell), Parquet or Arrow, by ``path``'s suffix; ``table`` (the rows' own Arrow table,
     e.g. with dictionary-encoded columns) is written instead of the rows' inferred one."""
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".jsonl":
         path.write_text(lines)
     elif path.name.endswith(".jsonl.gz"):
@@ -55,7 +56,7 @@ def write_shaped(path: Path, rows: list[dict[str, Any]]) -> Path:
         datasets = pytest.importorskip("datasets")
         datasets.Dataset.from_list(rows).save_to_disk(str(path))
         return path
-    path.mkdir()
+    path.mkdir(parents=True)
     write_records(path / "part-0.parquet", rows[:4])
     write_records(path / "part-1.parquet", rows[4:])
     return path

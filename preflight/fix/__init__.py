@@ -313,10 +313,14 @@ def _fix_rounds(
     target = manifest_path(options)
     written_manifest = part(target, 0)
     written.append(written_manifest)
-    written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    try:
+        written_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:  # a failed write (a full disk) names no file: the message does
+        e.filename = e.filename or str(written_manifest)
+        raise
     # All three in place, or (killed meanwhile) none until the next run finishes it.
     commit([(clean, options.out), (quarantined, options.quarantine),
-            (written_manifest, target)], target)
+            (written_manifest, target)])
     manifest["manifest_path"] = str(target)
     return report, manifest
 
