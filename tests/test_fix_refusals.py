@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
-from tests.outputs import write_shaped
+from tests.outputs import write_records, write_shaped
 
 
 def invoke(*args: str | Path) -> Result:
@@ -181,3 +181,31 @@ def test_fix_options_that_are_no_paths_are_config_errors(given: dict, said: str)
     # TypeError from deep inside the run.
     with pytest.raises(ConfigError, match=re.escape(said)):
         FixOptions(**given)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_fix_refuses_shards_of_another_shape(tmp_path: Path, suffix: str, dry_run: bool) -> None:
+    # Shards whose records have another text field than the first's are not scanned (the
+    # gate's mixed_shards finding); fix copied them to the clean output, exit 0, their
+    # hidden character and empty text included, as if they had been cleaned.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    first = [{"id": f"a{i}", "text": f"first shard sentence {i} about rivers"} for i in range(4)]
+    other = [{"id": f"b{i}", "body": f"second shard sentence {i} about lakes"} for i in range(4)]
+    other[1]["body"], other[2]["body"] = "hidden\u200bspace", ""
+    for name, rows in (("a", first), ("b", other)):
+        path = folder / f"{name}{suffix}"
+        if suffix == ".csv":
+            keys = list(rows[0])
+            path.write_text(",".join(keys) + "\n"
+                            + "".join(",".join(r[k] for k in keys) + "\n" for r in rows))
+        else:
+            write_records(path, rows)
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress",
+                    *(["--dry-run"] if dry_run else []))
+    assert result.exit_code == 2, result.output
+    assert "fix refuses to run" in result.output
+    assert f"b{suffix}" in result.output and "nothing was written" in result.output
+    assert not (tmp_path / "o").exists()

@@ -143,6 +143,7 @@ def run_fix(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
         )
         findings = pl.read_parquet(work / "report" / "findings.parquet")
+        _refuse_unchecked_shards(findings)
         # The plan maps each finding's rule to its action: a rule that did not run (the
         # character checks on data with no string besides the text) has no findings.
         the_plan = plan(
@@ -236,6 +237,15 @@ def _refuse_errored_rules(report: Report) -> None:
         raise ConfigError(f"fix refuses to run: {len(errored)} rule(s) could not run "
                           f"({reasons}). Fix the rules file (or the data) and run again; "
                           "nothing was written.")
+
+
+def _refuse_unchecked_shards(findings: pl.DataFrame) -> None:
+    """Shards of another shape than the first (``mixed_shards``) were not scanned: copied to
+    the clean output, their records would pass with their faults unknown."""
+    mixed = findings.filter(pl.col("code") == "mixed_shards").get_column("detail")
+    if len(mixed):
+        raise ConfigError(f"fix refuses to run: {mixed[0]}; nothing was written (their "
+                          "records would reach the clean copy unchecked)")
 
 
 def _fix_rounds(
