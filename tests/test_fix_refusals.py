@@ -209,3 +209,28 @@ def test_fix_refuses_shards_of_another_shape(tmp_path: Path, suffix: str, dry_ru
     assert "fix refuses to run" in result.output
     assert f"b{suffix}" in result.output and "nothing was written" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow"])
+def test_fix_refuses_labels_only_later_shards_hold(tmp_path: Path, suffix: str) -> None:
+    # The first shard has no label, so none was judged (the gate's unjudged_labels); fix
+    # copied the later shard's label -3 to the clean output, exit 0.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    first = [{"id": f"a{i}", "text": f"first shard sentence {i} about rivers"} for i in range(4)]
+    other = [{"id": f"b{i}", "text": f"second shard sentence {i} about lakes", "label": i % 2}
+             for i in range(6)]
+    other[3]["label"] = -3
+    for name, rows in (("a", first), ("b", other)):
+        path = folder / f"{name}{suffix}"
+        if suffix == ".csv":
+            keys = list(rows[0])
+            path.write_text(",".join(keys) + "\n"
+                            + "".join(",".join(str(r[k]) for k in keys) + "\n" for r in rows))
+        else:
+            write_records(path, rows)
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert "fix refuses to run" in result.output and "--label-field label" in result.output
+    assert not (tmp_path / "o").exists()

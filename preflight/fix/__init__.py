@@ -61,6 +61,7 @@ from preflight.wrapped import nothing_checked, wrapped_records
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
 _BLIND_TO_TEXT = frozenset({"label_range", "numeric", "malformed", "schema"})
+_UNCHECKED = ("mixed_shards", "unjudged_labels", "unjudged_numbers")  # the gate's blind spots
 
 
 @dataclass
@@ -240,12 +241,13 @@ def _refuse_errored_rules(report: Report) -> None:
 
 
 def _refuse_unchecked_shards(findings: pl.DataFrame) -> None:
-    """Shards of another shape than the first (``mixed_shards``) were not scanned: copied to
-    the clean output, their records would pass with their faults unknown."""
-    mixed = findings.filter(pl.col("code") == "mixed_shards").get_column("detail")
-    if len(mixed):
-        raise ConfigError(f"fix refuses to run: {mixed[0]}; nothing was written (their "
-                          "records would reach the clean copy unchecked)")
+    """Shards of another shape than the first (``mixed_shards``) were not scanned, and labels
+    or numbers only later shards hold were not judged (``unjudged_labels``,
+    ``unjudged_numbers``): copied to the clean output, their faults would pass as cleaned."""
+    unchecked = findings.filter(pl.col("code").is_in(_UNCHECKED)).get_column("detail")
+    if len(unchecked):
+        raise ConfigError(f"fix refuses to run: {'; '.join(unchecked)}; nothing was written "
+                          "(those records would reach the clean copy unchecked)")
 
 
 def _fix_rounds(
