@@ -4,6 +4,7 @@ runs into one output, and the Python API's missing argument."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -234,3 +235,24 @@ def test_fix_refuses_labels_only_later_shards_hold(tmp_path: Path, suffix: str) 
     assert result.exit_code == 2, result.output
     assert "fix refuses to run" in result.output and "--label-field label" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link"])
+def test_an_output_that_is_no_regular_file_is_named_as_such(tmp_path: Path, kind: str) -> None:
+    # A suffix-less folder, pipe or /dev/stdout-like link was told to add a suffix ("name it
+    # /dev/stdout.jsonl"): no name makes it work, and the message said nothing of why.
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "one line of text"}\n')
+    target = tmp_path / "target"
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(tmp_path / "elsewhere")
+    said = {"folder": "is a folder", "fifo": "is not a regular file", "link": "is a symbolic link"}
+    for args in (("--out", target, "--quarantine", tmp_path / "q.jsonl"),
+                 ("--out", tmp_path / "c.jsonl", "--quarantine", target)):
+        result = invoke("fix", src, *args, "--no-progress")
+        assert result.exit_code == 2, result.output
+        assert said[kind] in result.output and "suffix" not in result.output
