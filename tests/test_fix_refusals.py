@@ -4,6 +4,7 @@ runs into one output, and the Python API's missing argument."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from preflight import ConfigError, FixOptions, run_preflight
 from preflight.cli import main
-from tests.outputs import write_shaped
+from tests.outputs import write_records, write_shaped
 
 
 def invoke(*args: str | Path) -> Result:
@@ -181,3 +182,77 @@ def test_fix_options_that_are_no_paths_are_config_errors(given: dict, said: str)
     # TypeError from deep inside the run.
     with pytest.raises(ConfigError, match=re.escape(said)):
         FixOptions(**given)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow"])
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_fix_refuses_shards_of_another_shape(tmp_path: Path, suffix: str, dry_run: bool) -> None:
+    # Shards whose records have another text field than the first's are not scanned (the
+    # gate's mixed_shards finding); fix copied them to the clean output, exit 0, their
+    # hidden character and empty text included, as if they had been cleaned.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    first = [{"id": f"a{i}", "text": f"first shard sentence {i} about rivers"} for i in range(4)]
+    other = [{"id": f"b{i}", "body": f"second shard sentence {i} about lakes"} for i in range(4)]
+    other[1]["body"], other[2]["body"] = "hidden\u200bspace", ""
+    for name, rows in (("a", first), ("b", other)):
+        path = folder / f"{name}{suffix}"
+        if suffix == ".csv":
+            keys = list(rows[0])
+            path.write_text(",".join(keys) + "\n"
+                            + "".join(",".join(r[k] for k in keys) + "\n" for r in rows))
+        else:
+            write_records(path, rows)
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress",
+                    *(["--dry-run"] if dry_run else []))
+    assert result.exit_code == 2, result.output
+    assert "fix refuses to run" in result.output
+    assert f"b{suffix}" in result.output and "nothing was written" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv", ".parquet", ".arrow"])
+def test_fix_refuses_labels_only_later_shards_hold(tmp_path: Path, suffix: str) -> None:
+    # The first shard has no label, so none was judged (the gate's unjudged_labels); fix
+    # copied the later shard's label -3 to the clean output, exit 0.
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    first = [{"id": f"a{i}", "text": f"first shard sentence {i} about rivers"} for i in range(4)]
+    other = [{"id": f"b{i}", "text": f"second shard sentence {i} about lakes", "label": i % 2}
+             for i in range(6)]
+    other[3]["label"] = -3
+    for name, rows in (("a", first), ("b", other)):
+        path = folder / f"{name}{suffix}"
+        if suffix == ".csv":
+            keys = list(rows[0])
+            path.write_text(",".join(keys) + "\n"
+                            + "".join(",".join(str(r[k]) for k in keys) + "\n" for r in rows))
+        else:
+            write_records(path, rows)
+    out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
+    result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress")
+    assert result.exit_code == 2, result.output
+    assert "fix refuses to run" in result.output and "--label-field label" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link"])
+def test_an_output_that_is_no_regular_file_is_named_as_such(tmp_path: Path, kind: str) -> None:
+    # A suffix-less folder, pipe or /dev/stdout-like link was told to add a suffix ("name it
+    # /dev/stdout.jsonl"): no name makes it work, and the message said nothing of why.
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "one line of text"}\n')
+    target = tmp_path / "target"
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(tmp_path / "elsewhere")
+    said = {"folder": "is a folder", "fifo": "is not a regular file", "link": "is a symbolic link"}
+    for args in (("--out", target, "--quarantine", tmp_path / "q.jsonl"),
+                 ("--out", tmp_path / "c.jsonl", "--quarantine", target)):
+        result = invoke("fix", src, *args, "--no-progress")
+        assert result.exit_code == 2, result.output
+        assert said[kind] in result.output and "suffix" not in result.output

@@ -180,3 +180,15 @@ def test_a_nan_share_is_named_as_not_finite(tmp_path: Path, rule: str) -> None:
     result = invoke("rules", "validate", str(rules))
     assert result.exit_code == 2, result.output
     assert "Input should be a finite number (got nan)" in flat(result.output)
+
+
+def test_a_misspelt_check_key_is_named(tmp_path: Path) -> None:
+    # `chek: empty` said only "check: missing", leaving the reader to find the typo.
+    rules = tmp_path / "r.yaml"
+    rules.write_text("rules:\n  - {id: e, chek: empty, severity: error}\n"
+                     "  - {id: f, severity: error}\n", encoding="utf-8")
+    result = invoke("rules", "validate", rules)
+    assert result.exit_code == 2
+    assert "rules[0].check: missing (the rule has 'chek' — did you mean 'check'?); " \
+           "choose one of" in result.output
+    assert "rules[1].check: missing; choose one of" in result.output

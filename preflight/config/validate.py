@@ -111,7 +111,12 @@ def _rule(spec: Any, i: int, errors: list[str]) -> Rule | None:
         return None
     check_name = spec.get("check")
     if check_name is None:
-        errors.append(f"{at}.check: missing; choose one of {', '.join(registry.names())}")
+        # a misspelt `check:` (`chek: empty`) is the likely cause: name it, not only the gap
+        typo = next((k for k in spec if isinstance(k, str) and k not in RULE_KEYS
+                     and _did_you_mean(k, ["check"])), None)
+        hint = f" (the rule has {typo!r} — did you mean 'check'?)" if typo else ""
+        errors.append(f"{at}.check: missing{hint}; choose one of "
+                      f"{', '.join(registry.names())}")
         return None
     if not isinstance(check_name, str):  # a list or mapping would not even be looked up
         errors.append(f"{at}.check: expected the name of one check, got {_kind(check_name)}; "

@@ -61,6 +61,7 @@ from preflight.wrapped import nothing_checked, wrapped_records
 __all__ = ["ORDER", "FixOptions", "plan", "run_fix"]
 MAX_ROUNDS = 3
 _BLIND_TO_TEXT = frozenset({"label_range", "numeric", "malformed", "schema"})
+_UNCHECKED = ("mixed_shards", "unjudged_labels", "unjudged_numbers")  # the gate's blind spots
 
 
 @dataclass
@@ -143,6 +144,7 @@ def run_fix(
             fields=_fields(report, rules), model=rules.model, tokenizer=rules_tokenizer(rules)
         )
         findings = pl.read_parquet(work / "report" / "findings.parquet")
+        _refuse_unchecked_shards(findings)
         # The plan maps each finding's rule to its action: a rule that did not run (the
         # character checks on data with no string besides the text) has no findings.
         the_plan = plan(
@@ -236,6 +238,16 @@ def _refuse_errored_rules(report: Report) -> None:
         raise ConfigError(f"fix refuses to run: {len(errored)} rule(s) could not run "
                           f"({reasons}). Fix the rules file (or the data) and run again; "
                           "nothing was written.")
+
+
+def _refuse_unchecked_shards(findings: pl.DataFrame) -> None:
+    """Shards of another shape than the first (``mixed_shards``) were not scanned, and labels
+    or numbers only later shards hold were not judged (``unjudged_labels``,
+    ``unjudged_numbers``): copied to the clean output, their faults would pass as cleaned."""
+    unchecked = findings.filter(pl.col("code").is_in(_UNCHECKED)).get_column("detail")
+    if len(unchecked):
+        raise ConfigError(f"fix refuses to run: {'; '.join(unchecked)}; nothing was written "
+                          "(those records would reach the clean copy unchecked)")
 
 
 def _fix_rounds(

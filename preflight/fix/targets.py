@@ -66,6 +66,8 @@ def _refuse_unreadable_name(flag: str, path: Path, fmt: str, reads: set[str]) ->
     named = format_of(path)
     if not path.name or path.name in (".", "..") or named in reads:
         return  # a missing name is refused with its own message in check_paths
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return  # /dev/stdout, a folder: check_paths says why (no name would make it work)
     if named:
         said, better = f"names {_FORMAT_NAMES[named]}", path.with_suffix(f".{fmt}")
     else:

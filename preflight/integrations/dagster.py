@@ -25,8 +25,11 @@ records). How the gate maps onto Dagster:
   and, with ``out``, the path of ``report.json``.
 
 The rules are loaded when the checks are defined (the check names come from the rule ids);
-the data is read when the check runs. Dagster is imported only when the factory is called, so
-importing this module is cheap; without it the call is a ``ConfigError`` naming the extra.
+the data is read when the check runs. Each set of checks needs its own ``out``: a folder
+that checks on another asset (or under another ``name``) already write into is a
+``ConfigError`` when the second set is defined, as they would overwrite each other's report.
+Dagster is imported only when the factory is called, so importing this module is cheap;
+without it the call is a ``ConfigError`` naming the extra.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ if TYPE_CHECKING:
     from preflight.report.model import Report, RuleResult, SmokeResult
 
 EXAMPLES = 5  # example rows per check in the metadata; the report holds the rest
+
+# Report folders claimed by the checks defined in this process, and whose checks they are.
+# Each run replaces report.json in its folder, so two sets of checks sharing one would each
+# link (in their metadata) to whichever report was written last, and a run in parallel would
+# be refused.
+_OUT_OWNERS: dict[Path, str] = {}
 
 
 def preflight_asset_checks(
@@ -89,6 +98,8 @@ def preflight_asset_checks(
     if clashes:
         raise ConfigError(f"rule ids map to the same Dagster check name {', '.join(clashes)} "
                           f"(check names allow only letters, digits and _); rename the rules")
+    if out is not None:
+        _claim_out(Path(out), f"{name!r} on asset {specs[0].asset_key.to_user_string()}")
 
     @dg.multi_asset_check(
         specs=specs,
@@ -120,6 +131,17 @@ def _run(data: Any, ruleset: RuleSet, out: str | Path | None, *, strict: bool,
     from preflight import run_preflight
 
     return run_preflight(data, rules=ruleset, out=out, strict=strict, smoke=smoke)
+
+
+def _claim_out(out: Path, owner: str) -> None:
+    """Refuse a report folder that other checks defined in this process write into."""
+    prior = _OUT_OWNERS.setdefault(out.expanduser().resolve(), owner)
+    if prior != owner:
+        raise ConfigError(
+            f"out={str(out)!r} is already the report folder of the preflight checks {prior}; "
+            f"each run replaces report.json there, so the checks {owner} would overwrite "
+            f"that report (and its checks would link to this one's): give each its own out, "
+            f"e.g. out='{out}-{owner.rsplit(' ', 1)[-1].replace('/', '_')}'")
 
 
 def _check_name(prefix: str, check: str) -> str:

@@ -156,3 +156,45 @@ def test_missing_dagster_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "dagster", None)  # makes `import dagster` fail
     with pytest.raises(ConfigError, match=r"dataset-preflight\[dagster\]"):
         preflight_asset_checks("corpus", "data.jsonl", RULES)
+
+
+def test_checks_on_two_assets_cannot_share_one_report_folder(tmp_path: Path) -> None:
+    # Each run replaces report.json in `out`: the second asset's run used to overwrite the
+    # first's report, whose checks then linked to a report about the other asset's data.
+    out = tmp_path / "report"
+    preflight_asset_checks("corpus_a", tmp_path / "a.jsonl", RULES, out=out)
+    with pytest.raises(ConfigError, match=r"already the report folder .*'preflight' on asset "
+                                          r"corpus_a.* on asset corpus_b"):
+        preflight_asset_checks("corpus_b", tmp_path / "b.jsonl", RULES, out=out)
+    with pytest.raises(ConfigError, match="already the report folder"):  # another name, same asset
+        preflight_asset_checks("corpus_a", tmp_path / "a.jsonl", RULES, out=out, name="other")
+    # The same folder, spelt otherwise.
+    with pytest.raises(ConfigError, match="already the report folder"):
+        preflight_asset_checks("corpus_b", tmp_path / "b.jsonl", RULES,
+                               out=f"{out}/../{out.name}/")
+    # Defining the same checks again (a reload) is not a clash.
+    preflight_asset_checks("corpus_a", tmp_path / "a.jsonl", RULES, out=out)
+
+
+def test_checks_on_two_assets_with_their_own_folders_keep_their_own_reports(
+        tmp_path: Path) -> None:
+    first = write_jsonl(tmp_path / "a.jsonl", CLEAN)
+    second = write_jsonl(tmp_path / "b.jsonl", [*CLEAN, HIDDEN])
+
+    @dg.asset
+    def corpus_a() -> None:
+        pass
+
+    @dg.asset
+    def corpus_b() -> None:
+        pass
+
+    checks = [*preflight_asset_checks(corpus_a, first, RULES, out=tmp_path / "a"),
+              *preflight_asset_checks(corpus_b, second, RULES, out=tmp_path / "b")]
+    result = dg.materialize([corpus_a, corpus_b, *checks], raise_on_error=False)
+    gates = {e.asset_key.to_user_string(): e for e in result.get_asset_check_evaluations()
+             if e.check_name == "preflight_gate"}
+    assert gates["corpus_a"].passed and not gates["corpus_b"].passed
+    for asset, data in (("corpus_a", first), ("corpus_b", second)):
+        report = json.loads(Path(gates[asset].metadata["report"].value).read_text())
+        assert report["source"]["path"] == str(data)
