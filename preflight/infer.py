@@ -115,6 +115,11 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
                if t == pl.String and n not in _ID_NAMES and n not in LABEL_NAMES
                and n not in taken and _share(batch, n, ("string",), present=True) >= _MAJORITY]
     named = next((n for n in _TEXT_NAMES if n in strings), None)
+    # A column by a text name whose values are of mixed JSON types, strings among them (a
+    # number, a list, an object where the text should be), is still the text: the others
+    # are the schema rule's wrong_type findings, not a corpus with no text to check.
+    mixed = next(((n, share) for n in _TEXT_NAMES if n in batch.raw and n not in taken
+                  and (share := _share(batch, n, ("string",), present=True)) > 0), None)
     # A binary column by a text name is text written without the UTF-8 annotation (some
     # Spark and Hive writers): read as UTF-8, and what is not UTF-8 is the encoding check's.
     binary = next((n for n in _TEXT_NAMES
@@ -128,6 +133,10 @@ def infer_fields(batch: Batch, *, given: dict[str, Any] | None = None
         pass
     elif named:
         found["text"], why["text"] = named, f"{named!r} (by name)"
+    elif mixed and "messages" not in found:
+        found["text"] = mixed[0]
+        why["text"] = (f"{mixed[0]!r} (by name; {_percent(mixed[1])} of the values it holds "
+                       "are strings, the others are not)")
     elif binary and "messages" not in found:
         found["text"], why["text"] = binary, f"{binary!r} (by name; bytes read as UTF-8)"
     elif hollow and "messages" not in found:
