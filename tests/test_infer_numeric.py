@@ -96,3 +96,19 @@ def test_a_column_named_like_a_pattern_is_inferred_as_itself(tmp_path: Path, fmt
     result = check(data, "--out", tmp_path / "out")
     assert result.exit_code == 1, result.output
     assert (1, "numeric", "nan") in found(tmp_path / "out")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_string_column_named_like_a_pattern_is_inferred_as_itself(tmp_path: Path,
+                                                                    fmt: str) -> None:
+    # A polars Series method runs as an expression on a column of the series' name: on a
+    # series named "^t.*$" it found no column ("internal error: IndexError"), with no
+    # rules file given.
+    frame = pl.DataFrame({"^t.*$": ["a title here", "another title", "third title"],
+                          "text": ["plain text one", "zero\u200bwidth two", "plain three"]})
+    data = tmp_path / f"d.{fmt}"
+    getattr(frame, {"jsonl": "write_ndjson", "csv": "write_csv",
+                    "parquet": "write_parquet"}[fmt])(data)
+    result = check(data, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert (1, "invisible_unicode", "zero_width_space") in found(tmp_path / "out")
