@@ -177,8 +177,8 @@ class Batch:
             elif name not in self.schema:
                 self._cache[key] = repeated("null", len(self), pl.String, name)
             else:
-                self._cache[key] = self.frame.select(_json_type(name, self.schema[name])
-                                                     ).to_series()
+                typed = _json_type(self.frame, name, self.schema[name])
+                self._cache[key] = self.frame.select(typed).to_series()
         return self._cache[key]
 
     def read_types(self, name: str) -> pl.Series:
@@ -188,7 +188,7 @@ class Batch:
             return self.json_types(name)
         key = ("read_types", name)
         if key not in self._cache:
-            self._cache[key] = self.frame.select(_read_type(name)).to_series()
+            self._cache[key] = self.frame.select(_read_type(self.frame, name)).to_series()
         return self._cache[key]
 
     def prime_types(self, names: list[str]) -> None:
@@ -200,9 +200,10 @@ class Batch:
             if name in self.raw or name not in self.schema:
                 continue
             if self.textual and self.schema[name] == pl.String:
-                key, expr = ("read_types", name), _read_type(name)
+                key, expr = ("read_types", name), _read_type(self.frame, name)
             else:
-                key, expr = ("json_types", name), _json_type(name, self.schema[name])
+                key = ("json_types", name)
+                expr = _json_type(self.frame, name, self.schema[name])
             if key not in self._cache:
                 exprs.append((key, expr))
         if exprs:
@@ -323,9 +324,15 @@ class Batch:
         return self._cache[key]
 
 
-def _json_type(name: str, dtype: pl.DataType) -> pl.Expr:
+def _column(frame: pl.DataFrame, name: str) -> pl.Expr:
+    """Column ``name`` of ``frame`` by its position: ``pl.col`` reads a name such as
+    ``^.*$`` as a pattern of names, and a data file's column may be called anything."""
+    return pl.nth(frame.get_column_index(name))
+
+
+def _json_type(frame: pl.DataFrame, name: str, dtype: pl.DataType) -> pl.Expr:
     """Each record's JSON type of a top-level column (``Batch.json_types``)."""
-    col = pl.col(name)
+    col = _column(frame, name)
     kind: pl.Expr = pl.lit(dtype_kind(dtype))
     if dtype.is_float():  # a whole float is an integer, as on the slow path
         kind = pl.when(col.is_finite() & (col == col.floor())).then(pl.lit("integer")
@@ -333,13 +340,14 @@ def _json_type(name: str, dtype: pl.DataType) -> pl.Expr:
     return pl.when(col.is_null()).then(pl.lit("null")).otherwise(kind).alias(name)
 
 
-def _read_type(name: str) -> pl.Expr:
+def _read_type(frame: pl.DataFrame, name: str) -> pl.Expr:
     """Each record's JSON type of a textual format's string column (``Batch.read_types``)."""
-    number = pl.col(name).str.strip_chars().cast(pl.Float64, strict=False)
+    col = _column(frame, name)
+    number = col.str.strip_chars().cast(pl.Float64, strict=False)
     whole = number.is_finite() & (number == number.floor())
     return (pl.when(whole).then(pl.lit("integer"))
             .when(number.is_not_null()).then(pl.lit("number"))
-            .when(pl.col(name).is_null()).then(pl.lit("null"))
+            .when(col.is_null()).then(pl.lit("null"))
             .otherwise(pl.lit("string")).alias(name))
 
 

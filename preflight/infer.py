@@ -346,7 +346,7 @@ def _share(batch: Batch, name: str, kinds: tuple[str, ...], *,
     hold a value there at all (not null, not missing)."""
     if not len(batch):
         return 0.0
-    types = batch.read_types(name)
+    types = batch.read_types(name).rename("types")  # a data name may read as a pattern
     if present:
         types = types.filter(types != "null")
     return float(types.is_in(list(kinds)).mean() or 0.0) if len(types) else 0.0

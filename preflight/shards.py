@@ -19,6 +19,7 @@ read by the ``numeric`` check, and its NaN passed with no word.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -130,8 +131,9 @@ class ShardShapes:
             "is then the schema's finding)"))
         # the option names the run's numeric fields too: alone, the new one replaced them
         names_all = list(dict.fromkeys([*self.numeric, *self.unnumbered]))
-        option = (f"fields.numeric={names_all[0]}" if len(names_all) == 1
-                  else f"'fields.numeric=[{','.join(names_all)}]'")
+        # quoted for a shell (a name may hold a space): the message is a command to paste
+        option = shlex.quote(f"fields.numeric={names_all[0]}" if len(names_all) == 1
+                             else f"fields.numeric=[{','.join(names_all)}]")
         details += _unjudged("unjudged_numbers", self.unnumbered, holds="numbers",
                              lacking="every record of the first", remedy=lambda _: (
             f"its NaN, Inf and bounds were not checked; --set {option} checks them "

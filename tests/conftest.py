@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,20 @@ def schema_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(pl.DataFrame, "schema", property(counted))
     return built
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, a disk that fills, unmounted afterwards (skipped where mounting is
+    not permitted)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], check=True)

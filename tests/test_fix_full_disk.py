@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +26,6 @@ from tests.test_formats_promises import _open_under
 ZW = "\u200b"
 PHASES = ["clean", "quarantine", "manifest"]
 N = 600  # records of ~300 characters: far more than the disk's 64 KiB, in any format
-
-
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs, unmounted afterwards (skipped where mounting is not permitted)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                             capture_output=True, check=False)
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root)")
-    try:
-        yield mount
-    finally:
-        if subprocess.run(["umount", str(mount)], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
 def _text(k: int) -> str:
@@ -74,11 +56,11 @@ CASES = [("flat", shape) for shape in SHAPES] + [
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(("kind", "shape"), CASES)
 def test_a_full_disk_leaves_the_earlier_set_and_says_why(
-    tmp_path: Path, disk: Path, monkeypatch: pytest.MonkeyPatch, kind: str, shape: str,
+    tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch, kind: str, shape: str,
     phase: str,
 ) -> None:
     name, clean = SHAPES[shape]
-    out, q, manifest = disk / clean, disk / "q.jsonl", disk / "fix-manifest.json"
+    out, q, manifest = small_disk / clean, small_disk / "q.jsonl", small_disk / "fix-manifest.json"
     old = write_shaped(tmp_path / "old" / name, _rows(kind, 6, "clean", "old"))
     first = invoke("fix", old, "--out", out, "--quarantine", q)
     assert first.exit_code == 0, first.output
@@ -90,7 +72,7 @@ def test_a_full_disk_leaves_the_earlier_set_and_says_why(
 
     new = write_shaped(tmp_path / "new" / name,
                        _rows(kind, 6 if phase == "manifest" else N, phase, "new"))
-    filler = disk / "filler"
+    filler = small_disk / "filler"
     if phase == "manifest":  # clean and quarantine written: the disk fills before the manifest
         made = manifests.manifest
 
@@ -107,14 +89,14 @@ def test_a_full_disk_leaves_the_earlier_set_and_says_why(
     assert "No space left on device" in result.output
     assert "nothing was put in place" in result.output
     assert "Traceback" not in result.output
-    left = {p.name: hash_file(p) for p in disk.iterdir() if p != filler}
+    left = {p.name: hash_file(p) for p in small_disk.iterdir() if p != filler}
     assert left == earlier  # no staged file, no commit record, no temporary: the old set
-    assert _open_under(disk) == []
+    assert _open_under(small_disk) == []
     if phase == "manifest":
         assert f"cannot write {manifest}: No space left" in " ".join(result.output.split())
         assert filler.exists()  # it was the manifest the disk had no room for
         filler.unlink()
     else:
         with contextlib.suppress(OSError):
-            (disk / "probe").write_bytes(b"x" * 8192)  # room again: nothing held the space
-        assert (disk / "probe").stat().st_size == 8192
+            (small_disk / "probe").write_bytes(b"x" * 8192)  # room again: nothing held the space
+        assert (small_disk / "probe").stat().st_size == 8192

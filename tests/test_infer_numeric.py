@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from click.testing import CliRunner, Result
 
 from preflight.cli import main
@@ -76,3 +77,38 @@ def test_numeric_columns_some_records_lack_are_named_beside_those_inferred(tmp_p
     assert named.exit_code == 1
     assert report_of(tmp_path / "named")["rules_file"]["inferred"] == {}
     assert (1, "numeric", "nan") in found(tmp_path / "named")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_column_named_like_a_pattern_is_inferred_as_itself(tmp_path: Path, fmt: str) -> None:
+    # polars reads pl.col("^.*$") as "every column": typing the columns in one pass broke on
+    # such a name ("internal error: DuplicateError"), and the run never started.
+    frame = pl.DataFrame({"text": ["hello world one", "hello there two", "third one here"],
+                          "^.*$": [1.5, float("nan"), 2.5]})
+    data = tmp_path / f"d.{fmt}"
+    if fmt == "jsonl":
+        frame.write_ndjson(data)
+        data.write_text(data.read_text().replace("null", "NaN"))
+    elif fmt == "csv":
+        frame.write_csv(data)
+    else:
+        frame.write_parquet(data)
+    result = check(data, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert (1, "numeric", "nan") in found(tmp_path / "out")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_string_column_named_like_a_pattern_is_inferred_as_itself(tmp_path: Path,
+                                                                    fmt: str) -> None:
+    # A polars Series method runs as an expression on a column of the series' name: on a
+    # series named "^t.*$" it found no column ("internal error: IndexError"), with no
+    # rules file given.
+    frame = pl.DataFrame({"^t.*$": ["a title here", "another title", "third title"],
+                          "text": ["plain text one", "zero\u200bwidth two", "plain three"]})
+    data = tmp_path / f"d.{fmt}"
+    getattr(frame, {"jsonl": "write_ndjson", "csv": "write_csv",
+                    "parquet": "write_parquet"}[fmt])(data)
+    result = check(data, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert (1, "invisible_unicode", "zero_width_space") in found(tmp_path / "out")

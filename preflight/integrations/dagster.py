@@ -141,7 +141,9 @@ def _claim_out(out: Path, owner: str) -> None:
             f"out={str(out)!r} is already the report folder of the preflight checks {prior}; "
             f"each run replaces report.json there, so the checks {owner} would overwrite "
             f"that report (and its checks would link to this one's): give each its own out, "
-            f"e.g. out='{out}-{owner.rsplit(' ', 1)[-1].replace('/', '_')}'")
+            f"e.g. out='{out}-{owner.rsplit(' ', 1)[-1].replace('/', '_')}' (checks defined "
+            f"earlier in this process count until it ends: a notebook cell re-run after "
+            f"renaming the asset needs a kernel restart, or the new out)")
 
 
 def _check_name(prefix: str, check: str) -> str:

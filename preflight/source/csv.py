@@ -274,7 +274,9 @@ def _frame_batch(cells: dict[str, pl.Series], rows: np.ndarray, malformed: list[
                  file_index: int, label: str | None, progress: int) -> Batch:
     """A batch of string cells, each column typed (``_typed``) with its text kept."""
     # by name: a list of Series would rename an empty header name to "column_0"
-    frame = pl.DataFrame({name: _typed(col) for name, col in cells.items()})
+    # (typed under a plain name: a Series method runs as an expression on a column of the
+    # series' name, and pl.col reads a header such as "^t.*$" as a pattern)
+    frame = pl.DataFrame({name: _typed(col.rename("cell")) for name, col in cells.items()})
     schema = frame.schema  # polars builds it on every access: once per column was quadratic
     written = {name: col for name, col in cells.items() if schema[name] != pl.String}
     return Batch(frame=frame, rows=rows, file=label, file_index=file_index,

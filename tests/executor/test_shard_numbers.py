@@ -7,6 +7,7 @@ naming the shards and the option that checks them; the same with one worker and 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import polars as pl
@@ -132,3 +133,26 @@ def test_a_number_the_first_shard_holds_is_not_unjudged_when_fields_are_set(
                               "--workers", str(workers), "--out", str(tmp_path / "r")])
     found = pl.read_parquet(tmp_path / "r" / "findings.parquet")
     assert "unjudged_numbers" not in found["code"].to_list()
+
+
+def test_the_options_it_names_work_pasted_into_a_shell(tmp_path: Path) -> None:
+    """A field named ``my score``: the message said ``--set fields.numeric=my score``,
+    which a shell splits into two arguments (``fix``: "Got unexpected extra argument
+    (score)")."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    write_records(folder / "part-0.jsonl", [{"text": f"first shard record {i} here"}
+                                            for i in range(20)])
+    write_records(folder / "part-1.jsonl", [
+        {"text": f"second shard record {i} here", "my score": float("nan") if i == 7 else i / 3}
+        for i in range(20)])
+    report = run_preflight(folder, None, tmp_path / "r", workers=1, smoke=False)
+    details = " ".join(report.findings()["detail"])
+    options = shlex.split(details.split("--set ")[1].split(" checks")[0])
+    assert options == ["fields.numeric=my score"], details
+    result = CliRunner().invoke(main, ["check", str(folder), "--no-smoke", "--set", *options,
+                                       "--out", str(tmp_path / "r2")])
+    found = pl.read_parquet(tmp_path / "r2" / "findings.parquet")
+    # (part-0's records, which lack the field, are its findings too)
+    assert ("part-1.jsonl", 7, "nan") in found.select("file", "row", "code").rows(), (
+        result.output)

@@ -172,6 +172,11 @@ def test_checks_on_two_assets_cannot_share_one_report_folder(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="already the report folder"):
         preflight_asset_checks("corpus_b", tmp_path / "b.jsonl", RULES,
                                out=f"{out}/../{out.name}/")
+    # The checks defined first are still this process's, whether or not anything holds them
+    # (a notebook cell re-run after renaming its asset): the message says how to get past it.
+    with pytest.raises(ConfigError, match="notebook cell re-run after renaming the asset "
+                                          "needs a kernel restart, or the new out"):
+        preflight_asset_checks("corpus_b", tmp_path / "b.jsonl", RULES, out=out)
     # Defining the same checks again (a reload) is not a clash.
     preflight_asset_checks("corpus_a", tmp_path / "a.jsonl", RULES, out=out)
 
