@@ -15,8 +15,11 @@ complete) before anything else and says so, and ``preflight check`` refuses to r
 output a journal beside it names (exit 2). The journal sits beside the clean output, not the
 manifest, because that is the file ``check`` reads: with ``--manifest`` in another folder a
 journal beside the manifest was never seen, and ``check`` read a new clean output beside the
-old manifest (exit 0). A journal beside any output it names, named after it, is read (one
-beside the manifest: an earlier release's).
+old manifest (exit 0). A copy of the journal goes beside each output in another folder
+(a quarantine elsewhere), written after the commit and removed before the journal, so a
+``check`` of that output, or a fix sharing only it, finds the commit too. A journal beside
+any output it names, named after it, is read (one beside the manifest: an earlier
+release's).
 """
 
 from __future__ import annotations
@@ -66,32 +69,70 @@ def commit(pairs: list[tuple[Path, Path]]) -> None:
         os.replace(tmp, staged[-1][0])
     for folder in {final.parent for _, final in pairs}:
         _flush_folder(folder)
-    journal = journal_path(pairs[0][1])
-    written = temp_path(journal)
+    journal, *copies = _records(staged)
+    text = json.dumps({"renames": [[os.path.abspath(s), os.path.abspath(f)]
+                                   for s, f in staged]})
     try:
-        written.write_text(json.dumps({"renames": [[os.path.abspath(s), os.path.abspath(f)]
-                                                for s, f in staged]}),
-                           encoding="utf-8")
-        _flush(written)
-        os.replace(written, journal)  # the commit
+        _write_record(journal, text)  # the commit
     except BaseException:
-        with contextlib.suppress(OSError):
-            written.unlink(missing_ok=True)
         for s, _ in staged:
             with contextlib.suppress(OSError):
                 s.unlink(missing_ok=True)
         raise
-    _flush_folder(journal.parent)
+    for copy in copies:  # for a check of that output; the commit stands without them
+        with contextlib.suppress(OSError):
+            _write_record(copy, text)
     _finish(journal, staged)
 
 
+def _records(staged: list[tuple[Path, Path]]) -> list[Path]:
+    """Where a commit's record goes: beside its first output (the clean one; written
+    first, it is the commit), then a copy beside each output in another folder, so that
+    ``check`` of that output (a quarantine elsewhere) and a fix sharing only that output
+    find it too."""
+    records, folders = [], set()
+    for _, final in staged:
+        if (folder := _real(final.parent)) not in folders:
+            folders.add(folder)
+            records.append(journal_path(final))
+    return records
+
+
+def _write_record(record: Path, text: str) -> None:
+    written = temp_path(record)
+    try:
+        written.write_text(text, encoding="utf-8")
+        _flush(written)
+        os.replace(written, record)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            written.unlink(missing_ok=True)
+        raise
+    _flush_folder(record.parent)
+
+
 def _finish(journal: Path, staged: list[tuple[Path, Path]]) -> None:
+    """The renames of a commit, then its records: the copies of ``journal`` beside its
+    other outputs, ``journal`` itself last."""
+    text = journal.read_text(encoding="utf-8")
     for s, final in staged:
         with contextlib.suppress(FileNotFoundError):  # renamed already
             os.replace(s, final)
     for folder in {final.parent for _, final in staged}:
         _flush_folder(folder)
+    for record in _records(staged):
+        if _real(record) != _real(journal) and _holds(record, text):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(record)
     os.unlink(journal)
+
+
+def _holds(record: Path, text: str) -> bool:
+    """True when ``record`` is a copy of the commit record ``text`` (not another run's)."""
+    try:
+        return record.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def recover(finals: list[Path], notes: list[str]) -> None:
@@ -107,6 +148,8 @@ def recover(finals: list[Path], notes: list[str]) -> None:
     folders = {Path(os.path.abspath(f)).parent for f in finals}
     named: set[str] = set()  # staged files a journal in these folders names
     for journal in _journals(folders):
+        if not os.path.lexists(journal):
+            continue  # a copy of a record whose commit was finished above
         try:
             staged = _read(journal)
         except ConfigError:

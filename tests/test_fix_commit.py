@@ -327,3 +327,30 @@ def test_staged_files_of_a_killed_run_are_removed_or_named_by_the_next_fix(
     assert invoke("fix", new, "--out", out, "--quarantine", q).exit_code == 0
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
         [out.name, q.name, "fix-manifest.json"])  # a fix into it removes it
+
+
+def test_a_killed_commit_is_found_beside_a_quarantine_in_another_folder(
+        tmp_path: Path) -> None:
+    """The record sat beside the clean output only: with the quarantine in another folder,
+    ``check`` of the quarantine read a new one beside the old manifest (exit 0), and a fix
+    sharing only the quarantine took the committed run's staged quarantine for an
+    uncommitted one and removed it (the set, finished later, mixed two runs)."""
+    old, new = data(tmp_path, "old"), data(tmp_path, "new")
+    out, q = tmp_path / "a" / "clean.jsonl", tmp_path / "b" / "q.jsonl"
+    assert fix(old, out, q).returncode == 0
+    # staged 3, the record (the commit), its copy beside q, then killed before the renames
+    assert fix(new, out, q, kill_at=5).returncode == 137
+    assert journal_path(out).exists() and journal_path(q).exists()
+    read = check(q, tmp_path / "report")
+    assert read.returncode == 2, read.stderr
+    assert "killed while putting its outputs in place" in read.stderr
+    other = tmp_path / "c" / "clean.jsonl"
+    shared = fix(old, other, q)  # a fix sharing only the quarantine finishes the commit
+    assert shared.returncode == 0, shared.stderr
+    assert "its commit was finished first" in shared.stderr
+    assert "killed before its commit was removed" not in shared.stderr
+    manifest = json.loads(out.with_name("fix-manifest.json").read_text())
+    assert manifest["input"]["path"] == str(new)  # the killed run's set, complete
+    assert manifest["clean"]["xxh3_128"] == hash_file(out)
+    assert not journal_path(out).exists() and not journal_path(q).exists()
+    assert check(out, tmp_path / "report").returncode in (0, 1)
