@@ -202,13 +202,13 @@ def _named(name: str, columns: list[str]) -> str:
     return key_step(steps[0], first=True) + "".join(key_step(s) for s in steps[1:])
 
 
-def schema_names(batch: Batch, messages: str | None) -> dict[str, tuple[str, bool]]:
+def schema_names(batch: Batch) -> dict[str, tuple[str, bool]]:
     """Each name in the batch's typed schema that may hide characters (``odd_key``: a
-    column's, a struct field's at any depth, a list's items as ``[*]``), by its path, with
-    whether a record of the batch holds a value under it."""
+    column's, a struct field's at any depth, a list's items as ``[*]``; a chat turn's keys
+    too), by its path, with whether a record of the batch holds a value under it."""
     out: dict[str, tuple[str, bool]] = {}
     for name, dtype in batch.schema.items():
-        if name in batch.raw or name == messages or not (odd_key(name) or _odd_names(dtype)):
+        if name in batch.raw or not (odd_key(name) or _odd_names(dtype)):
             continue
         col, at = batch.frame.get_column(name), key_step(name, first=True)
         if odd_key(name):
@@ -285,8 +285,7 @@ class CharacterCheck(Check):
             "file_index", "row", *[c for c in found.columns if c != "i"])
 
     def _note_names(self, batch: Batch) -> None:
-        names = batch.shared(("schema names", self.ctx.messages),
-                             lambda: schema_names(batch, self.ctx.messages))
+        names = batch.shared("schema names", lambda: schema_names(batch))
         for path, (name, held) in names.items():
             if self.names.get(path) is None:
                 self.names[path] = name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +26,7 @@ from preflight.config import RuleSet
 from preflight.field_paths import record_value, split_path, with_value
 from preflight.field_paths import value_at as value_in
 from preflight.fix.plan import ORDER, default_fix
-from preflight.text import as_text
+from preflight.text import as_text, is_invisible
 
 # The actions of the character checks, which read every string field by default.
 _CHARACTER = {"invisible_unicode": {"strip"}, "encoding": {"repair", "normalize"}}
@@ -121,6 +123,36 @@ class Mender:
         actions = set(self._keys)
         return lambda name: self._text(name, actions)
 
+    def may_rename_keys(self, raw: bytes) -> bool:
+        """Whether a JSON unit's text may hold a key that ``renamed_keys`` renames: a
+        hidden character the rules strip, as written or as its escape (``\\u200b``). A
+        cheap look at the bytes, so that only such units are parsed."""
+        if "strip" not in self._keys:
+            return False
+        # Printable text holds none (C speed); the exact look is for the rest.
+        hidden, escape = _hidden_patterns()
+        if not raw.decode("utf-8", "replace").isprintable() and hidden.search(raw):
+            return True
+        if b"\\u" not in raw and b"\\b" not in raw and b"\\f" not in raw:
+            return False
+        if raw.isascii() and raw.decode("unicode_escape", "replace").isprintable():
+            return False  # a JSON escape is a Python one, but for pairs: not printable
+        return escape.search(raw) is not None
+
+    def renamed_keys(self, record: dict[str, Any]) -> dict[str, Any]:
+        """``record`` with the keys that hide characters (at any depth: a turn's, a nested
+        object's) renamed as the rules' character actions mend a name, every value as it
+        was; the same object when none is. For a record the checks did not flag: its keys
+        hold no value (null), yet the clean output must not keep their names."""
+        mend = self.name_mend()
+        return record if mend is None else _keys_mended(record, mend)
+
+    def renamed_keys_clash(self, record: dict[str, Any]) -> str | None:
+        """Why ``renamed_keys`` cannot rename the record's keys (two keys of one object
+        made one: ``key_clash``), if so: the record is set aside, as a flagged one is."""
+        mend = self.name_mend()
+        return None if mend is None else key_clash(record, mend, (), schema=False)
+
     def unmendable_keys(self, record: dict[str, Any], actions: set[str], *, schema: bool
                         ) -> str | None:
         """Why the record's keys cannot be mended by ``actions`` (``key_clash``: two keys
@@ -183,6 +215,61 @@ class Mender:
             elif action == "truncate" and self.limit and self.ctx.tokenizer:
                 text = self.ctx.tokenizer.truncate(text, self.limit, self.marker)
         return text
+
+
+def _keys_mended(value: Any, mend: Callable[[str], str]) -> Any:
+    """``value`` with its objects' odd keys mended (an object where two would become one
+    left as it is: ``key_clash`` sets such a record aside first); the same object when
+    nothing changed."""
+    if isinstance(value, list):
+        items = [_keys_mended(item, mend) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if not isinstance(value, dict):
+        return value
+    fields = {key: _keys_mended(item, mend) for key, item in value.items()}
+    if any(odd_key(k) for k in value):
+        renamed = {(mend(k) if odd_key(k) else k): v for k, v in fields.items()}
+        fields = renamed if len(renamed) == len(fields) else fields
+    if list(fields) == list(value) and all(fields[k] is v for k, v in value.items()):
+        return value
+    return fields
+
+
+@functools.cache
+def _hidden_patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """The characters ``strip`` may delete (``is_invisible``, before the allow-list), as
+    written in UTF-8 and as JSON escapes (``\\u200b`` in any case, a pair's high half for
+    those past U+FFFF, ``\\b`` and ``\\f``). Format and control characters lie in planes
+    0, 1 and 14 only: the rest is not scanned. Both are tries of bytes: Python's ``re``
+    scans fast for a pattern's first byte, and is slow on a long class or alternation."""
+    points = [cp for cp in (*range(0x20000), *range(0xE0000, 0xE1000))
+              if is_invisible(chr(cp))]
+    hidden = re.compile(_trie(sorted(chr(cp).encode() for cp in points)))
+    units = {f"{cp:04x}" for cp in points if cp <= 0xFFFF}
+    units |= {f"{0xD800 + ((cp - 0x10000) >> 10):04x}" for cp in points if cp > 0xFFFF}
+    escape = re.compile(rb"\\(?:[bf]|u" + _trie(sorted(u.encode() for u in units),
+                                               fold=True) + b")")
+    return hidden, escape
+
+
+def _trie(words: list[bytes], *, fold: bool = False) -> bytes:
+    """A regex matching exactly ``words`` (none a prefix of another), as a trie: one branch
+    per byte at each place, the words ending there as one class; with ``fold``, letters in
+    either case."""
+    heads: dict[int, list[bytes]] = {}
+    for word in words:
+        heads.setdefault(word[0], []).append(word[1:])
+
+    def one(byte: int) -> bytes:
+        both = {byte, ord(chr(byte).upper())} if fold else {byte}
+        return b"".join(re.escape(bytes([b])) for b in sorted(both))
+
+    ends = [h for h, rests in heads.items() if rests == [b""]]
+    branches = [b"[" + one(h) + b"]" + _trie(rests, fold=fold)
+                for h, rests in heads.items() if rests != [b""]]
+    if ends:
+        branches.append(b"[" + b"".join(one(h) for h in ends) + b"]")
+    return branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
 
 
 def _before_value(before: dict[str, Any], after: dict[str, Any], name: str) -> Any:

@@ -97,11 +97,22 @@ def write_round(
                     continue
                 writer.change(unit, mended)
                 counts["changed"].add(at)
-                # one count per record, however many turns or list items hold the key
-                for where, new in dict(key_renames(record, mended)).items():
-                    renamed = counts["renamed_keys"].setdefault(where, {"to": new,
-                                                                        "records": 0})
-                    renamed["records"] += 1
+                _count_renames(counts, record, mended)
+            elif unit.syntax == "json" and unit.raw and mender.may_rename_keys(unit.raw):
+                # Not flagged, yet a key hiding a character may be here holding no value
+                # (null): renamed as in the flagged records, or the clean output keeps the
+                # name (a check of it flags the schema's name). Only such lines are parsed.
+                mended = mender.renamed_keys(record)
+                if why := mender.renamed_keys_clash(record):
+                    set_aside(unit, [_reason("invisible_unicode", "key_not_mendable",
+                                             f"{why}, so it cannot be renamed")], at)
+                    continue
+                if mended is record:
+                    writer.keep(unit)
+                else:
+                    writer.change(unit, mended)
+                    counts["changed"].add(at)
+                    _count_renames(counts, record, mended)
             else:
                 writer.keep(unit)
             counts["clean"] += 1
@@ -121,6 +132,15 @@ def dry_round(found: Input, out_format: str, the_plan: Plan, mender: Mender
         counts = write_round(found, out_format, the_plan, mender, None, None, origin=None,
                              schema=counts["retype"])
     return counts
+
+
+def _count_renames(counts: dict[str, Any], before: dict[str, Any], after: dict[str, Any]
+                   ) -> None:
+    """Count the keys renamed in a record: one per record and place, however many turns or
+    list items hold the key."""
+    for where, new in dict(key_renames(before, after)).items():
+        renamed = counts["renamed_keys"].setdefault(where, {"to": new, "records": 0})
+        renamed["records"] += 1
 
 
 def _reason(check: str, code: str, detail: str) -> dict[str, Any]:
