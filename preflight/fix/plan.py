@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from preflight.checks import registry
+from preflight.checks.nested_strings import KEY
 from preflight.config import Rule
 
 ORDER = ("repair", "normalize", "strip", "truncate", "drop", "keep_first", "quarantine")
@@ -31,6 +32,9 @@ class Plan:
     )
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     risky: bool = False  # a transform that could create a new finding was planned
+    # A hidden character was found in a key's name: records not flagged may hold the key
+    # too (null), and are looked at for it (``Mender.may_rename_keys``); none else is.
+    keys: bool = False
 
 
 def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat: bool) -> Plan:
@@ -40,6 +44,8 @@ def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat:
     for row, file, rule, check, code, detail, cluster in findings.select(
         "row", "file", "rule", "check", "code", "detail", "cluster"
     ).iter_rows():
+        if check == "invisible_unicode" and f"{KEY}:" in (detail or ""):
+            result.keys = True
         if row is None:  # a corpus-level finding names no record
             continue
         action = actions.get(rule, "none")
