@@ -131,7 +131,10 @@ class Mender:
             return False
         # Printable text holds none (C speed); the exact look is for the rest.
         hidden, escape = _hidden_patterns()
-        if not raw.decode("utf-8", "replace").isprintable() and hidden.search(raw):
+        # (line breaks and tabs are JSON's blanks between tokens, never in a key: a
+        # pretty-printed array element holds them)
+        text = raw.decode("utf-8", "replace").replace("\n", "").replace("\r", "")
+        if not text.replace("\t", "").isprintable() and hidden.search(raw):
             return True
         if b"\\u" not in raw and b"\\b" not in raw and b"\\f" not in raw:
             return False
