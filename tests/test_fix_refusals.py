@@ -196,13 +196,7 @@ def test_fix_refuses_shards_of_another_shape(tmp_path: Path, suffix: str, dry_ru
     other = [{"id": f"b{i}", "body": f"second shard sentence {i} about lakes"} for i in range(4)]
     other[1]["body"], other[2]["body"] = "hidden\u200bspace", ""
     for name, rows in (("a", first), ("b", other)):
-        path = folder / f"{name}{suffix}"
-        if suffix == ".csv":
-            keys = list(rows[0])
-            path.write_text(",".join(keys) + "\n"
-                            + "".join(",".join(r[k] for k in keys) + "\n" for r in rows))
-        else:
-            write_records(path, rows)
+        write_records(folder / f"{name}{suffix}", rows)
     out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
     result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress",
                     *(["--dry-run"] if dry_run else []))
@@ -223,13 +217,7 @@ def test_fix_refuses_labels_only_later_shards_hold(tmp_path: Path, suffix: str) 
              for i in range(6)]
     other[3]["label"] = -3
     for name, rows in (("a", first), ("b", other)):
-        path = folder / f"{name}{suffix}"
-        if suffix == ".csv":
-            keys = list(rows[0])
-            path.write_text(",".join(keys) + "\n"
-                            + "".join(",".join(str(r[k]) for k in keys) + "\n" for r in rows))
-        else:
-            write_records(path, rows)
+        write_records(folder / f"{name}{suffix}", rows)
     out, q = tmp_path / "o" / "clean.jsonl", tmp_path / "o" / "q.jsonl"
     result = invoke("fix", folder, "--out", out, "--quarantine", q, "--no-progress")
     assert result.exit_code == 2, result.output
