@@ -150,11 +150,14 @@ def _mode_said(modes: tuple[bool, ...] | None, model: torch.nn.Module) -> str:
     """Which mode the rerun ran in, for its reason: dropout and batch norm differ."""
     if modes is None or all(modes):
         return "rerun in train mode" + ("" if modes is None else ", as recorded")
-    if not modes[0]:
-        return "rerun in eval mode (model.training False), as recorded"
-    off = [n for (n, _), on in zip(model.named_modules(), modes, strict=False) if not on]
-    return (f"rerun in train mode with {len(off)} module(s) in eval mode, as recorded: "
-            + ", ".join(off[:5]) + (" …" if len(off) > 5 else ""))
+    names = [n for n, _ in model.named_modules()]
+    root = "train" if modes[0] else "eval"
+    other = [n for n, on in zip(names[1:], modes[1:], strict=False) if on != modes[0]]
+    if not other:
+        return f"rerun in {root} mode (model.training {modes[0]}), as recorded"
+    return (f"rerun in {root} mode with {len(other)} module(s) in "
+            f"{'eval' if modes[0] else 'train'} mode, as recorded: "
+            + ", ".join(other[:5]) + (" …" if len(other) > 5 else ""))
 
 
 def _notes(result: SmokeResult, name: str, recorded: str, mode: str,

@@ -96,3 +96,24 @@ def test_a_replay_file_s_malformed_modes_are_a_config_error() -> None:
     assert modes({"modes": [["body.2", False]]}, model) == (True, True, True, True, False, True)
     with pytest.raises(ConfigError, match="not \\(module name, training\\) pairs"):
         modes({"modes": [["body.2"]]}, model)
+
+
+def test_the_rerun_names_the_modules_whose_mode_differs_from_the_model_s() -> None:
+    """A model in eval mode with a module switched back to train (a fine-tuned adapter)
+    was said to be "rerun in eval mode", naming none: the other way round is named too."""
+    from preflight.smoke.rerun import _mode_said
+
+    model = tiny.frozen_net()
+    model.eval()
+    model.body[2].train()
+    modes = tuple(m.training for m in model.modules())
+    assert _mode_said(modes, model) == ("rerun in eval mode with 1 module(s) in train mode, "
+                                        "as recorded: body.2")
+    model.train()
+    model.body[2].eval()
+    assert _mode_said(tuple(m.training for m in model.modules()), model) == (
+        "rerun in train mode with 1 module(s) in eval mode, as recorded: body.2")
+    model.eval()
+    assert _mode_said(tuple(m.training for m in model.modules()), model) == (
+        "rerun in eval mode (model.training False), as recorded")
+    assert _mode_said(None, model) == "rerun in train mode"
