@@ -70,7 +70,7 @@ def commit(pairs: list[tuple[Path, Path]]) -> None:
     for folder in {final.parent for _, final in pairs}:
         _flush_folder(folder)
     journal, *copies = _records(staged)
-    text = json.dumps({"renames": [[os.path.abspath(s), os.path.abspath(f)]
+    text = json.dumps({"renames": [[str(_absolute(s)), str(_absolute(f))]
                                    for s, f in staged]})
     try:
         _write_record(journal, text)  # the commit
@@ -144,8 +144,8 @@ def recover(finals: list[Path], notes: list[str]) -> None:
     they are (a journal beside that run's clean output, in another folder, may name them),
     a fix into their outputs removes them."""
     wanted = {_real(f) for f in finals}
-    ours = {journal_path(Path(os.path.abspath(f))) for f in finals}
-    folders = {Path(os.path.abspath(f)).parent for f in finals}
+    ours = {journal_path(_absolute(f)) for f in finals}
+    folders = {_absolute(f).parent for f in finals}
     named: set[str] = set()  # staged files a journal in these folders names
     for journal in _journals(folders):
         if not os.path.lexists(journal):
@@ -199,6 +199,14 @@ def _final_of(name: str) -> str | None:
     return None
 
 
+def _absolute(path: Path | str) -> Path:
+    """``path`` made absolute as the file system reads it: its folder's links and ``..``
+    resolved in order (``os.path.abspath`` drops ``link/..`` as text, naming another folder
+    than the file's when ``link`` is a symbolic link); its name kept as given."""
+    path = Path(path).absolute()
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
 def _real(path: Path) -> str:
     """``path`` with its links resolved: a journal records the absolute paths of the run
     that wrote it, and a later run may reach the same folder through a link."""
@@ -238,7 +246,7 @@ def _read(journal: Path) -> list[tuple[Path, Path]]:
 def refuse_pending(files: list[Path]) -> None:
     """A ``ConfigError`` when one of ``files`` (an input about to be read) is an output of
     a fix commit left unfinished: it may not match its quarantine and manifest."""
-    journals = _journals({Path(os.path.abspath(f)).parent for f in files})
+    journals = _journals({_absolute(f).parent for f in files})
     if not journals:
         return
     wanted = {_real(f) for f in files}

@@ -354,3 +354,29 @@ def test_a_killed_commit_is_found_beside_a_quarantine_in_another_folder(
     assert manifest["clean"]["xxh3_128"] == hash_file(out)
     assert not journal_path(out).exists() and not journal_path(q).exists()
     assert check(out, tmp_path / "report").returncode in (0, 1)
+
+
+def test_an_output_named_through_a_link_and_dotdot_is_refused_and_finished(
+        tmp_path: Path) -> None:
+    """``--quarantine lnk/../q.jsonl`` (``lnk`` a link to a folder elsewhere): the commit
+    record named ``q.jsonl`` beside ``lnk`` (``..`` dropped as text), not where it is; a run
+    killed between the renames left the new clean output beside the old quarantine, which
+    ``check`` read (exit 0), and the next fix "finished" the commit without it (the old
+    quarantine beside the new clean output and manifest)."""
+    old, new = data(tmp_path, "old"), data(tmp_path, "new")
+    (tmp_path / "x" / "y").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "x" / "y")
+    out, m = tmp_path / "a" / "c.jsonl", tmp_path / "m" / "x.json"
+    q = tmp_path / "lnk" / ".." / "q.jsonl"  # x/q.jsonl
+    assert fix(old, out, q, manifest=m).returncode == 0
+    assert (tmp_path / "x" / "q.jsonl").exists()
+    # staged 3, the record and its 2 copies, the clean output renamed, then killed
+    assert fix(new, out, q, kill_at=7, manifest=m).returncode == 137
+    read = check(q, tmp_path / "report")
+    assert read.returncode == 2, read.stderr
+    assert "killed while putting its outputs in place" in read.stderr
+    notes: list[str] = []
+    recover([q], notes)  # a fix sharing only the quarantine finishes the commit
+    assert any("its commit was finished first" in n for n in notes), notes
+    assert the_set(out, tmp_path / "x" / "q.jsonl", m) == "new"
+    assert not [p for p in tmp_path.rglob(".*") if "-staged" in p.name or "-commit" in p.name]
