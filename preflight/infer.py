@@ -41,6 +41,12 @@ _MAJORITY = 0.5
 _NUMERIC = 0.9
 
 
+def infers(rules: RuleSet) -> bool:
+    """Whether a run infers its fields (those named on the command line kept): the rules
+    declare none. True even where inference finds none in the first batch."""
+    return rules.fields.is_empty() or bool(rules.given_fields)
+
+
 def resolve_fields(rules: RuleSet, batch: Batch, *, shards: bool = False
                    ) -> tuple[Fields, dict[str, str]]:
     """The fields a run uses, given its first batch: the rules' own when they declare any;
@@ -49,7 +55,7 @@ def resolve_fields(rules: RuleSet, batch: Batch, *, shards: bool = False
     a folder of ``shards`` a later shard may hold a column the first lacks (a label only
     some shards have): there one no shard holds is the rules' error at the end, as for a
     field a rules file declares."""
-    if not rules.fields.is_empty() and not rules.given_fields:
+    if not infers(rules):
         if not shards:
             _check_paths(rules.fields.text_fields(), batch, "fields.text")
         return rules.fields, {}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from preflight.config import Rule, RuleSet
+from preflight.infer import infers
 from preflight.paths import find_beside, rules_base
 from preflight.shards import ShardShapes
 from preflight.source import Source
@@ -59,7 +60,7 @@ def start(src: Source, rules: RuleSet, rule_list: list[Rule], *,
         sampler.id_field = fields.id
     if src.format == "csv" and src.files:
         _note_dialects(src)
-    shapes = ShardShapes(fields) if inferred and len(src.files) > 1 else None
+    shapes = ShardShapes(fields) if infers(rules) and len(src.files) > 1 else None
     setup = {"rules": portable(rules), "fields": fields, "strings": ctx.strings,
              "keep_ids": any(r.reports_at_finish for r in running), "plans": scan_plans,
              "sample": (sampler.k, sampler.seed) if sampler is not None else None,

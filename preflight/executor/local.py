@@ -24,7 +24,7 @@ from preflight.checks.string_fields import holds_strings
 from preflight.config import Fields, Rule, RuleSet
 from preflight.cores import available_cores
 from preflight.findings import FindingsSink
-from preflight.infer import resolve_fields
+from preflight.infer import infers, resolve_fields
 from preflight.resolve import resolved
 from preflight.sampling import Sampler, SampleRow
 from preflight.shards import ShardShapes
@@ -112,7 +112,9 @@ def scan_local(src: Source, rules: RuleSet, rule_list: list[Rule], *,
                     shards=len(src.files) > 1)
                 timings["setup"] = round(time.perf_counter() - t_setup, 4)
                 keep_ids = any(r.reports_at_finish for r in running)
-                if inferred and len(src.files) > 1:
+                # compared even when the first shard's fields inferred none (a first
+                # shard of lists where later ones hold the text: they went unchecked)
+                if infers(rules) and len(src.files) > 1:
                     shapes = ShardShapes(fields)
             # A shard unlike the first (chat among text): its lines are still read.
             same = shapes is None or shapes.matches(batch)
