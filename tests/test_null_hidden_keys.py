@@ -151,9 +151,10 @@ def test_fix_renames_a_turns_null_key_and_its_output_checks_clean(
 
 def test_only_lines_holding_a_hidden_character_are_read_for_keys(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lines the checks did not flag are copied as written; only those holding a hidden
-    character (or its escape) are walked for keys, and one whose character stays (a ZWJ in
-    an emoji, allowed) is still copied byte for byte."""
+    """The lines the checks did not flag are copied as written; only those holding a
+    character found hiding in a key name (U+200B here), as written or escaped in any case,
+    are walked for keys: one holding another (a ZWJ in an emoji, allowed) is not, and is
+    copied byte for byte."""
     lines = ['{"text": "plain ascii here"}',
              '{"text": "caf\u00e9 \u2019quoted\u2019 and \\u00e9scaped"}',
              '{"text": "a family \U0001F468\u200d\U0001F469 here"}',
@@ -170,8 +171,7 @@ def test_only_lines_holding_a_hidden_character_are_read_for_keys(
 
     monkeypatch.setattr(Mender, "renamed_keys", counted)
     fixed, aside, manifest = _fix(data, tmp_path / "c.jsonl")
-    assert [r["text"] for r in walked] == ["a family \U0001F468\u200d\U0001F469 here",
-                                           "one more", "and the last"]
+    assert [r["text"] for r in walked] == ["one more", "and the last"]
     assert aside == [] and fixed[3:] == [{"text": "one more", "n": None},
                                          {"text": "and the last", "n": None}]
     assert (tmp_path / "c.jsonl").read_text().splitlines()[:3] == lines[:3]
@@ -189,9 +189,9 @@ def test_no_line_is_looked_at_for_keys_when_no_key_hides_a_character(
     looked = []
     may_rename_keys = Mender.may_rename_keys
 
-    def counted(self: Mender, raw: bytes) -> bool:
+    def counted(self: Mender, raw: bytes, chars: frozenset[str]) -> bool:
         looked.append(raw)
-        return may_rename_keys(self, raw)
+        return may_rename_keys(self, raw, chars)
 
     monkeypatch.setattr(Mender, "may_rename_keys", counted)
     fixed, aside, manifest = _fix(data, tmp_path / "c.jsonl")
@@ -200,3 +200,36 @@ def test_no_line_is_looked_at_for_keys_when_no_key_hides_a_character(
     key = write_records(tmp_path / "k.jsonl", [*lines, {"text": "x", f"n{ZW}": 1}])
     _fix(key, tmp_path / "k" / "c.jsonl")
     assert len(looked) == 6  # the unflagged lines, once a key hides a character
+
+
+def test_the_look_for_keys_finds_the_characters_found_as_written_or_escaped() -> None:
+    """What ``may_rename_keys`` looks for comes from the key findings' paths: each character
+    of a flagged key that is not printable ASCII, raw, as a ``\\u`` escape in either case, a
+    surrogate pair's high half, or a short escape (``\\b``)."""
+    from preflight.checks.nested_strings import key_characters
+    from preflight.fix.plan import plan
+
+    found = pl.DataFrame({
+        "row": [None, 3, 4], "file": [None, None, None],
+        "rule": ["hidden-chars"] * 3, "check": ["invisible_unicode"] * 3,
+        "code": ["zero_width_space", "tag_character", "zero_width_space"],
+        "detail": ['messages[*]["na\\u200bme"] (key): 1× U+200B at char 2',
+                   'meta["so\\udb40\\udc41urce"] (key): 1× U+E0041 at char 2',
+                   'text: 1× U+200B at char 4'],  # a value's, not a key's
+        "cluster": [None, None, None]})
+    keys = plan(found, [], can_truncate=False, chat=True).keys
+    assert keys == {"\u200b", TAG} == key_characters(found["detail"][0]) | {TAG}
+    assert key_characters('["a\\"b\\b"] (key): 1× U+0008 at char 3') == {"\b"}
+    mender = Mender.__new__(Mender)
+    mender._keys = {"strip"}
+    lines = [(b'{"n\xe2\x80\x8b": null}', True),  # U+200B as written
+             (b'{"n\\u200B": null}', True),  # escaped, upper case
+             (b'{"n\\U200b": null}', False),  # no JSON escape
+             (b'{"x": "\\udb40\\udc42"}', True),  # another tag: the same high half
+             (b'{"x": "\\u200d and \\n"}', False),  # a ZWJ, a line break: not found
+             (b'{"x": "\xe2\x80\x8d"}', False),
+             (('{"t": "%s"}' % TAG).encode(), True)]
+    for line, hit in lines:
+        assert mender.may_rename_keys(line, keys) is hit, line
+    assert mender.may_rename_keys(b'{"x\\b": 1}', frozenset({"\b"}))
+    assert not mender.may_rename_keys(b'{"x\\f": 1}', frozenset({"\b"}))

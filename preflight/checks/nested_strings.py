@@ -35,6 +35,18 @@ _PLAIN = re.compile(r'[^.\[\]"\\]+')  # a key that a path names as it is
 KEY = " (key)"
 
 
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def key_characters(detail: str) -> frozenset[str]:
+    """The characters that make the quoted keys of a key finding's path odd (``odd_key``):
+    ``meta["so\\u200burce"] (key): …`` holds U+200B."""
+    path = detail.split(KEY, 1)[0]
+    return frozenset(char for quoted in _QUOTED.findall(path)
+                     for char in json.loads(f'"{quoted}"')
+                     if not (char.isascii() and char.isprintable()))
+
+
 def odd_key(key: Any) -> bool:
     """Whether a key may hold what the character checks flag: not printable ASCII."""
     return isinstance(key, str) and not (key.isascii() and key.isprintable())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from preflight.config import RuleSet
 from preflight.field_paths import record_value, split_path, with_value
 from preflight.field_paths import value_at as value_in
 from preflight.fix.plan import ORDER, default_fix
-from preflight.text import as_text, is_invisible
+from preflight.text import as_text
 
 # The actions of the character checks, which read every string field by default.
 _CHARACTER = {"invisible_unicode": {"strip"}, "encoding": {"repair", "normalize"}}
@@ -123,24 +124,15 @@ class Mender:
         actions = set(self._keys)
         return lambda name: self._text(name, actions)
 
-    def may_rename_keys(self, raw: bytes) -> bool:
-        """Whether a JSON unit's text may hold a key that ``renamed_keys`` renames: a
-        hidden character the rules strip, as written or as its escape (``\\u200b``). A
-        cheap look at the bytes, so that only such units are parsed."""
-        if "strip" not in self._keys:
+    def may_rename_keys(self, raw: bytes, chars: frozenset[str]) -> bool:
+        """Whether a JSON unit's text may hold a key that ``renamed_keys`` renames: one of
+        ``chars`` (those of the key names the checks flagged: ``Plan.keys``), as written or
+        as its escape (``\\u200B``). A substring search, so that only such units are parsed."""
+        if "strip" not in self._keys or not chars:
             return False
-        # Printable text holds none (C speed); the exact look is for the rest.
-        hidden, escape = _hidden_patterns()
-        # (line breaks and tabs are JSON's blanks between tokens, never in a key: a
-        # pretty-printed array element holds them)
-        text = raw.decode("utf-8", "replace").replace("\n", "").replace("\r", "")
-        if not text.replace("\t", "").isprintable() and hidden.search(raw):
-            return True
-        if b"\\u" not in raw and b"\\b" not in raw and b"\\f" not in raw:
-            return False
-        if raw.isascii() and raw.decode("unicode_escape", "replace").isprintable():
-            return False  # a JSON escape is a Python one, but for pairs: not printable
-        return escape.search(raw) is not None
+        written, escape = _key_patterns(chars)
+        return (any(w in raw for w in written)
+                or (b"\\" in raw and escape.search(raw) is not None))
 
     def renamed_keys(self, record: dict[str, Any]) -> dict[str, Any]:
         """``record`` with the keys that hide characters (at any depth: a turn's, a nested
@@ -238,41 +230,22 @@ def _keys_mended(value: Any, mend: Callable[[str], str]) -> Any:
     return fields
 
 
-@functools.cache
-def _hidden_patterns() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """The characters ``strip`` may delete (``is_invisible``, before the allow-list), as
-    written in UTF-8 and as JSON escapes (``\\u200b`` in any case, a pair's high half for
-    those past U+FFFF, ``\\b`` and ``\\f``). Format and control characters lie in planes
-    0, 1 and 14 only: the rest is not scanned. Both are tries of bytes: Python's ``re``
-    scans fast for a pattern's first byte, and is slow on a long class or alternation."""
-    points = [cp for cp in (*range(0x20000), *range(0xE0000, 0xE1000))
-              if is_invisible(chr(cp))]
-    hidden = re.compile(_trie(sorted(chr(cp).encode() for cp in points)))
-    units = {f"{cp:04x}" for cp in points if cp <= 0xFFFF}
-    units |= {f"{0xD800 + ((cp - 0x10000) >> 10):04x}" for cp in points if cp > 0xFFFF}
-    escape = re.compile(rb"\\(?:[bf]|u" + _trie(sorted(u.encode() for u in units),
-                                               fold=True) + b")")
-    return hidden, escape
-
-
-def _trie(words: list[bytes], *, fold: bool = False) -> bytes:
-    """A regex matching exactly ``words`` (none a prefix of another), as a trie: one branch
-    per byte at each place, the words ending there as one class; with ``fold``, letters in
-    either case."""
-    heads: dict[int, list[bytes]] = {}
-    for word in words:
-        heads.setdefault(word[0], []).append(word[1:])
-
-    def one(byte: int) -> bytes:
-        both = {byte, ord(chr(byte).upper())} if fold else {byte}
-        return b"".join(re.escape(bytes([b])) for b in sorted(both))
-
-    ends = [h for h, rests in heads.items() if rests == [b""]]
-    branches = [b"[" + one(h) + b"]" + _trie(rests, fold=fold)
-                for h, rests in heads.items() if rests != [b""]]
-    if ends:
-        branches.append(b"[" + b"".join(one(h) for h in ends) + b"]")
-    return branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+@functools.lru_cache(maxsize=8)
+def _key_patterns(chars: frozenset[str]) -> tuple[tuple[bytes, ...], re.Pattern[bytes]]:
+    """``chars`` as written in UTF-8, and a pattern of their JSON escapes: ``\\u200b`` in
+    any case, a pair's high half for one past U+FFFF, a short escape (``\\b``) where JSON
+    has one."""
+    units, shorts = set(), set()
+    for char in chars:
+        point = ord(char)
+        units.add(f"{point:04x}" if point <= 0xFFFF
+                  else f"{0xD800 + ((point - 0x10000) >> 10):04x}")
+        if len(short := json.dumps(char)[1:-1]) == 2:  # \b, \f, \n, \r, \t, \", \\
+            shorts.add(re.escape(short[1:].encode()))
+    either = b"|".join([b"u(?i:" + b"|".join(u.encode() for u in sorted(units)) + b")",
+                        *sorted(shorts)])
+    written = tuple(c.encode("utf-8", "surrogatepass") for c in sorted(chars))
+    return written, re.compile(rb"\\(?:" + either + b")")
 
 
 def _before_value(before: dict[str, Any], after: dict[str, Any], name: str) -> Any:

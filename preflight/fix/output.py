@@ -99,7 +99,7 @@ def write_round(
                 counts["changed"].add(at)
                 _count_renames(counts, record, mended)
             elif (the_plan.keys and unit.syntax == "json" and unit.raw
-                  and mender.may_rename_keys(unit.raw)):
+                  and mender.may_rename_keys(unit.raw, the_plan.keys)):
                 # Not flagged, yet a key hiding a character may be here holding no value
                 # (null): renamed as in the flagged records, or the clean output keeps the
                 # name (a check of it flags the schema's name). Only such lines are parsed.

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from preflight.checks import registry
-from preflight.checks.nested_strings import KEY
+from preflight.checks.nested_strings import KEY, key_characters
 from preflight.config import Rule
 
 ORDER = ("repair", "normalize", "strip", "truncate", "drop", "keep_first", "quarantine")
@@ -32,9 +32,9 @@ class Plan:
     )
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     risky: bool = False  # a transform that could create a new finding was planned
-    # A hidden character was found in a key's name: records not flagged may hold the key
-    # too (null), and are looked at for it (``Mender.may_rename_keys``); none else is.
-    keys: bool = False
+    # The characters found hiding in key names: records not flagged may hold such a key too
+    # (null), and are looked at for them (``Mender.may_rename_keys``); none else is.
+    keys: frozenset[str] = frozenset()
 
 
 def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat: bool) -> Plan:
@@ -45,7 +45,7 @@ def plan(findings: pl.DataFrame, rules: list[Rule], *, can_truncate: bool, chat:
         "row", "file", "rule", "check", "code", "detail", "cluster"
     ).iter_rows():
         if check == "invisible_unicode" and f"{KEY}:" in (detail or ""):
-            result.keys = True
+            result.keys |= key_characters(detail)
         if row is None:  # a corpus-level finding names no record
             continue
         action = actions.get(rule, "none")
